@@ -1,0 +1,135 @@
+//! Audit records and the [`AuditSink`] seam.
+//!
+//! The door writes one [`AuditRecord`] for every decision it makes. Keeping the
+//! record type and the trait here (and the storage elsewhere) lets the durable
+//! SQLite sink of the core be replaced by the tamper-evident Merkle log later
+//! without the door noticing.
+#![forbid(unsafe_code)]
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::sync::Mutex;
+
+/// What the door (or another guarded path) decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Policy allowed the action and it ran.
+    Allowed,
+    /// Refused before anything ran (capability, path, loop guard, approval).
+    Denied,
+    /// A human approved the action.
+    Approved,
+    /// Allowed, but the action itself failed.
+    Failed,
+    /// Informational: a warning verdict (loop guard warn, permissive sandbox).
+    Warned,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allowed => "allowed",
+            Decision::Denied => "denied",
+            Decision::Approved => "approved",
+            Decision::Failed => "failed",
+            Decision::Warned => "warned",
+        }
+    }
+}
+
+/// One structured audit entry. Never holds argument values or secrets: the
+/// arguments are represented by their SHA-256 digest so a record can be
+/// matched against a transcript without copying what the agent sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// Milliseconds since the Unix epoch.
+    pub time_ms: i64,
+    pub session: String,
+    pub agent: String,
+    pub user: String,
+    /// What kind of event: `tool_call`, `approval`, `loop_guard`, `policy_load`, ...
+    pub action: String,
+    pub tool: String,
+    pub operation: String,
+    /// Hex SHA-256 of the canonical JSON arguments (empty when there were none).
+    pub args_digest: String,
+    pub decision: Decision,
+    /// Short machine-friendly reason class, e.g. `capability`, `path`, `loop_guard`.
+    pub reason: String,
+    /// Human-readable detail. Must never contain secret values.
+    pub detail: String,
+    pub duration_us: u64,
+}
+
+impl AuditRecord {
+    /// The SHA-256 of canonical JSON (serde_json's `Value` keeps object keys
+    /// sorted, so equal arguments give equal digests).
+    pub fn digest_args(args: &serde_json::Value) -> String {
+        let canonical = serde_json::to_vec(args).unwrap_or_default();
+        hex::encode(Sha256::digest(&canonical))
+    }
+}
+
+/// A record as stored, with the sequence number the sink assigned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredRecord {
+    pub seq: u64,
+    #[serde(flatten)]
+    pub record: AuditRecord,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error("audit store failed: {0}")]
+    Store(String),
+}
+
+/// Where door decisions go. `record` returns only once the record is durable
+/// to the sink's standard, so a caller that got `Ok` can rely on it.
+pub trait AuditSink: Send + Sync {
+    fn record(&self, record: &AuditRecord) -> Result<u64, AuditError>;
+    /// The newest `limit` records, oldest first.
+    fn tail(&self, limit: usize) -> Result<Vec<StoredRecord>, AuditError>;
+}
+
+/// An in-memory sink for tests and for benchmarks that isolate the door.
+#[derive(Default)]
+pub struct MemorySink {
+    records: Mutex<Vec<AuditRecord>>,
+}
+
+impl MemorySink {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn records(&self) -> Vec<AuditRecord> {
+        self.records.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+}
+
+impl AuditSink for MemorySink {
+    fn record(&self, record: &AuditRecord) -> Result<u64, AuditError> {
+        let mut guard = self
+            .records
+            .lock()
+            .map_err(|_| AuditError::Store("memory sink poisoned".into()))?;
+        guard.push(record.clone());
+        Ok(guard.len() as u64)
+    }
+    fn tail(&self, limit: usize) -> Result<Vec<StoredRecord>, AuditError> {
+        let guard = self
+            .records
+            .lock()
+            .map_err(|_| AuditError::Store("memory sink poisoned".into()))?;
+        let start = guard.len().saturating_sub(limit);
+        Ok(guard[start..]
+            .iter()
+            .enumerate()
+            .map(|(i, r)| StoredRecord {
+                seq: (start + i + 1) as u64,
+                record: r.clone(),
+            })
+            .collect())
+    }
+}

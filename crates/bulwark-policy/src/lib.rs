@@ -1,0 +1,6 @@
+//! Capabilities, manifests, config layering and the loop guard: pure policy, no I/O.
+#![forbid(unsafe_code)]
+
+mod taint;
+
+pub use taint::TaintLabel;

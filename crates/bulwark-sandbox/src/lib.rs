@@ -1,0 +1,2 @@
+//! Confinement: the capability-scoped workspace filesystem and sandboxed child processes.
+#![forbid(unsafe_code)]
