@@ -1,1 +1,256 @@
-fn main() {}
+//! `bulwark`: run LLM agents that stay inside what they were granted.
+#![forbid(unsafe_code)]
+
+mod approver;
+mod cmd_init;
+mod cmd_inspect;
+mod cmd_run;
+mod printer;
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "bulwark",
+    version,
+    about = "Run LLM agents that stay inside what they were granted",
+    long_about = "Bulwark runs LLM agents that use tools (files, shell, web, memory) and keeps them \
+inside their grants: every tool call passes one door that checks capabilities, asks for approval \
+where policy says so, runs the tool with only the handles it was granted, and records the decision \
+in an audit log.",
+    after_help = "Getting started:\n  bulwark init                     create $BULWARK_HOME with example agents\n  bulwark run demo \"show me\"       a scripted walkthrough (no model needed)\n  bulwark policy explain assistant what the assistant may do, and why\n  bulwark audit tail               the decisions the door made"
+)]
+struct Cli {
+    /// Data directory (default: $BULWARK_HOME, else ~/.local/share/bulwark).
+    #[arg(long, global = true, value_name = "DIR")]
+    home: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create the data directory with a config, example agents and a sample workspace.
+    #[command(after_help = "Examples:\n  bulwark init\n  bulwark --home /tmp/bw init --force")]
+    Init {
+        /// Overwrite the example files if they exist (your other files are kept).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Run an agent on one task and exit (0 when the agent finished).
+    #[command(
+        after_help = "Examples:\n  bulwark run demo \"show me\"\n  bulwark run assistant \"summarize notes.txt\" --model ollama:qwen2.5:7b\n  bulwark run assistant \"tidy notes.txt\" --approve files:edit\n\nExit status: 0 finished; 1 error (model, store, setup); 2 bad usage or config;\n3 stopped by the loop guard or budget; 4 hit max_turns."
+    )]
+    Run(RunArgs),
+    /// Talk with an agent in a line-by-line session (resumable).
+    #[command(
+        after_help = "Examples:\n  bulwark chat assistant\n  bulwark chat assistant --resume 1f0c...   (ids: bulwark sessions list)\n\nType /exit or press Ctrl-D to leave. Approvals are asked at the prompt."
+    )]
+    Chat(ChatArgs),
+    /// Agents in the data directory.
+    Agents {
+        #[command(subcommand)]
+        command: AgentsCommand,
+    },
+    /// Stored sessions.
+    Sessions {
+        #[command(subcommand)]
+        command: SessionsCommand,
+    },
+    /// Check that an agent can run: manifest, config, model, keys.
+    #[command(after_help = "Example:\n  bulwark preflight assistant")]
+    Preflight {
+        agent: String,
+        /// Check this model instead of the manifest's.
+        #[arg(long)]
+        model: Option<String>,
+    },
+    /// Inspect policy.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
+    /// Read the audit log.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// The agent's name (a directory under agents/).
+    agent: String,
+    /// The task, as one argument.
+    task: String,
+    /// Use this model instead of the manifest's (provider:model).
+    #[arg(long)]
+    model: Option<String>,
+    /// Pre-approve a tool that needs approval: TOOL or TOOL:OPERATION (repeatable).
+    /// Without it, a headless run denies every approval request.
+    #[arg(long = "approve", value_name = "TOOL[:OP]")]
+    approve: Vec<String>,
+    /// Act as this user (their restrictions from access.toml apply).
+    #[arg(long, default_value = bulwark_kernel::LOCAL_USER)]
+    user: String,
+    /// Continue an earlier session instead of starting a new one.
+    #[arg(long, value_name = "ID")]
+    session: Option<String>,
+}
+
+#[derive(Args)]
+pub struct ChatArgs {
+    agent: String,
+    /// Resume a stored session by id.
+    #[arg(long, value_name = "ID")]
+    resume: Option<String>,
+    #[arg(long)]
+    model: Option<String>,
+    #[arg(long, default_value = bulwark_kernel::LOCAL_USER)]
+    user: String,
+}
+
+#[derive(Subcommand)]
+enum AgentsCommand {
+    /// List agents with their model and description.
+    List,
+}
+
+#[derive(Subcommand)]
+enum SessionsCommand {
+    /// List sessions, newest first.
+    List {
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(short = 'n', long, default_value_t = 20)]
+        limit: usize,
+    },
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Print an agent's effective capability set and what each layer removed.
+    #[command(
+        after_help = "Examples:\n  bulwark policy explain assistant\n  bulwark policy explain assistant --user alice --remote"
+    )]
+    Explain {
+        agent: String,
+        /// Apply this user's restrictions from access.toml.
+        #[arg(long, default_value = bulwark_kernel::LOCAL_USER)]
+        user: String,
+        /// Apply the remote-session sandbox policy (as `serve` would).
+        #[arg(long)]
+        remote: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// The newest audit records, oldest first.
+    #[command(
+        after_help = "Examples:\n  bulwark audit tail\n  bulwark audit tail -n 100 --session 1f0c... --json"
+    )]
+    Tail {
+        #[arg(short = 'n', long, default_value_t = 20)]
+        limit: usize,
+        /// Only records of this session.
+        #[arg(long)]
+        session: Option<String>,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// An error with the exit status it should produce.
+pub struct Failure {
+    pub code: u8,
+    pub error: anyhow::Error,
+}
+
+impl<E: Into<anyhow::Error>> From<E> for Failure {
+    fn from(error: E) -> Self {
+        Failure {
+            code: 1,
+            error: error.into(),
+        }
+    }
+}
+
+pub fn usage_error(error: impl Into<anyhow::Error>) -> Failure {
+    Failure {
+        code: 2,
+        error: error.into(),
+    }
+}
+
+fn home(cli_home: Option<PathBuf>) -> Result<bulwark_kernel::Home, Failure> {
+    match cli_home {
+        Some(dir) => Ok(bulwark_kernel::Home::new(dir)),
+        None => bulwark_kernel::Home::from_env().map_err(usage_error),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("BULWARK_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = runtime.block_on(async move {
+        let home = home(cli.home)?;
+        match cli.command {
+            Command::Init { force } => cmd_init::init(&home, force),
+            Command::Run(args) => cmd_run::run(&home, args).await,
+            Command::Chat(args) => cmd_run::chat(&home, args).await,
+            Command::Agents {
+                command: AgentsCommand::List,
+            } => cmd_inspect::agents_list(&home),
+            Command::Sessions {
+                command: SessionsCommand::List { agent, limit },
+            } => cmd_inspect::sessions_list(&home, agent.as_deref(), limit),
+            Command::Preflight { agent, model } => {
+                cmd_inspect::preflight(&home, &agent, model.as_deref()).await
+            }
+            Command::Policy {
+                command:
+                    PolicyCommand::Explain {
+                        agent,
+                        user,
+                        remote,
+                    },
+            } => cmd_inspect::policy_explain(&home, &agent, &user, remote),
+            Command::Audit {
+                command:
+                    AuditCommand::Tail {
+                        limit,
+                        session,
+                        json,
+                    },
+            } => cmd_inspect::audit_tail(&home, limit, session.as_deref(), json),
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("error: {:#}", failure.error);
+            ExitCode::from(failure.code)
+        }
+    }
+}

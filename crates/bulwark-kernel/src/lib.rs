@@ -1,2 +1,30 @@
-//! The agent loop, the one door every tool call passes, built-in tools and approvals.
+//! The agent loop, the one door every tool call passes, built-in tools and
+//! approvals.
 #![forbid(unsafe_code)]
+
+mod agent;
+mod approval;
+mod boundary;
+mod door;
+mod home;
+mod providers;
+mod registry;
+mod scoped;
+mod session;
+mod setup;
+mod taint;
+mod tool;
+mod tools;
+
+pub use agent::{AgentRuntime, Kernel, KernelError, Silent, TurnEnd, TurnObserver, TurnOutcome};
+pub use approval::{ApprovalAnswer, ApprovalRequest, Approver, PreApproved};
+pub use boundary::Boundary;
+pub use door::{DispatchResult, Door, ToolCall};
+pub use home::{Home, LoadedAgent, valid_name};
+pub use providers::{ResolvedModel, resolve_model};
+pub use registry::ToolRegistry;
+pub use scoped::{ScopedFiles, ScopedHttp, ScopedMemory, ScopedProcess};
+pub use session::{Session, SessionIdentity, SessionResources, SessionState, ToolLimits};
+pub use setup::{LOCAL_USER, PolicyContext, build_session, effective_policy};
+pub use taint::taint_needs_approval;
+pub use tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};

@@ -1,9 +1,20 @@
 //! Provider-neutral messages, session repair, and the LLM drivers.
 #![forbid(unsafe_code)]
 
+mod anthropic;
 mod message;
+mod openai;
+mod repair;
+mod script;
+mod sse;
+mod transport;
 
+pub use anthropic::AnthropicDriver;
 pub use message::*;
+pub use openai::{OpenAiDriver, TOOL_ERROR_PREFIX};
+pub use repair::{INTERRUPTED_RESULT, Rule, Violation, repair, validate};
+pub use script::ScriptDriver;
+pub use transport::{MAX_BACKOFF, ProviderConfig};
 
 /// Why a provider call failed. Messages never include API keys or request
 /// bodies; they name the provider, URL and status so the user can act.

@@ -1,6 +1,38 @@
-//! Capabilities, manifests, config layering and the loop guard: pure policy, no I/O.
+//! Bulwark's policy core: capabilities and their matching, the manifest /
+//! config / access schemas (with located, teaching errors), policy layering
+//! with an explanation of every removal, taint labels, and the loop guard.
+//!
+//! This crate is pure: it never touches the filesystem, the network or the
+//! clock. Parsers take the source text plus an origin name for messages, so
+//! every decision here can be tested exhaustively and reused by the kernel,
+//! the CLI (`bulwark preflight`, `explain`) and the server alike.
 #![forbid(unsafe_code)]
 
+mod access;
+mod capability;
+mod config;
+mod error;
+mod glob;
+mod layering;
+mod loop_guard;
+mod manifest;
+mod path;
 mod taint;
+mod validate;
 
+pub use access::{AccessFile, UserEntry, UserRole, parse_access, user_may_use_agent};
+pub use capability::{CAPABILITY_KINDS, Capability, CapabilitySet, Demand};
+pub use config::{GlobalConfig, ProviderConfig, ProviderKind, RemoteSection, parse_global_config};
+pub use error::ConfigError;
+pub use layering::{
+    Denial, DenyReason, EffectivePolicy, Layer, PolicyInputs, Removal, ToolCatalog,
+    compute_effective,
+};
+pub use loop_guard::{LoopGuard, LoopGuardConfig, Verdict, call_hash};
+pub use manifest::{
+    AccessMode, AccessSection, AgentSection, ApprovalSection, CredentialGrant, CredentialsSection,
+    GrantApproval, Manifest, ModelRef, OpFilter, SandboxSection, ToolFilter, parse_manifest,
+    parse_model_ref,
+};
+pub use path::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES, PathError, WorkspacePath};
 pub use taint::TaintLabel;

@@ -1,0 +1,224 @@
+//! Read-only commands: agents list, sessions list, preflight, policy explain, audit tail.
+
+use crate::{Failure, usage_error};
+use anyhow::{Context, anyhow};
+use bulwark_audit::AuditSink;
+use bulwark_kernel::{
+    Home, KernelError, PolicyContext, ToolRegistry, effective_policy, resolve_model,
+};
+use bulwark_store::{AuditQuery, Store};
+
+fn setup(err: KernelError) -> Failure {
+    usage_error(err)
+}
+
+pub fn agents_list(home: &Home) -> Result<(), Failure> {
+    let names = home.list_agents().map_err(setup)?;
+    if names.is_empty() {
+        println!(
+            "no agents in {} (run `bulwark init`)",
+            home.agents_dir().display()
+        );
+        return Ok(());
+    }
+    for name in names {
+        match home.load_agent(&name) {
+            Ok(agent) => println!(
+                "{name:<20} {:<36} {}",
+                agent
+                    .manifest
+                    .agent
+                    .model
+                    .as_deref()
+                    .unwrap_or("(no model)"),
+                agent.manifest.agent.description
+            ),
+            Err(err) => println!("{name:<20} INVALID: {err}"),
+        }
+    }
+    Ok(())
+}
+
+fn open_store(home: &Home) -> Result<Store, Failure> {
+    let path = home.db_path();
+    if !path.exists() {
+        return Err(usage_error(anyhow!(
+            "no database at {} yet: run an agent first (`bulwark run demo \"show me\"`)",
+            path.display()
+        )));
+    }
+    Ok(Store::open(&path).with_context(|| format!("cannot open {}", path.display()))?)
+}
+
+pub fn sessions_list(home: &Home, agent: Option<&str>, limit: usize) -> Result<(), Failure> {
+    let store = open_store(home)?;
+    let rows = store.list_sessions(agent, limit)?;
+    if rows.is_empty() {
+        println!("no sessions");
+    }
+    for row in rows {
+        println!(
+            "{}  {:<16} {:<12} {:>4} messages",
+            row.id, row.agent, row.user, row.message_count
+        );
+    }
+    Ok(())
+}
+
+pub async fn preflight(home: &Home, agent_name: &str, model: Option<&str>) -> Result<(), Failure> {
+    let mut problems = 0;
+    let global = home.load_global().map_err(setup)?;
+    println!("ok    config       {}", home.config_path().display());
+    let _access = home.load_access().map_err(setup)?;
+    let loaded = home.load_agent(agent_name).map_err(setup)?;
+    println!(
+        "ok    manifest     {}",
+        loaded.dir.join("agent.toml").display()
+    );
+    let model = model
+        .map(str::to_string)
+        .or_else(|| loaded.manifest.agent.model.clone())
+        .or_else(|| global.default_model.clone());
+    match model {
+        None => {
+            problems += 1;
+            println!("FAIL  model        none set: add [agent] model or config.toml default_model");
+        }
+        Some(model) => match resolve_model(&model, &global, &loaded.dir) {
+            Err(err) => {
+                problems += 1;
+                println!("FAIL  model        {model}: {err}");
+            }
+            Ok(resolved) => {
+                let key = match &resolved.key_env {
+                    Some(var) if std::env::var_os(var).is_some() => format!("key from {var}"),
+                    Some(var) => format!("no key ({var} unset)"),
+                    None => "no key needed".into(),
+                };
+                println!("ok    model        {model} ({key})");
+                if resolved.provider != "script" {
+                    match reachable(&resolved.endpoint).await {
+                        Ok(()) => println!("ok    endpoint     {} reachable", resolved.endpoint),
+                        Err(err) => {
+                            problems += 1;
+                            println!("FAIL  endpoint     {}: {err}", resolved.endpoint);
+                        }
+                    }
+                }
+            }
+        },
+    }
+    let grants = &loaded.manifest.credentials.grants;
+    if grants.is_empty() {
+        println!("note  credentials  no grants declared: this agent gets no credentials");
+    }
+    for (name, grant) in grants {
+        for key in &grant.keys {
+            if std::env::var_os(key).is_some() {
+                println!("ok    credential   grant `{name}`: {key} is set");
+            } else {
+                problems += 1;
+                println!("FAIL  credential   grant `{name}`: {key} is not set");
+            }
+        }
+    }
+    if problems > 0 {
+        return Err(Failure {
+            code: 1,
+            error: anyhow!("{problems} problem(s) found"),
+        });
+    }
+    println!("\n{agent_name} is ready.");
+    Ok(())
+}
+
+/// A TCP connect to the endpoint's host and port, with a short timeout.
+async fn reachable(endpoint: &str) -> anyhow::Result<()> {
+    let url = url::Url::parse(endpoint).context("the endpoint is not a valid URL")?;
+    let host = url
+        .host_str()
+        .ok_or_else(|| anyhow!("the endpoint has no host"))?
+        .to_string();
+    let port = url
+        .port_or_known_default()
+        .ok_or_else(|| anyhow!("the endpoint has no port"))?;
+    let connect = tokio::net::TcpStream::connect((host.as_str(), port));
+    match tokio::time::timeout(std::time::Duration::from_secs(5), connect).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(anyhow!("cannot connect to {host}:{port}: {e}")),
+        Err(_) => Err(anyhow!("no answer from {host}:{port} within 5 s")),
+    }
+}
+
+pub fn policy_explain(
+    home: &Home,
+    agent_name: &str,
+    user: &str,
+    remote: bool,
+) -> Result<(), Failure> {
+    let global = home.load_global().map_err(setup)?;
+    let access = home.load_access().map_err(setup)?;
+    let loaded = home.load_agent(agent_name).map_err(setup)?;
+    let registry = ToolRegistry::builtin();
+    let policy = effective_policy(
+        &PolicyContext {
+            global: &global,
+            access: &access,
+            agent: &loaded,
+            user,
+            remote,
+        },
+        &registry,
+    )
+    .map_err(setup)?;
+    println!(
+        "agent {agent_name} · user {user} · {}",
+        if remote {
+            "remote session"
+        } else {
+            "local session"
+        }
+    );
+    println!("{}", policy.explain());
+    Ok(())
+}
+
+pub fn audit_tail(
+    home: &Home,
+    limit: usize,
+    session: Option<&str>,
+    json: bool,
+) -> Result<(), Failure> {
+    let store = open_store(home)?;
+    let sink = store.audit_sink();
+    let records = match session {
+        Some(s) => sink.query(&AuditQuery {
+            session: Some(s.to_string()),
+            since_seq: None,
+            limit,
+        })?,
+        None => sink.tail(limit)?,
+    };
+    for r in records {
+        if json {
+            println!("{}", serde_json::to_string(&r)?);
+        } else {
+            println!(
+                "{:>6}  {}  {:<8} {:<14} {:<16} {:<9} {:<12} {}",
+                r.seq,
+                &r.record.session[..8.min(r.record.session.len())],
+                r.record.agent,
+                r.record.action,
+                if r.record.tool.is_empty() {
+                    "-"
+                } else {
+                    &r.record.tool
+                },
+                r.record.decision.as_str(),
+                r.record.reason,
+                r.record.detail
+            );
+        }
+    }
+    Ok(())
+}

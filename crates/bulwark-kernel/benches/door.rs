@@ -1,0 +1,113 @@
+//! Per-call overhead of the door on a no-op tool: lookup, loop guard, policy
+//! checks, context scoping, audit write and result shaping. Measured with the
+//! durable SQLite audit sink (what `run` uses) and with an in-memory sink (the
+//! door alone).
+
+use bulwark_audit::{AuditSink, MemorySink};
+use bulwark_kernel::{
+    Door, Home, PreApproved, SessionIdentity, Tool, ToolCall, ToolContext, ToolError, ToolLimits,
+    ToolOutput, ToolRegistry, ToolSpec, build_session,
+};
+use bulwark_policy::{Demand, GlobalConfig, PolicyInputs, compute_effective, parse_manifest};
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+struct Noop {
+    spec: ToolSpec,
+}
+
+#[async_trait::async_trait]
+impl Tool for Noop {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    fn demands(&self, _args: &Value) -> Result<Vec<Demand>, ToolError> {
+        Ok(Vec::new())
+    }
+    async fn call(&self, _ctx: &ToolContext, _args: &Value) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text("ok"))
+    }
+    fn example_args(&self) -> Value {
+        json!({})
+    }
+}
+
+const MANIFEST: &str = r#"
+[agent]
+name = "bench"
+[tools]
+allow = ["noop"]
+[loop_guard]
+warn_threshold = 4000000000
+block_threshold = 4000000000
+outcome_repeat_block = 4000000000
+ping_pong_cycles = 4000000000
+max_tool_calls = 4000000000
+"#;
+
+fn bench_door(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut registry = ToolRegistry::builtin();
+    registry.register(Arc::new(Noop {
+        spec: ToolSpec {
+            name: "noop",
+            domain: "noop",
+            operation: "call",
+            description: "does nothing",
+            input_schema: json!({"type": "object"}),
+        },
+    }));
+    let manifest = parse_manifest(MANIFEST, "bench.toml").expect("manifest");
+    let global = GlobalConfig::default();
+    let policy = compute_effective(
+        &PolicyInputs {
+            global: &global,
+            manifest: &manifest,
+            remote: false,
+            user: None,
+        },
+        &registry.catalog(),
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let store = bulwark_store::Store::open(&dir.path().join("bench.db")).expect("store");
+    let sinks: [(&str, Arc<dyn AuditSink>); 2] = [
+        ("sqlite_audit", Arc::new(store.audit_sink())),
+        ("memory_audit", Arc::new(MemorySink::new())),
+    ];
+    for (label, sink) in sinks {
+        let door = Door::new(registry.clone(), sink, Arc::new(PreApproved::default()));
+        let identity = SessionIdentity {
+            id: "bench".into(),
+            agent: "bench".into(),
+            user: "local".into(),
+        };
+        let mut session = build_session(
+            &Home::new(dir.path()),
+            identity,
+            Arc::new(policy.clone()),
+            ToolLimits::default(),
+            None,
+        )
+        .expect("session");
+        let input = json!({"n": 1});
+        c.bench_function(&format!("door/noop/{label}"), |b| {
+            b.iter(|| {
+                runtime.block_on(door.dispatch(
+                    &mut session,
+                    ToolCall {
+                        id: "c",
+                        name: "noop",
+                        input: &input,
+                    },
+                ))
+            })
+        });
+    }
+}
+
+criterion_group!(benches, bench_door);
+criterion_main!(benches);

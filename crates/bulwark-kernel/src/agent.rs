@@ -1,0 +1,218 @@
+//! The agent loop: repair history, ask the model, send every tool call through
+//! the door, feed results back, until the model answers or a limit is reached.
+
+use crate::door::{DispatchResult, Door, ToolCall};
+use crate::session::Session;
+use bulwark_llm::{Block, ChatRequest, LlmDriver, LlmError, Message, Role, StreamEvent, Usage};
+use bulwark_policy::Verdict;
+use bulwark_store::{Store, StoreError};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// A configured agent: its prompt and the model endpoint it talks to.
+pub struct AgentRuntime {
+    pub name: String,
+    pub system_prompt: String,
+    /// The provider's model name (without the `provider:` prefix).
+    pub model: String,
+    pub driver: Arc<dyn LlmDriver>,
+    pub max_turns: u32,
+    pub max_tokens: u32,
+}
+
+/// Receives progress while a turn runs (the CLI prints it; the server relays it).
+pub trait TurnObserver: Send {
+    fn text_delta(&mut self, _text: &str) {}
+    fn tool_call(&mut self, _name: &str, _input: &Value) {}
+    fn tool_result(&mut self, _name: &str, _result: &DispatchResult) {}
+}
+
+/// An observer that ignores everything.
+pub struct Silent;
+impl TurnObserver for Silent {}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnEnd {
+    /// The model answered without asking for more tools.
+    Completed,
+    /// `max_turns` model calls were made and it still wanted tools.
+    MaxTurns,
+    /// The session was stopped (loop guard breaker, token budget, audit failure).
+    Stopped(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct TurnOutcome {
+    /// The text of the model's last message.
+    pub text: String,
+    pub end: TurnEnd,
+    pub tool_calls: u32,
+    pub usage: Usage,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    #[error(transparent)]
+    Llm(#[from] LlmError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot encode session data: {0}")]
+    Encode(#[from] serde_json::Error),
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// Runs the agent loop around one user message.
+pub struct Kernel {
+    pub door: Door,
+    pub store: Store,
+}
+
+impl Kernel {
+    pub fn new(door: Door, store: Store) -> Self {
+        Self { door, store }
+    }
+
+    fn persist(&self, session: &Session, message: &Message) -> Result<(), KernelError> {
+        let json = serde_json::to_string(message)?;
+        self.store
+            .append_message(&session.identity.id, role_name(message.role), &json)?;
+        Ok(())
+    }
+
+    fn save_state(&self, session: &Session) -> Result<(), KernelError> {
+        let json = serde_json::to_string(&session.state)?;
+        self.store.save_state(&session.identity.id, &json)?;
+        Ok(())
+    }
+
+    /// Loads a session's history from the store.
+    pub fn history(&self, session_id: &str) -> Result<Vec<Message>, KernelError> {
+        let rows = self.store.messages(session_id)?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            out.push(serde_json::from_str(&row.content_json)?);
+        }
+        Ok(out)
+    }
+
+    pub async fn run_turn(
+        &self,
+        session: &mut Session,
+        history: &mut Vec<Message>,
+        agent: &AgentRuntime,
+        user_text: &str,
+        observer: &mut dyn TurnObserver,
+    ) -> Result<TurnOutcome, KernelError> {
+        let user = Message::user_text(user_text);
+        self.persist(session, &user)?;
+        history.push(user);
+
+        let system = format!(
+            "{}\n\n{}",
+            agent.system_prompt.trim_end(),
+            session.state.boundary.instruction()
+        );
+        let tools = self.door.registry().definitions_for(&session.policy);
+        let mut usage = Usage::default();
+        let mut tool_calls = 0u32;
+        let mut last_text = String::new();
+
+        for _ in 0..agent.max_turns.max(1) {
+            if let Some(why) = session.state.stopped.clone() {
+                return Ok(TurnOutcome {
+                    text: last_text,
+                    end: TurnEnd::Stopped(why),
+                    tool_calls,
+                    usage,
+                });
+            }
+            let request = ChatRequest {
+                model: agent.model.clone(),
+                system: system.clone(),
+                messages: bulwark_llm::repair(history.clone()),
+                tools: tools.clone(),
+                max_tokens: agent.max_tokens,
+            };
+            let response = {
+                let mut on_event = |event: StreamEvent| {
+                    if let StreamEvent::TextDelta(text) = event {
+                        observer.text_delta(&text);
+                    }
+                };
+                agent.driver.chat(&request, &mut on_event).await?
+            };
+            usage.input_tokens += response.usage.input_tokens;
+            usage.output_tokens += response.usage.output_tokens;
+            let spent = response.usage.input_tokens + response.usage.output_tokens;
+            if let Verdict::Break(why) = session.state.guard.charge_tokens(spent) {
+                session.state.stopped = Some(why);
+            }
+
+            let assistant = response.message;
+            last_text = assistant.text();
+            self.persist(session, &assistant)?;
+            history.push(assistant.clone());
+
+            let calls: Vec<(String, String, Value)> = assistant
+                .tool_uses()
+                .map(|(id, name, input)| (id.to_string(), name.to_string(), input.clone()))
+                .collect();
+            if calls.is_empty() {
+                self.save_state(session)?;
+                let end = match session.state.stopped.clone() {
+                    Some(why) => TurnEnd::Stopped(why),
+                    None => TurnEnd::Completed,
+                };
+                return Ok(TurnOutcome {
+                    text: last_text,
+                    end,
+                    tool_calls,
+                    usage,
+                });
+            }
+
+            let mut results = Vec::with_capacity(calls.len());
+            for (id, name, input) in &calls {
+                tool_calls += 1;
+                observer.tool_call(name, input);
+                let result = self
+                    .door
+                    .dispatch(session, ToolCall { id, name, input })
+                    .await;
+                observer.tool_result(name, &result);
+                results.push(Block::ToolResult {
+                    tool_use_id: id.clone(),
+                    content: result.content,
+                    is_error: result.is_error,
+                    taint: result.taint,
+                });
+            }
+            let results = Message {
+                role: Role::User,
+                blocks: results,
+            };
+            self.persist(session, &results)?;
+            history.push(results);
+            self.save_state(session)?;
+        }
+        self.save_state(session)?;
+        let end = match session.state.stopped.clone() {
+            Some(why) => TurnEnd::Stopped(why),
+            None => TurnEnd::MaxTurns,
+        };
+        Ok(TurnOutcome {
+            text: last_text,
+            end,
+            tool_calls,
+            usage,
+        })
+    }
+}
+
+fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+    }
+}

@@ -1,0 +1,83 @@
+//! Human-in-the-loop approval. The door asks an [`Approver`] whenever policy
+//! (or the taint check) says a call needs a person; the answer is audited.
+
+use std::collections::BTreeSet;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalRequest {
+    pub session: String,
+    pub agent: String,
+    pub user: String,
+    pub tool: String,
+    pub domain: String,
+    pub operation: String,
+    /// Arguments as JSON, truncated for display.
+    pub args_preview: String,
+    /// Why approval is needed.
+    pub why: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalAnswer {
+    AllowOnce,
+    AllowSession,
+    Deny,
+}
+
+#[async_trait::async_trait]
+pub trait Approver: Send + Sync {
+    async fn ask(&self, request: &ApprovalRequest) -> ApprovalAnswer;
+}
+
+/// For runs with nobody at the terminal: denies everything except the
+/// `TOOL[:OP]` pairs given up front (`--approve shell:exec`, `--approve files`).
+#[derive(Debug, Clone, Default)]
+pub struct PreApproved {
+    rules: BTreeSet<(String, Option<String>)>,
+}
+
+impl PreApproved {
+    /// Parses `domain` or `domain:operation` rules (a tool name such as
+    /// `shell_exec` is accepted too and matched against the tool name).
+    pub fn parse(rules: &[String]) -> Result<Self, String> {
+        let mut set = BTreeSet::new();
+        for rule in rules {
+            let rule = rule.trim();
+            if rule.is_empty() {
+                return Err("an --approve rule is empty; use TOOL or TOOL:OPERATION".into());
+            }
+            match rule.split_once(':') {
+                Some((d, o)) if !d.is_empty() && !o.is_empty() => {
+                    set.insert((d.to_string(), Some(o.to_string())));
+                }
+                Some(_) => {
+                    return Err(format!(
+                        "--approve `{rule}` is malformed; use TOOL or TOOL:OPERATION"
+                    ));
+                }
+                None => {
+                    set.insert((rule.to_string(), None));
+                }
+            }
+        }
+        Ok(Self { rules: set })
+    }
+
+    pub fn allows(&self, request: &ApprovalRequest) -> bool {
+        self.rules.iter().any(|(d, o)| {
+            (d == &request.domain || d == &request.tool)
+                && o.as_ref().is_none_or(|o| o == &request.operation)
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Approver for PreApproved {
+    async fn ask(&self, request: &ApprovalRequest) -> ApprovalAnswer {
+        if self.allows(request) {
+            ApprovalAnswer::AllowOnce
+        } else {
+            ApprovalAnswer::Deny
+        }
+    }
+}

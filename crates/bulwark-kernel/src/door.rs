@@ -1,0 +1,407 @@
+//! The door: the only code path that executes a tool.
+//!
+//! Pipeline, identical for every tool: breaker → lookup → loop guard →
+//! capability check (domain, operation, then each concrete demand) → taint →
+//! approval → execute with a context scoped to the approved demands → audit →
+//! result wrapped in the session's content boundary. Every exit from the
+//! pipeline writes exactly one `tool_call` audit record.
+
+use crate::approval::{ApprovalAnswer, ApprovalRequest, Approver};
+use crate::registry::ToolRegistry;
+use crate::scoped::{Access, ScopedFiles, ScopedHttp, ScopedMemory, ScopedProcess};
+use crate::session::Session;
+use crate::taint::taint_needs_approval;
+use crate::tool::{ToolContext, ToolError, ToolOutput};
+use bulwark_audit::{AuditRecord, AuditSink, Decision};
+use bulwark_policy::{Demand, TaintLabel, Verdict};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// A tool call proposed by the model.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolCall<'a> {
+    pub id: &'a str,
+    pub name: &'a str,
+    pub input: &'a Value,
+}
+
+/// What the door decided and what goes back to the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DispatchResult {
+    /// The tool result text as the model will see it (boundary-wrapped when
+    /// it carries content from outside the conversation).
+    pub content: String,
+    pub is_error: bool,
+    pub taint: Vec<TaintLabel>,
+    pub decision: Decision,
+    /// Reason class, as audited (`capability`, `path`, `loop_guard`, ...).
+    pub reason: String,
+    /// Set when the session must stop (breaker, audit failure).
+    pub stop: Option<String>,
+}
+
+pub struct Door {
+    registry: ToolRegistry,
+    audit: Arc<dyn AuditSink>,
+    approver: Arc<dyn Approver>,
+}
+
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// What every audit record of one call shares. Owns its strings so the
+/// pipeline can mutate session state while it is alive.
+struct CallAudit<'a> {
+    session: String,
+    agent: String,
+    user: String,
+    tool: &'a str,
+    domain: &'a str,
+    operation: &'a str,
+    digest: String,
+    started: Instant,
+}
+
+impl CallAudit<'_> {
+    fn record(&self, action: &str, decision: Decision, reason: &str, detail: &str) -> AuditRecord {
+        AuditRecord {
+            time_ms: now_ms(),
+            session: self.session.clone(),
+            agent: self.agent.clone(),
+            user: self.user.clone(),
+            action: action.to_string(),
+            tool: self.tool.to_string(),
+            operation: if self.domain.is_empty() {
+                String::new()
+            } else {
+                format!("{}:{}", self.domain, self.operation)
+            },
+            args_digest: self.digest.clone(),
+            decision,
+            reason: reason.to_string(),
+            detail: truncate(detail, 500),
+            duration_us: self.started.elapsed().as_micros() as u64,
+        }
+    }
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+impl Door {
+    pub fn new(
+        registry: ToolRegistry,
+        audit: Arc<dyn AuditSink>,
+        approver: Arc<dyn Approver>,
+    ) -> Self {
+        Self {
+            registry,
+            audit,
+            approver,
+        }
+    }
+
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.registry
+    }
+
+    pub fn audit(&self) -> &Arc<dyn AuditSink> {
+        &self.audit
+    }
+
+    /// Writes the final record of a call and shapes the result. If the audit
+    /// sink fails, the result becomes an error and the session stops: an
+    /// action that cannot be recorded must not look like it succeeded.
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        &self,
+        audit: &CallAudit<'_>,
+        decision: Decision,
+        reason: &str,
+        message: String,
+        is_error: bool,
+        taint: Vec<TaintLabel>,
+        mut stop: Option<String>,
+    ) -> DispatchResult {
+        // The audit detail is the bare explanation; the model sees it with
+        // the decision in front.
+        let detail = if is_error { message.as_str() } else { "" };
+        let record = audit.record("tool_call", decision, reason, detail);
+        let message = match decision {
+            Decision::Denied => format!("denied ({reason}): {message}"),
+            Decision::Failed => format!("failed ({reason}): {message}"),
+            _ => message,
+        };
+        let mut content = message;
+        let mut is_error = is_error;
+        if let Err(err) = self.audit.record(&record) {
+            content =
+                format!("the audit log could not record this call ({err}); the session is stopped");
+            is_error = true;
+            stop = Some("audit sink failed".into());
+        }
+        DispatchResult {
+            content,
+            is_error,
+            taint,
+            decision,
+            reason: reason.to_string(),
+            stop,
+        }
+    }
+
+    fn refuse(&self, audit: &CallAudit<'_>, reason: &str, message: String) -> DispatchResult {
+        self.finish(
+            audit,
+            Decision::Denied,
+            reason,
+            message,
+            true,
+            Vec::new(),
+            None,
+        )
+    }
+
+    pub async fn dispatch(&self, session: &mut Session, call: ToolCall<'_>) -> DispatchResult {
+        let tool = self.registry.get(call.name).cloned();
+        let (domain, operation) = tool
+            .as_ref()
+            .map(|t| (t.spec().domain, t.spec().operation))
+            .unwrap_or(("", ""));
+        let audit = CallAudit {
+            session: session.identity.id.clone(),
+            agent: session.identity.agent.clone(),
+            user: session.identity.user.clone(),
+            tool: call.name,
+            domain,
+            operation,
+            digest: AuditRecord::digest_args(call.input),
+            started: Instant::now(),
+        };
+        if let Some(why) = session.state.stopped.clone() {
+            let mut result =
+                self.refuse(&audit, "stopped", format!("the session was stopped: {why}"));
+            result.stop = Some(why);
+            return result;
+        }
+        let Some(tool) = tool else {
+            let names: Vec<&str> = self.registry.iter().map(|t| t.spec().name).collect();
+            return self.refuse(
+                &audit,
+                "unknown_tool",
+                format!(
+                    "there is no tool named `{}`; tools: {}",
+                    call.name,
+                    names.join(", ")
+                ),
+            );
+        };
+
+        let mut warning = None;
+        match session.state.guard.check_call(call.name, call.input) {
+            Verdict::Allow => {}
+            Verdict::Warn(msg) => warning = Some(msg),
+            Verdict::Block(msg) => return self.refuse(&audit, "loop_guard", msg),
+            Verdict::Break(msg) => {
+                session.state.stopped = Some(msg.clone());
+                let mut result = self.refuse(&audit, "loop_guard", msg.clone());
+                result.stop = Some(msg);
+                return result;
+            }
+        }
+
+        // Capability check: the tool's domain and operation, then every
+        // concrete resource the arguments name.
+        if let Some(msg) = &warning {
+            let _ =
+                self.audit
+                    .record(&audit.record("loop_guard", Decision::Warned, "loop_guard", msg));
+        }
+        if let Err(denial) = session.policy.check_tool(domain, operation) {
+            return self.refuse(&audit, denial.reason.as_str(), denial.message);
+        }
+        let demands = match tool.demands(call.input) {
+            Ok(d) => d,
+            Err(err @ ToolError::Path(_)) => return self.refuse(&audit, "path", err.to_string()),
+            Err(err) => {
+                return self.finish(
+                    &audit,
+                    Decision::Failed,
+                    err.reason(),
+                    err.to_string(),
+                    true,
+                    Vec::new(),
+                    None,
+                );
+            }
+        };
+        for demand in &demands {
+            if let Err(denial) = session.policy.check_demand(demand) {
+                return self.refuse(&audit, denial.reason.as_str(), denial.message);
+            }
+        }
+
+        // Taint and approval.
+        let approval_key = format!("{domain}:{operation}");
+        let taint_why = taint_needs_approval(&session.state.taint, domain);
+        let policy_why = session
+            .policy
+            .needs_approval(domain, operation)
+            .then(|| "the agent's policy requires approval for this tool".to_string());
+        let mut approved_for_session = false;
+        if let Some(why) = taint_why.or(policy_why)
+            && !session.state.approved_for_session.contains(&approval_key)
+        {
+            let request = ApprovalRequest {
+                session: session.identity.id.clone(),
+                agent: session.identity.agent.clone(),
+                user: session.identity.user.clone(),
+                tool: call.name.to_string(),
+                domain: domain.to_string(),
+                operation: operation.to_string(),
+                args_preview: truncate(&call.input.to_string(), 400),
+                why: why.clone(),
+            };
+            let answer = self.approver.ask(&request).await;
+            let (decision, detail) = match answer {
+                ApprovalAnswer::AllowOnce => (Decision::Approved, "allowed once"),
+                ApprovalAnswer::AllowSession => (Decision::Approved, "allowed for the session"),
+                ApprovalAnswer::Deny => (Decision::Denied, "denied by approver"),
+            };
+            if let Err(err) = self
+                .audit
+                .record(&audit.record("approval", decision, "approval", detail))
+            {
+                return self.finish(
+                    &audit,
+                    Decision::Failed,
+                    "audit",
+                    format!("the approval could not be recorded: {err}"),
+                    true,
+                    Vec::new(),
+                    Some("audit sink failed".into()),
+                );
+            }
+            match answer {
+                ApprovalAnswer::Deny => {
+                    return self.refuse(
+                        &audit,
+                        "approval",
+                        format!("{why}, and it was not approved"),
+                    );
+                }
+                ApprovalAnswer::AllowSession => approved_for_session = true,
+                ApprovalAnswer::AllowOnce => {}
+            }
+        }
+
+        // Execute with a context that holds only what was approved.
+        let ctx = self.scope(session, &demands);
+        let limit = session.resources.limits.call_timeout;
+        let outcome = match tokio::time::timeout(limit, tool.call(&ctx, call.input)).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(ToolError::Failed(format!(
+                "the tool did not finish within {} s",
+                limit.as_secs()
+            ))),
+        };
+        let result = match outcome {
+            Ok(ToolOutput { content, taint }) => {
+                let mut text = if taint.is_empty() {
+                    content
+                } else {
+                    session.state.boundary.wrap(call.name, &taint, &content)
+                };
+                if let Some(msg) = &warning {
+                    text.push_str(&format!("\n[loop guard warning: {msg}]"));
+                }
+                self.finish(&audit, Decision::Allowed, "ok", text, false, taint, None)
+            }
+            Err(err @ ToolError::Path(_)) => self.refuse(&audit, "path", err.to_string()),
+            Err(err) => self.finish(
+                &audit,
+                Decision::Failed,
+                err.reason(),
+                err.to_string(),
+                true,
+                Vec::new(),
+                None,
+            ),
+        };
+        if approved_for_session {
+            session.state.approved_for_session.insert(approval_key);
+        }
+        session
+            .state
+            .guard
+            .record_outcome(call.name, call.input, &result.content);
+        session.state.taint.extend(result.taint.iter().copied());
+        if let Some(stop) = &result.stop {
+            session.state.stopped = Some(stop.clone());
+        }
+        result
+    }
+
+    /// Builds the per-call context: one narrowed handle per kind of demand.
+    fn scope(&self, session: &Session, demands: &[Demand]) -> ToolContext {
+        let res = &session.resources;
+        let mut files = Vec::new();
+        let mut memory = Vec::new();
+        let mut argv = None;
+        let mut hosts = Vec::new();
+        for demand in demands {
+            match demand {
+                Demand::FileRead(p) => files.push((Access::Read, p.clone())),
+                Demand::FileWrite(p) => files.push((Access::Write, p.clone())),
+                Demand::MemoryRead(s) => memory.push((Access::Read, s.clone())),
+                Demand::MemoryWrite(s) => memory.push((Access::Write, s.clone())),
+                Demand::ShellExec(a) => argv = Some(a.clone()),
+                Demand::NetConnect { host, port } => hosts.push((host.clone(), *port)),
+                _ => {}
+            }
+        }
+        ToolContext {
+            files: (!files.is_empty()).then(|| {
+                ScopedFiles::new(
+                    res.workspace.clone(),
+                    files,
+                    res.limits.max_read_bytes,
+                    res.limits.max_write_bytes,
+                )
+            }),
+            memory: (!memory.is_empty()).then(|| ScopedMemory {
+                agent: res.memory_agent.clone(),
+                user: res.memory_user.clone(),
+                granted: memory,
+                max_bytes: res.limits.max_memory_bytes,
+            }),
+            process: argv.map(|argv| ScopedProcess {
+                argv,
+                cwd: res.process_cwd.clone(),
+                env: res.process_env.clone(),
+                timeout: res.limits.shell_timeout,
+                max_output: res.limits.shell_max_output,
+            }),
+            http: match (&res.http, hosts.is_empty()) {
+                (Some(http), false) => Some(ScopedHttp {
+                    http: http.clone(),
+                    hosts,
+                }),
+                _ => None,
+            },
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! Handles narrowed to what the door approved for one call.
+//!
+//! Each handle carries the exact demands the door checked. Asking it for
+//! anything else is refused here, so the capability check and the effect can
+//! never drift apart, even if a tool misreports its demands.
+
+use crate::tool::ToolError;
+use bulwark_net::SafeHttp;
+use bulwark_policy::WorkspacePath;
+use bulwark_sandbox::{FsError, ProcessOutput, ProcessSpec, Workspace};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+fn fs_error(err: FsError) -> ToolError {
+    match err {
+        FsError::Escape { .. } => ToolError::Path(err.to_string()),
+        other => ToolError::Failed(other.to_string()),
+    }
+}
+
+/// The workspace, limited to the paths the door approved for this call.
+pub struct ScopedFiles {
+    workspace: Arc<Workspace>,
+    granted: Vec<(Access, WorkspacePath)>,
+    max_read: u64,
+    max_write: u64,
+}
+
+impl ScopedFiles {
+    pub(crate) fn new(
+        workspace: Arc<Workspace>,
+        granted: Vec<(Access, WorkspacePath)>,
+        max_read: u64,
+        max_write: u64,
+    ) -> Self {
+        Self {
+            workspace,
+            granted,
+            max_read,
+            max_write,
+        }
+    }
+
+    fn check(&self, access: Access, path: &WorkspacePath) -> Result<(), ToolError> {
+        if self.granted.iter().any(|(a, p)| *a == access && p == path) {
+            Ok(())
+        } else {
+            Err(ToolError::NotGranted(format!(
+                "{access:?} of `{path}` was not approved for this call"
+            )))
+        }
+    }
+
+    pub fn read(&self, path: &WorkspacePath) -> Result<Vec<u8>, ToolError> {
+        self.check(Access::Read, path)?;
+        self.workspace
+            .read(path.as_str(), self.max_read)
+            .map_err(fs_error)
+    }
+    pub fn write(&self, path: &WorkspacePath, data: &[u8]) -> Result<(), ToolError> {
+        self.check(Access::Write, path)?;
+        self.workspace
+            .write(path.as_str(), data, self.max_write)
+            .map_err(fs_error)
+    }
+    pub fn list(&self, path: &WorkspacePath) -> Result<Vec<bulwark_sandbox::EntryInfo>, ToolError> {
+        self.check(Access::Read, path)?;
+        self.workspace.list(path.as_str()).map_err(fs_error)
+    }
+    pub fn edit(
+        &self,
+        path: &WorkspacePath,
+        old: &str,
+        new: &str,
+        replace_all: bool,
+    ) -> Result<usize, ToolError> {
+        self.check(Access::Read, path)?;
+        self.check(Access::Write, path)?;
+        self.workspace
+            .edit(path.as_str(), old, new, replace_all)
+            .map_err(fs_error)
+    }
+    pub fn search(
+        &self,
+        path: &WorkspacePath,
+        needle: &str,
+        max_results: usize,
+    ) -> Result<Vec<bulwark_sandbox::SearchHit>, ToolError> {
+        self.check(Access::Read, path)?;
+        self.workspace
+            .search(path.as_str(), needle, max_results)
+            .map_err(fs_error)
+    }
+}
+
+/// Memory notes for the agent and for the user, in separate directories, each
+/// reachable only for the scopes and accesses the door approved.
+pub struct ScopedMemory {
+    pub(crate) agent: Arc<Workspace>,
+    pub(crate) user: Arc<Workspace>,
+    pub(crate) granted: Vec<(Access, String)>,
+    pub(crate) max_bytes: u64,
+}
+
+impl ScopedMemory {
+    fn root(&self, access: Access, scope: &str) -> Result<&Workspace, ToolError> {
+        if !self.granted.iter().any(|(a, s)| *a == access && s == scope) {
+            return Err(ToolError::NotGranted(format!(
+                "{access:?} of {scope} memory was not approved for this call"
+            )));
+        }
+        match scope {
+            "agent" => Ok(&self.agent),
+            "user" => Ok(&self.user),
+            other => Err(ToolError::InvalidArgs(format!(
+                "unknown memory scope `{other}`; use `agent` or `user`"
+            ))),
+        }
+    }
+    pub fn read(&self, scope: &str, file: &str) -> Result<Vec<u8>, ToolError> {
+        self.root(Access::Read, scope)?
+            .read(file, self.max_bytes)
+            .map_err(fs_error)
+    }
+    pub fn write(&self, scope: &str, file: &str, data: &[u8]) -> Result<(), ToolError> {
+        self.root(Access::Write, scope)?
+            .write(file, data, self.max_bytes)
+            .map_err(fs_error)
+    }
+    pub fn list(&self, scope: &str) -> Result<Vec<bulwark_sandbox::EntryInfo>, ToolError> {
+        self.root(Access::Read, scope)?.list("").map_err(fs_error)
+    }
+}
+
+/// Runs exactly the argv the door approved, in the workspace, with the
+/// minimal environment.
+pub struct ScopedProcess {
+    pub(crate) argv: Vec<String>,
+    pub(crate) cwd: PathBuf,
+    pub(crate) env: Vec<(String, String)>,
+    pub(crate) timeout: Duration,
+    pub(crate) max_output: usize,
+}
+
+impl ScopedProcess {
+    pub async fn run(&self, argv: &[String]) -> Result<ProcessOutput, ToolError> {
+        if argv != self.argv.as_slice() {
+            return Err(ToolError::NotGranted(
+                "this argv was not approved for this call".into(),
+            ));
+        }
+        let spec = ProcessSpec {
+            argv: argv.to_vec(),
+            cwd: self.cwd.clone(),
+            env: self.env.clone(),
+            timeout: self.timeout,
+            max_output: self.max_output,
+        };
+        bulwark_sandbox::run_process(&spec)
+            .await
+            .map_err(|e| ToolError::Failed(e.to_string()))
+    }
+}
+
+/// The egress client, limited to the host:port pairs the door approved.
+pub struct ScopedHttp {
+    pub(crate) http: Arc<SafeHttp>,
+    pub(crate) hosts: Vec<(String, u16)>,
+}
+
+impl ScopedHttp {
+    pub async fn get(&self, url: &str) -> Result<bulwark_net::HttpResponse, ToolError> {
+        let parsed = self
+            .http
+            .check_url(url)
+            .map_err(|e| ToolError::Failed(e.to_string()))?;
+        let host = parsed.host_str().unwrap_or_default().to_ascii_lowercase();
+        let port = parsed.port_or_known_default().unwrap_or(0);
+        if !self.hosts.iter().any(|(h, p)| *h == host && *p == port) {
+            return Err(ToolError::NotGranted(format!(
+                "{host}:{port} was not approved for this call"
+            )));
+        }
+        self.http
+            .get(url)
+            .await
+            .map_err(|e| ToolError::Failed(e.to_string()))
+    }
+}

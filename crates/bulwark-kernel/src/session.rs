@@ -1,0 +1,103 @@
+//! A session: who is acting, under which immutable policy, with which
+//! resources, and the per-session state the door keeps (loop guard, approvals
+//! granted for the session, taint seen).
+
+use crate::boundary::Boundary;
+use bulwark_net::SafeHttp;
+use bulwark_policy::{EffectivePolicy, LoopGuard, TaintLabel};
+use bulwark_sandbox::Workspace;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionIdentity {
+    pub id: String,
+    pub agent: String,
+    pub user: String,
+}
+
+/// Limits applied to tool effects.
+#[derive(Debug, Clone)]
+pub struct ToolLimits {
+    pub max_read_bytes: u64,
+    pub max_write_bytes: u64,
+    pub max_memory_bytes: u64,
+    pub shell_timeout: Duration,
+    pub shell_max_output: usize,
+    /// Whole-call deadline enforced by the door around every tool.
+    pub call_timeout: Duration,
+}
+
+impl Default for ToolLimits {
+    fn default() -> Self {
+        Self {
+            max_read_bytes: 1024 * 1024,
+            max_write_bytes: 1024 * 1024,
+            max_memory_bytes: 64 * 1024,
+            shell_timeout: Duration::from_secs(60),
+            shell_max_output: 64 * 1024,
+            call_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Everything a session may touch. The door hands slices of these to tools.
+pub struct SessionResources {
+    pub workspace: Arc<Workspace>,
+    pub memory_agent: Arc<Workspace>,
+    pub memory_user: Arc<Workspace>,
+    /// Absent when the session holds no network grant at all.
+    pub http: Option<Arc<SafeHttp>>,
+    /// The working directory of child processes (the workspace root).
+    pub process_cwd: PathBuf,
+    /// The full environment of child processes: nothing is inherited.
+    pub process_env: Vec<(String, String)>,
+    pub limits: ToolLimits,
+}
+
+/// The part of a session that survives a restart.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionState {
+    pub guard: LoopGuard,
+    /// `domain:operation` pairs a human approved for the rest of the session.
+    pub approved_for_session: BTreeSet<String>,
+    /// Every taint label that has entered the conversation.
+    pub taint: BTreeSet<TaintLabel>,
+    pub boundary: Boundary,
+    /// Set when the loop guard's breaker tripped; the session refuses more calls.
+    pub stopped: Option<String>,
+}
+
+pub struct Session {
+    pub identity: SessionIdentity,
+    pub policy: Arc<EffectivePolicy>,
+    pub resources: SessionResources,
+    pub state: SessionState,
+}
+
+impl Session {
+    pub fn new(
+        identity: SessionIdentity,
+        policy: Arc<EffectivePolicy>,
+        resources: SessionResources,
+        saved: Option<SessionState>,
+    ) -> Self {
+        let state = saved.unwrap_or_else(|| SessionState {
+            guard: LoopGuard::new(policy.loop_guard.clone()),
+            approved_for_session: BTreeSet::new(),
+            taint: BTreeSet::new(),
+            boundary: Boundary::new_random(),
+            stopped: None,
+        });
+        Self {
+            identity,
+            policy,
+            resources,
+            state,
+        }
+    }
+}

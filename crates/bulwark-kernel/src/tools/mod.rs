@@ -1,0 +1,27 @@
+//! The built-in tools. Each is one operation of a policy domain.
+
+mod files;
+mod memory;
+mod shell;
+mod time;
+mod web;
+
+use crate::tool::Tool;
+use std::sync::Arc;
+
+/// Every built-in tool, in a stable order.
+pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(files::FileRead::new()),
+        Arc::new(files::FileWrite::new()),
+        Arc::new(files::FileList::new()),
+        Arc::new(files::FileEdit::new()),
+        Arc::new(files::FileSearch::new()),
+        Arc::new(shell::ShellExec::new()),
+        Arc::new(web::WebFetch::new()),
+        Arc::new(memory::MemoryRead::new()),
+        Arc::new(memory::MemoryWrite::new()),
+        Arc::new(memory::MemoryList::new()),
+        Arc::new(time::TimeNow::new()),
+    ]
+}

@@ -1,0 +1,43 @@
+//! `time` domain: the current time, the one tool with no resource to guard.
+
+use crate::tool::{ToolContext, ToolError, ToolOutput, ToolSpec, check_keys};
+use bulwark_policy::Demand;
+use serde_json::{Value, json};
+
+pub struct TimeNow {
+    spec: ToolSpec,
+}
+
+impl TimeNow {
+    pub fn new() -> Self {
+        Self {
+            spec: ToolSpec {
+                name: "time_now",
+                domain: "time",
+                operation: "now",
+                description: "The current date and time in UTC (RFC 3339).",
+                input_schema: json!({"type":"object","properties":{},"additionalProperties":false}),
+            },
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::tool::Tool for TimeNow {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    fn demands(&self, args: &Value) -> Result<Vec<Demand>, ToolError> {
+        check_keys(args, &[])?;
+        Ok(Vec::new())
+    }
+    async fn call(&self, _ctx: &ToolContext, _args: &Value) -> Result<ToolOutput, ToolError> {
+        let now = time::OffsetDateTime::now_utc()
+            .format(&time::format_description::well_known::Rfc3339)
+            .map_err(|e| ToolError::Failed(format!("cannot format the time: {e}")))?;
+        Ok(ToolOutput::text(now))
+    }
+    fn example_args(&self) -> Value {
+        json!({})
+    }
+}

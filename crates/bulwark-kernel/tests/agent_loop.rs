@@ -1,0 +1,142 @@
+//! The whole loop with the scripted driver: a granted call, an ungranted
+//! tool, a repeated call and a `..` path; the audit shows each decision and
+//! the turn completes.
+
+mod common;
+
+use bulwark_audit::{AuditSink, Decision};
+use bulwark_kernel::{AgentRuntime, Door, Kernel, Silent, ToolRegistry, TurnEnd};
+use bulwark_llm::{Block, ScriptDriver};
+use bulwark_store::{NewSession, Store};
+use common::*;
+use std::sync::Arc;
+
+const SCRIPT: &str = r#"
+{"text": "reading", "tool_calls": [{"name": "file_read", "input": {"path": "notes.txt"}}]}
+{"tool_calls": [{"name": "shell_exec", "input": {"argv": ["cat", "/etc/passwd"]}}]}
+{"tool_calls": [{"name": "file_read", "input": {"path": "notes.txt"}}]}
+{"tool_calls": [{"name": "file_read", "input": {"path": "notes.txt"}}]}
+{"tool_calls": [{"name": "file_read", "input": {"path": "../../etc/passwd"}}]}
+{"text": "The code name is BLUE HERON."}
+"#;
+
+#[tokio::test]
+async fn scripted_agent_walks_through_every_decision() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = ToolRegistry::builtin();
+    let manifest =
+        format!("{FILES_READ_ONLY}\n[loop_guard]\nwarn_threshold = 2\nblock_threshold = 3\n");
+    let p = policy(&registry, &manifest);
+    let store = Store::open(&dir.path().join("bulwark.db")).unwrap();
+    let audit: Arc<dyn AuditSink> = Arc::new(store.audit_sink());
+    let kernel = Kernel::new(
+        Door::new(registry, audit.clone(), deny_all()),
+        store.clone(),
+    );
+    store
+        .create_session(&NewSession {
+            id: "s1".into(),
+            agent: "tester".into(),
+            user: "local".into(),
+        })
+        .unwrap();
+    let mut s = session(dir.path(), p);
+    std::fs::write(
+        s.resources.workspace.root().join("notes.txt"),
+        "code name BLUE HERON",
+    )
+    .unwrap();
+    let agent = AgentRuntime {
+        name: "tester".into(),
+        system_prompt: "test".into(),
+        model: "script".into(),
+        driver: Arc::new(ScriptDriver::from_jsonl(SCRIPT, "inline").unwrap()),
+        max_turns: 10,
+        max_tokens: 1000,
+    };
+    let mut history = Vec::new();
+    let outcome = kernel
+        .run_turn(
+            &mut s,
+            &mut history,
+            &agent,
+            "what is the code name?",
+            &mut Silent,
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.end, TurnEnd::Completed);
+    assert_eq!(outcome.tool_calls, 5);
+    assert!(outcome.text.contains("BLUE HERON"));
+
+    let calls: Vec<(String, Decision, String)> = audit
+        .tail(100)
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.record.action == "tool_call")
+        .map(|r| (r.record.tool, r.record.decision, r.record.reason))
+        .collect();
+    let expected = [
+        ("file_read", Decision::Allowed, "ok"),
+        ("shell_exec", Decision::Denied, "tool"),
+        ("file_read", Decision::Allowed, "ok"),
+        ("file_read", Decision::Denied, "loop_guard"),
+        ("file_read", Decision::Denied, "path"),
+    ];
+    assert_eq!(calls.len(), expected.len(), "{calls:?}");
+    for ((tool, decision, reason), (et, ed, er)) in calls.iter().zip(expected) {
+        assert_eq!(
+            (tool.as_str(), *decision, reason.as_str()),
+            (et, ed, er),
+            "{calls:?}"
+        );
+    }
+
+    // The transcript is stored, resumable, and well-formed.
+    let stored = kernel.history("s1").unwrap();
+    assert_eq!(stored, history);
+    assert!(bulwark_llm::validate(&stored).is_ok());
+    let denied_results = stored
+        .iter()
+        .flat_map(|m| m.blocks.iter())
+        .filter(|b| matches!(b, Block::ToolResult { is_error: true, .. }))
+        .count();
+    assert_eq!(denied_results, 3);
+}
+
+#[tokio::test]
+async fn provider_failure_ends_the_turn_with_an_error_and_keeps_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = ToolRegistry::builtin();
+    let p = policy(&registry, FILES_READ_ONLY);
+    let store = Store::open(&dir.path().join("bulwark.db")).unwrap();
+    let audit: Arc<dyn AuditSink> = Arc::new(store.audit_sink());
+    let kernel = Kernel::new(Door::new(registry, audit, deny_all()), store.clone());
+    store
+        .create_session(&NewSession {
+            id: "s1".into(),
+            agent: "tester".into(),
+            user: "local".into(),
+        })
+        .unwrap();
+    let mut s = session(dir.path(), p);
+    let agent = AgentRuntime {
+        name: "tester".into(),
+        system_prompt: "test".into(),
+        model: "script".into(),
+        driver: Arc::new(ScriptDriver::from_jsonl(r#"{"error": "overloaded"}"#, "inline").unwrap()),
+        max_turns: 3,
+        max_tokens: 100,
+    };
+    let mut history = Vec::new();
+    let err = kernel
+        .run_turn(&mut s, &mut history, &agent, "hi", &mut Silent)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("overloaded"), "{err}");
+    assert_eq!(
+        kernel.history("s1").unwrap().len(),
+        1,
+        "the user message is kept"
+    );
+}

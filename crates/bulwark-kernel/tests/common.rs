@@ -1,0 +1,65 @@
+//! Shared fixtures for kernel tests: sessions built from manifest text.
+#![allow(dead_code)]
+
+use bulwark_audit::{AuditSink, MemorySink};
+use bulwark_kernel::{
+    Approver, Door, Home, PreApproved, Session, SessionIdentity, ToolLimits, ToolRegistry,
+    build_session,
+};
+use bulwark_policy::{
+    EffectivePolicy, GlobalConfig, PolicyInputs, compute_effective, parse_manifest,
+};
+use std::path::Path;
+use std::sync::Arc;
+
+pub fn policy(registry: &ToolRegistry, manifest: &str) -> EffectivePolicy {
+    let manifest = parse_manifest(manifest, "test/agent.toml").expect("test manifest parses");
+    let global = GlobalConfig::default();
+    let inputs = PolicyInputs {
+        global: &global,
+        manifest: &manifest,
+        remote: false,
+        user: None,
+    };
+    compute_effective(&inputs, &registry.catalog())
+}
+
+pub fn session(home: &Path, policy: EffectivePolicy) -> Session {
+    let identity = SessionIdentity {
+        id: "s1".into(),
+        agent: "tester".into(),
+        user: "local".into(),
+    };
+    build_session(
+        &Home::new(home),
+        identity,
+        Arc::new(policy),
+        ToolLimits::default(),
+        None,
+    )
+    .expect("session builds")
+}
+
+pub fn door(registry: ToolRegistry, sink: Arc<MemorySink>, approver: Arc<dyn Approver>) -> Door {
+    let audit: Arc<dyn AuditSink> = sink;
+    Door::new(registry, audit, approver)
+}
+
+pub fn deny_all() -> Arc<dyn Approver> {
+    Arc::new(PreApproved::default())
+}
+
+pub fn approve(rules: &[&str]) -> Arc<dyn Approver> {
+    let rules: Vec<String> = rules.iter().map(|s| s.to_string()).collect();
+    Arc::new(PreApproved::parse(&rules).expect("rules parse"))
+}
+
+pub const FILES_READ_ONLY: &str = r#"
+[agent]
+name = "tester"
+[tools]
+allow = ["files", "time"]
+[[capabilities]]
+kind = "file_read"
+path = "**"
+"#;

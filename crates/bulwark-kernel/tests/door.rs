@@ -1,0 +1,353 @@
+//! The door: every tool is refused without its grant, allowed with it, and
+//! every decision is audited once.
+
+mod common;
+
+use bulwark_audit::{Decision, MemorySink};
+use bulwark_kernel::{ToolCall, ToolRegistry};
+use common::*;
+use serde_json::json;
+use std::sync::Arc;
+
+async fn call(
+    door: &bulwark_kernel::Door,
+    session: &mut bulwark_kernel::Session,
+    name: &str,
+    input: serde_json::Value,
+) -> bulwark_kernel::DispatchResult {
+    door.dispatch(
+        session,
+        ToolCall {
+            id: "c1",
+            name,
+            input: &input,
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn every_registered_tool_is_refused_without_its_domain() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = ToolRegistry::builtin();
+    let none = policy(&registry, "[agent]\nname = \"tester\"\n");
+    let sink = Arc::new(MemorySink::new());
+    let door = door(registry.clone(), sink.clone(), deny_all());
+    let mut s = session(dir.path(), none);
+    let mut count = 0;
+    for tool in registry.iter() {
+        let r = call(&door, &mut s, tool.spec().name, tool.example_args()).await;
+        assert_eq!(
+            r.decision,
+            Decision::Denied,
+            "{} was not refused",
+            tool.spec().name
+        );
+        assert!(r.is_error);
+        count += 1;
+    }
+    assert!(count >= 11, "expected every built-in tool, saw {count}");
+    assert_eq!(sink.records().len(), count, "one audit record per call");
+    assert!(
+        sink.records()
+            .iter()
+            .all(|r| r.decision == Decision::Denied && r.action == "tool_call")
+    );
+}
+
+#[tokio::test]
+async fn every_resource_tool_is_refused_without_its_capability() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = ToolRegistry::builtin();
+    // Every domain allowed (shell too), but no resource capability at all.
+    let manifest =
+        "[agent]\nname = \"tester\"\n[tools]\nallow = [\"*\"]\n[sandbox]\nshell = true\n";
+    let sink = Arc::new(MemorySink::new());
+    let door = door(registry.clone(), sink.clone(), deny_all());
+    let mut s = session(dir.path(), policy(&registry, manifest));
+    for tool in registry.iter() {
+        let r = call(&door, &mut s, tool.spec().name, tool.example_args()).await;
+        if tool.spec().domain == "time" {
+            assert_eq!(r.decision, Decision::Allowed, "time needs no resource");
+        } else {
+            assert_eq!(
+                r.decision,
+                Decision::Denied,
+                "{} ran without a capability",
+                tool.spec().name
+            );
+            assert_eq!(
+                r.reason,
+                "capability",
+                "{}: {}",
+                tool.spec().name,
+                r.content
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn granted_read_works_and_write_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = ToolRegistry::builtin();
+    let sink = Arc::new(MemorySink::new());
+    let door = door(registry.clone(), sink.clone(), deny_all());
+    let mut s = session(dir.path(), policy(&registry, FILES_READ_ONLY));
+    std::fs::write(s.resources.workspace.root().join("notes.txt"), "BLUE HERON").unwrap();
+
+    let r = call(&door, &mut s, "file_read", json!({"path": "notes.txt"})).await;
+    assert_eq!(r.decision, Decision::Allowed, "{}", r.content);
+    assert!(r.content.contains("BLUE HERON"));
+    assert!(
+        r.content.contains("untrusted_"),
+        "workspace content is boundary-wrapped"
+    );
+
+    let w = call(
+        &door,
+        &mut s,
+        "file_write",
+        json!({"path": "x.txt", "content": "y"}),
+    )
+    .await;
+    assert_eq!(w.decision, Decision::Denied);
+    assert!(!s.resources.workspace.root().join("x.txt").exists());
+}
+
+#[tokio::test]
+async fn traversal_and_absolute_paths_are_refused_as_path_denials() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = ToolRegistry::builtin();
+    let sink = Arc::new(MemorySink::new());
+    let door = door(registry.clone(), sink.clone(), deny_all());
+    let mut s = session(dir.path(), policy(&registry, FILES_READ_ONLY));
+    for path in [
+        "../../etc/passwd",
+        "/etc/passwd",
+        "a/../../b",
+        "..",
+        "a\\..\\b",
+        "x\0y",
+    ] {
+        let r = call(&door, &mut s, "file_read", json!({ "path": path })).await;
+        assert_eq!(r.decision, Decision::Denied, "{path:?}: {}", r.content);
+        assert_eq!(r.reason, "path", "{path:?}");
+    }
+}
+
+#[tokio::test]
+async fn repeated_identical_calls_are_blocked_by_the_loop_guard() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = ToolRegistry::builtin();
+    let manifest =
+        format!("{FILES_READ_ONLY}\n[loop_guard]\nwarn_threshold = 2\nblock_threshold = 3\n");
+    let sink = Arc::new(MemorySink::new());
+    let door = door(registry.clone(), sink.clone(), deny_all());
+    let mut s = session(dir.path(), policy(&registry, &manifest));
+    std::fs::write(s.resources.workspace.root().join("a.txt"), "a").unwrap();
+    let mut decisions = Vec::new();
+    for _ in 0..4 {
+        decisions.push(call(&door, &mut s, "file_read", json!({"path": "a.txt"})).await);
+    }
+    assert_eq!(decisions[0].decision, Decision::Allowed);
+    assert_eq!(decisions[1].decision, Decision::Allowed);
+    assert!(decisions[1].content.contains("loop guard warning"));
+    assert_eq!(decisions[2].decision, Decision::Denied);
+    assert_eq!(decisions[2].reason, "loop_guard");
+    // Different arguments are tracked separately.
+    let other = call(&door, &mut s, "file_list", json!({})).await;
+    assert_eq!(other.decision, Decision::Allowed);
+    assert!(
+        sink.records()
+            .iter()
+            .any(|r| r.action == "loop_guard" && r.decision == Decision::Warned)
+    );
+}
+
+#[tokio::test]
+async fn unknown_tools_and_bad_arguments_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = ToolRegistry::builtin();
+    let sink = Arc::new(MemorySink::new());
+    let door = door(registry.clone(), sink.clone(), deny_all());
+    let mut s = session(dir.path(), policy(&registry, FILES_READ_ONLY));
+    let r = call(&door, &mut s, "rm_rf", json!({})).await;
+    assert_eq!(
+        (r.decision, r.reason.as_str()),
+        (Decision::Denied, "unknown_tool")
+    );
+    for bad in [
+        json!("notes.txt"),
+        json!({"path": 3}),
+        json!({"path": "a", "follow": true}),
+        json!(null),
+    ] {
+        let r = call(&door, &mut s, "file_read", bad.clone()).await;
+        assert!(r.is_error, "{bad}");
+        assert_ne!(r.decision, Decision::Allowed, "{bad}");
+    }
+    assert_eq!(sink.records().len(), 5);
+}
+
+#[tokio::test]
+async fn approval_is_required_and_audited() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = ToolRegistry::builtin();
+    let manifest = r#"
+[agent]
+name = "tester"
+[tools]
+allow = ["files"]
+[[capabilities]]
+kind = "file_read"
+path = "**"
+[[capabilities]]
+kind = "file_write"
+path = "out/**"
+[approval]
+operations = ["files:write"]
+"#;
+    let p = policy(&registry, manifest);
+
+    let sink = Arc::new(MemorySink::new());
+    let denying = door(registry.clone(), sink.clone(), deny_all());
+    let mut s = session(dir.path(), p.clone());
+    let r = call(
+        &denying,
+        &mut s,
+        "file_write",
+        json!({"path": "out/a.txt", "content": "x"}),
+    )
+    .await;
+    assert_eq!(
+        (r.decision, r.reason.as_str()),
+        (Decision::Denied, "approval")
+    );
+    assert!(!s.resources.workspace.root().join("out/a.txt").exists());
+    assert!(
+        sink.records()
+            .iter()
+            .any(|r| r.action == "approval" && r.decision == Decision::Denied)
+    );
+
+    let sink2 = Arc::new(MemorySink::new());
+    let approving = door(registry.clone(), sink2.clone(), approve(&["files:write"]));
+    let r = call(
+        &approving,
+        &mut s,
+        "file_write",
+        json!({"path": "out/a.txt", "content": "x"}),
+    )
+    .await;
+    assert_eq!(r.decision, Decision::Allowed, "{}", r.content);
+    assert!(s.resources.workspace.root().join("out/a.txt").exists());
+    assert!(
+        sink2
+            .records()
+            .iter()
+            .any(|r| r.action == "approval" && r.decision == Decision::Approved)
+    );
+    // Approval never widens the capability set.
+    let r = call(
+        &approving,
+        &mut s,
+        "file_write",
+        json!({"path": "elsewhere.txt", "content": "x"}),
+    )
+    .await;
+    assert_eq!(
+        (r.decision, r.reason.as_str()),
+        (Decision::Denied, "capability")
+    );
+}
+
+#[tokio::test]
+async fn untrusted_content_cannot_drive_the_shell_without_approval() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = ToolRegistry::builtin();
+    let manifest = r#"
+[agent]
+name = "tester"
+[tools]
+allow = ["shell"]
+[sandbox]
+shell = true
+[[capabilities]]
+kind = "shell_exec"
+argv = ["echo", "**"]
+"#;
+    let sink = Arc::new(MemorySink::new());
+    let door = door(registry.clone(), sink.clone(), deny_all());
+    let mut s = session(dir.path(), policy(&registry, manifest));
+    let ok = call(&door, &mut s, "shell_exec", json!({"argv": ["echo", "hi"]})).await;
+    assert_eq!(ok.decision, Decision::Allowed, "{}", ok.content);
+    assert!(ok.content.contains("hi"));
+    s.state.taint.insert(bulwark_policy::TaintLabel::External);
+    let r = call(
+        &door,
+        &mut s,
+        "shell_exec",
+        json!({"argv": ["echo", "again"]}),
+    )
+    .await;
+    assert_eq!(
+        (r.decision, r.reason.as_str()),
+        (Decision::Denied, "approval")
+    );
+}
+
+#[tokio::test]
+async fn shell_children_see_no_inherited_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = ToolRegistry::builtin();
+    let manifest = r#"
+[agent]
+name = "tester"
+[tools]
+allow = ["shell"]
+[sandbox]
+shell = true
+[[capabilities]]
+kind = "shell_exec"
+argv = ["env"]
+"#;
+    let sink = Arc::new(MemorySink::new());
+    let door = door(registry.clone(), sink, deny_all());
+    let mut s = session(dir.path(), policy(&registry, manifest));
+    let r = call(&door, &mut s, "shell_exec", json!({"argv": ["env"]})).await;
+    assert_eq!(r.decision, Decision::Allowed, "{}", r.content);
+    let keys: Vec<&str> = r
+        .content
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        .filter(|k| {
+            !k.is_empty()
+                && k.bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+        })
+        .collect();
+    assert!(
+        keys.contains(&"PATH") && keys.contains(&"HOME"),
+        "{}",
+        r.content
+    );
+    for key in &keys {
+        assert!(
+            ["PATH", "HOME", "LANG", "TERM", "TZ"].contains(key),
+            "leaked {key}"
+        );
+    }
+    // argv outside the grant is refused even for the same program's siblings.
+    let r = call(
+        &door,
+        &mut s,
+        "shell_exec",
+        json!({"argv": ["env", "-i", "sh"]}),
+    )
+    .await;
+    assert_eq!(
+        (r.decision, r.reason.as_str()),
+        (Decision::Denied, "capability")
+    );
+}

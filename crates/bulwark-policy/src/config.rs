@@ -1,0 +1,104 @@
+//! The global config (`$BULWARK_HOME/config.toml`). Every field is optional;
+//! an absent filter or ceiling means "no restriction at this layer", because
+//! this layer only ever narrows what a manifest grants.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::capability::Capability;
+use crate::error::{ConfigError, Located, Seg};
+use crate::loop_guard::LoopGuardConfig;
+use crate::manifest::{ToolFilter, parse_model_ref};
+use crate::validate;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GlobalConfig {
+    /// `allow` absent = no restriction at this layer.
+    #[serde(default)]
+    pub tools: ToolFilter,
+    /// A ceiling: every agent capability must lie within one of these.
+    /// Absent = no ceiling.
+    #[serde(default)]
+    pub capabilities: Option<Vec<Capability>>,
+    /// Extra narrowing for remote (server) sessions only.
+    #[serde(default)]
+    pub remote: RemoteSection,
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderConfig>,
+    /// `provider:model` for agents that name none.
+    #[serde(default)]
+    pub default_model: Option<String>,
+    #[serde(default)]
+    pub loop_guard: LoopGuardConfig,
+}
+
+/// Policy applied on top of everything else when the session is remote.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteSection {
+    #[serde(default)]
+    pub tools: ToolFilter,
+    /// Remote sessions get no shell unless this is set.
+    #[serde(default)]
+    pub shell: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub kind: ProviderKind,
+    pub base_url: String,
+    /// Name of the environment variable holding the API key (read by the
+    /// CLI, never by this crate).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    Anthropic,
+    Openai,
+}
+
+/// Parse and validate the global config. `origin` names the file in errors.
+pub fn parse_global_config(src: &str, origin: &str) -> Result<GlobalConfig, ConfigError> {
+    use Seg::Key;
+    let loc = Located::new(src, origin);
+    let c: GlobalConfig = toml::from_str(src).map_err(|e| loc.toml_error(&e))?;
+    validate::tool_filter(&loc, &[Key("tools")], &c.tools)?;
+    if let Some(caps) = &c.capabilities {
+        validate::capabilities(&loc, &[Key("capabilities")], caps)?;
+    }
+    validate::tool_filter(&loc, &[Key("remote"), Key("tools")], &c.remote.tools)?;
+    for (name, p) in &c.providers {
+        let base = [Key("providers"), Key(name.as_str())];
+        if !crate::capability::is_domain_name(name) {
+            return Err(loc.at(&base, "provider name must be lowercase [a-z0-9_-]"));
+        }
+        let url = p.base_url.trim();
+        if !(url.starts_with("https://") || url.starts_with("http://")) || url.len() < 9 {
+            return Err(loc.at(
+                &[base[0], base[1], Key("base_url")],
+                format_args!("{:?} must be an http(s) URL", p.base_url),
+            ));
+        }
+        if let Some(env) = &p.api_key_env
+            && (env.is_empty() || !env.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+        {
+            return Err(loc.at(
+                &[base[0], base[1], Key("api_key_env")],
+                format_args!("{env:?} is not an environment variable name ([A-Za-z0-9_])"),
+            ));
+        }
+    }
+    if let Some(model) = &c.default_model {
+        parse_model_ref(model).map_err(|e| loc.at(&[Key("default_model")], e))?;
+    }
+    c.loop_guard
+        .validate()
+        .map_err(|(field, msg)| loc.at(&[Key("loop_guard"), Key(field)], msg))?;
+    Ok(c)
+}

@@ -1,0 +1,556 @@
+//! Policy layering: the effective policy of a session is computed once from
+//!
+//! ```text
+//! global config ∩ agent manifest ∩ remote sandbox (remote sessions only)
+//!               ∩ user restrictions ∩ operation allowlists
+//! ```
+//!
+//! Only the manifest grants; every other layer can only remove. Each removal
+//! is recorded with the layer and the rule that caused it, so "why can't my
+//! agent write files?" has an exact answer (`EffectivePolicy::explain`) and
+//! every denial message can name its cause.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::{self, Write as _};
+
+use serde::Serialize;
+
+use crate::access::{UserEntry, user_may_use_agent};
+use crate::capability::{Capability, CapabilitySet, Demand};
+use crate::config::GlobalConfig;
+use crate::loop_guard::LoopGuardConfig;
+use crate::manifest::{ApprovalSection, Manifest, SandboxSection, ToolFilter};
+
+/// The tools that exist: domain -> operations. Supplied by the kernel's
+/// registry, since this crate knows no tools.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolCatalog {
+    domains: BTreeMap<String, Vec<String>>,
+}
+
+impl ToolCatalog {
+    /// Build from (domain, operations); repeated domains are merged and
+    /// operations deduplicated.
+    pub fn new(entries: impl IntoIterator<Item = (String, Vec<String>)>) -> Self {
+        let mut domains: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (d, ops) in entries {
+            let slot = domains.entry(d).or_default();
+            for op in ops {
+                if !slot.contains(&op) {
+                    slot.push(op);
+                }
+            }
+        }
+        ToolCatalog { domains }
+    }
+
+    pub fn domains(&self) -> impl Iterator<Item = &str> {
+        self.domains.keys().map(String::as_str)
+    }
+
+    pub fn operations(&self, domain: &str) -> Option<&[String]> {
+        self.domains.get(domain).map(Vec::as_slice)
+    }
+
+    pub fn contains(&self, domain: &str, op: &str) -> bool {
+        self.domains
+            .get(domain)
+            .is_some_and(|ops| ops.iter().any(|o| o == op))
+    }
+}
+
+/// Where a restriction came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layer {
+    Global,
+    Manifest,
+    RemoteSandbox,
+    User,
+    Operations,
+}
+
+impl fmt::Display for Layer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Layer::Global => "global config",
+            Layer::Manifest => "agent manifest",
+            Layer::RemoteSandbox => "remote sandbox policy",
+            Layer::User => "user restrictions",
+            Layer::Operations => "operation allowlist",
+        })
+    }
+}
+
+/// The inputs of one session's policy.
+#[derive(Debug, Clone, Copy)]
+pub struct PolicyInputs<'a> {
+    pub global: &'a GlobalConfig,
+    pub manifest: &'a Manifest,
+    /// A remote (server) session: the remote sandbox layer applies.
+    pub remote: bool,
+    /// The authenticated user and their access entry; `None` for the local
+    /// operator.
+    pub user: Option<(&'a str, &'a UserEntry)>,
+}
+
+/// Something the manifest granted that a layer took away.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Removal {
+    /// `tool shell`, `operation files:write`, `capability file_write **`.
+    pub item: String,
+    pub layer: Layer,
+    /// The rule, e.g. `tools.deny contains "shell"`.
+    pub rule: String,
+}
+
+/// Why a request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum DenyReason {
+    Tool,
+    Operation,
+    Capability,
+}
+
+impl DenyReason {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            DenyReason::Tool => "tool",
+            DenyReason::Operation => "operation",
+            DenyReason::Capability => "capability",
+        }
+    }
+}
+
+/// A refusal with a message fit for the model and the audit log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    pub reason: DenyReason,
+    pub message: String,
+}
+
+impl fmt::Display for Denial {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Denial {}
+
+/// The policy of one session, computed once by [`compute_effective`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EffectivePolicy {
+    pub agent: String,
+    /// domain -> allowed operations (never an empty set).
+    pub tools: BTreeMap<String, BTreeSet<String>>,
+    pub capabilities: CapabilitySet,
+    pub approval: ApprovalSection,
+    /// The manifest's sandbox, narrowed to what survived: `shell` is off
+    /// unless the `shell` tool domain survived every layer, and only hosts whose `net_connect`
+    /// capability survived remain.
+    pub sandbox: SandboxSection,
+    /// The manifest's if set, else the global one.
+    pub loop_guard: LoopGuardConfig,
+    pub removed: Vec<Removal>,
+    /// Removed capabilities with the index of their `Removal`, so a denied
+    /// demand can say which layer took away the capability that would have
+    /// covered it.
+    #[serde(skip)]
+    removed_caps: Vec<(Capability, usize)>,
+}
+
+/// Working state while layers are applied.
+struct Builder {
+    tools: BTreeMap<String, BTreeSet<String>>,
+    caps: Vec<Capability>,
+    removed: Vec<Removal>,
+    removed_caps: Vec<(Capability, usize)>,
+}
+
+impl Builder {
+    fn remove(&mut self, item: String, layer: Layer, rule: String) {
+        self.removed.push(Removal { item, layer, rule });
+    }
+
+    fn remove_domain(&mut self, domain: &str, layer: Layer, rule: &str) {
+        if self.tools.remove(domain).is_some() {
+            self.remove(format!("tool {domain}"), layer, rule.to_string());
+        }
+    }
+
+    fn remove_op(&mut self, domain: &str, op: &str, layer: Layer, rule: &str) {
+        let Some(ops) = self.tools.get_mut(domain) else {
+            return;
+        };
+        if ops.remove(op) {
+            if ops.is_empty() {
+                self.tools.remove(domain);
+            }
+            self.remove(format!("operation {domain}:{op}"), layer, rule.to_string());
+        }
+    }
+
+    fn remove_caps_where(&mut self, layer: Layer, rule: &dyn Fn(&Capability) -> Option<String>) {
+        let caps = std::mem::take(&mut self.caps);
+        for cap in caps {
+            match rule(&cap) {
+                Some(why) => {
+                    self.remove(format!("capability {cap}"), layer, why);
+                    self.removed_caps.push((cap, self.removed.len() - 1));
+                }
+                None => self.caps.push(cap),
+            }
+        }
+    }
+
+    /// Keep only capabilities within some capability of `ceiling`.
+    fn apply_ceiling(&mut self, ceiling: &[Capability], layer: Layer, name: &str) {
+        self.remove_caps_where(layer, &|cap| {
+            (!ceiling.iter().any(|c| cap.is_subset_of(c))).then(|| format!("not within {name}"))
+        });
+    }
+
+    /// Apply a narrowing filter's `allow` (None = no restriction) and `deny`.
+    fn apply_domain_filter(&mut self, filter: &ToolFilter, layer: Layer, prefix: &str) {
+        if let Some(allow) = &filter.allow
+            && !allow.iter().any(|a| a == "*")
+        {
+            let present: Vec<String> = self.tools.keys().cloned().collect();
+            for d in present {
+                if !allow.contains(&d) {
+                    self.remove_domain(&d, layer, &format!("{prefix}.allow does not list {d:?}"));
+                }
+            }
+        }
+        self.apply_deny(filter, layer, prefix);
+    }
+
+    fn apply_deny(&mut self, filter: &ToolFilter, layer: Layer, prefix: &str) {
+        for entry in &filter.deny {
+            let rule = format!("{prefix}.deny contains {entry:?}");
+            match entry.split_once(':') {
+                Some((d, "*")) => self.remove_domain(d, layer, &rule),
+                Some((d, op)) => self.remove_op(d, op, layer, &rule),
+                None if entry == "*" => {
+                    let present: Vec<String> = self.tools.keys().cloned().collect();
+                    for d in present {
+                        self.remove_domain(&d, layer, &rule);
+                    }
+                }
+                None => self.remove_domain(entry, layer, &rule),
+            }
+        }
+    }
+
+    /// Apply `[<prefix>.operations.<domain>]` filters.
+    fn apply_op_filters(&mut self, filter: &ToolFilter, layer: Layer, prefix: &str) {
+        for (domain, f) in &filter.operations {
+            let Some(ops) = self.tools.get(domain) else {
+                continue;
+            };
+            let ops: Vec<String> = ops.iter().cloned().collect();
+            let base = format!("{prefix}.operations.{domain}");
+            for op in ops {
+                let rule = if f.deny.iter().any(|d| d == "*" || *d == op) {
+                    let hit = f
+                        .deny
+                        .iter()
+                        .find(|d| *d == "*" || **d == op)
+                        .map_or("*", String::as_str);
+                    Some(format!("{base}.deny contains {hit:?}"))
+                } else if let Some(allow) = &f.allow
+                    && !allow.iter().any(|a| a == "*" || *a == op)
+                {
+                    Some(format!("{base}.allow does not list {op:?}"))
+                } else {
+                    None
+                };
+                if let Some(rule) = rule {
+                    self.remove_op(domain, &op, layer, &rule);
+                }
+            }
+        }
+    }
+}
+
+/// Compute a session's effective policy. Pure and deterministic; call it
+/// once per session and keep the result.
+pub fn compute_effective(inputs: &PolicyInputs, catalog: &ToolCatalog) -> EffectivePolicy {
+    let m = inputs.manifest;
+    let g = inputs.global;
+    let mut b = Builder {
+        tools: BTreeMap::new(),
+        caps: Vec::new(),
+        removed: Vec::new(),
+        removed_caps: Vec::new(),
+    };
+    let user_denied = inputs
+        .user
+        .and_then(|(name, entry)| user_may_use_agent(m, name, entry).err());
+    let user_prefix = inputs.user.map(|(name, _)| format!("users.{name}.tools"));
+
+    // ---- capabilities: the manifest grants, the ceilings narrow ----
+    let mut granted: Vec<Capability> = Vec::new();
+    let derived = m
+        .sandbox
+        .allowed_domains
+        .iter()
+        .map(|h| Capability::NetConnect { host: h.clone() })
+        .chain(
+            m.sandbox
+                .allow_all
+                .then(|| Capability::NetConnect { host: "*".into() }),
+        );
+    for cap in m.capabilities.iter().cloned().chain(derived) {
+        if !granted.contains(&cap) {
+            granted.push(cap);
+        }
+    }
+    b.caps = granted;
+    b.remove_caps_where(Layer::Manifest, &|c| {
+        c.validate().err().map(|e| format!("invalid: {e}"))
+    });
+    if !m.sandbox.shell {
+        b.remove_caps_where(Layer::Manifest, &|c| {
+            matches!(c, Capability::ShellExec { .. }).then(|| "sandbox.shell = false".to_string())
+        });
+    }
+    if let Some(ceiling) = &g.capabilities {
+        b.apply_ceiling(ceiling, Layer::Global, "the global capabilities ceiling");
+    }
+    if inputs.remote && !g.remote.shell {
+        b.remove_caps_where(Layer::RemoteSandbox, &|c| {
+            matches!(c, Capability::ShellExec { .. }).then(|| "remote.shell = false".to_string())
+        });
+    }
+    if let Some(why) = &user_denied {
+        b.remove_caps_where(Layer::User, &|_| Some(why.clone()));
+    }
+    if let Some((_, entry)) = inputs.user
+        && let Some(ceiling) = &entry.capabilities
+    {
+        b.apply_ceiling(ceiling, Layer::User, "the user's capabilities ceiling");
+    }
+
+    // ---- tools: grant from tools.allow and surviving tool capabilities ----
+    let grant_domain = |b: &mut Builder, d: &str, via: &str| match catalog.operations(d) {
+        Some(ops) if !ops.is_empty() => {
+            b.tools
+                .entry(d.to_string())
+                .or_default()
+                .extend(ops.iter().cloned());
+        }
+        Some(_) => {}
+        None => {
+            let item = format!("tool {d}");
+            if !b.removed.iter().any(|r| r.item == item) {
+                b.remove(
+                    item,
+                    Layer::Manifest,
+                    format!("unknown tool domain (in {via})"),
+                );
+            }
+        }
+    };
+    let all: Vec<String> = catalog.domains().map(str::to_string).collect();
+    for entry in m.tools.allow.iter().flatten() {
+        if entry == "*" {
+            all.iter()
+                .for_each(|d| grant_domain(&mut b, d, "tools.allow"));
+        } else {
+            grant_domain(&mut b, entry, "tools.allow");
+        }
+    }
+    for cap in b.caps.clone() {
+        match cap {
+            Capability::ToolAll => all
+                .iter()
+                .for_each(|d| grant_domain(&mut b, d, "capabilities")),
+            Capability::ToolInvoke { tool } if tool == "*" => all
+                .iter()
+                .for_each(|d| grant_domain(&mut b, d, "capabilities")),
+            Capability::ToolInvoke { tool } => grant_domain(&mut b, &tool, "capabilities"),
+            _ => {}
+        }
+    }
+    b.apply_deny(&m.tools, Layer::Manifest, "tools");
+    if !m.sandbox.shell {
+        b.remove_domain("shell", Layer::Manifest, "sandbox.shell = false");
+    }
+    b.apply_domain_filter(&g.tools, Layer::Global, "tools");
+    b.apply_op_filters(&g.tools, Layer::Global, "tools");
+    if inputs.remote {
+        if !g.remote.shell {
+            b.remove_domain("shell", Layer::RemoteSandbox, "remote.shell = false");
+        }
+        b.apply_domain_filter(&g.remote.tools, Layer::RemoteSandbox, "remote.tools");
+        b.apply_op_filters(&g.remote.tools, Layer::RemoteSandbox, "remote.tools");
+    }
+    if let Some(why) = &user_denied {
+        let present: Vec<String> = b.tools.keys().cloned().collect();
+        for d in present {
+            b.remove_domain(&d, Layer::User, why);
+        }
+    }
+    if let (Some((_, entry)), Some(prefix)) = (inputs.user, &user_prefix) {
+        b.apply_domain_filter(&entry.tools, Layer::User, prefix);
+        b.apply_op_filters(&entry.tools, Layer::User, prefix);
+    }
+    b.apply_op_filters(&m.tools, Layer::Operations, "tools");
+
+    // ---- the sandbox section, narrowed to what survived ----
+    let remote_ok = !inputs.remote || g.remote.shell;
+    // Shell is on only if every layer left it on and the shell tool survived.
+    let shell_ok =
+        m.sandbox.shell && remote_ok && user_denied.is_none() && b.tools.contains_key("shell");
+    let survives = |host: &str| {
+        b.caps
+            .iter()
+            .any(|c| matches!(c, Capability::NetConnect { host: h } if h == host))
+    };
+    let sandbox = SandboxSection {
+        allowed_domains: m
+            .sandbox
+            .allowed_domains
+            .iter()
+            .filter(|h| survives(h))
+            .cloned()
+            .collect(),
+        allow_all: m.sandbox.allow_all && survives("*"),
+        shell: shell_ok,
+    };
+
+    EffectivePolicy {
+        agent: m.agent.name.clone(),
+        tools: b.tools,
+        capabilities: CapabilitySet::new(b.caps),
+        approval: m.approval.clone(),
+        sandbox,
+        loop_guard: m.loop_guard.clone().unwrap_or_else(|| g.loop_guard.clone()),
+        removed: b.removed,
+        removed_caps: b.removed_caps,
+    }
+}
+
+impl EffectivePolicy {
+    fn why(&self, item: &str) -> Option<&Removal> {
+        self.removed.iter().find(|r| r.item == item)
+    }
+
+    fn because(r: &Removal) -> String {
+        format!("removed by {} ({})", r.layer, r.rule)
+    }
+
+    /// May the agent use `domain:operation` at all?
+    pub fn check_tool(&self, domain: &str, operation: &str) -> Result<(), Denial> {
+        let agent = &self.agent;
+        match self.tools.get(domain) {
+            Some(ops) if ops.contains(operation) => Ok(()),
+            Some(_) => Err(Denial {
+                reason: DenyReason::Operation,
+                message: match self.why(&format!("operation {domain}:{operation}")) {
+                    Some(r) => format!(
+                        "operation {domain}:{operation} is not allowed for agent {agent}: {}",
+                        Self::because(r)
+                    ),
+                    None => {
+                        format!("operation {domain}:{operation} is not available to agent {agent}")
+                    }
+                },
+            }),
+            None => {
+                let op_removal = self.why(&format!("operation {domain}:{operation}"));
+                let message = match (op_removal, self.why(&format!("tool {domain}"))) {
+                    (Some(r), _) => format!(
+                        "operation {domain}:{operation} is not allowed for agent {agent}: {}",
+                        Self::because(r)
+                    ),
+                    (None, Some(r)) => format!(
+                        "tool {domain} is not allowed for agent {agent}: {}",
+                        Self::because(r)
+                    ),
+                    (None, None) => format!(
+                        "tool {domain} is not granted to agent {agent}; the agent manifest must list it in tools.allow"
+                    ),
+                };
+                let reason = if op_removal.is_some() {
+                    DenyReason::Operation
+                } else {
+                    DenyReason::Tool
+                };
+                Err(Denial { reason, message })
+            }
+        }
+    }
+
+    /// Is this concrete demand allowed? Tool demands use the tool map; all
+    /// others must be covered by a surviving capability.
+    pub fn check_demand(&self, demand: &Demand) -> Result<(), Denial> {
+        if let Demand::Tool { domain, operation } = demand {
+            return self.check_tool(domain, operation);
+        }
+        if self.capabilities.permits(demand) {
+            return Ok(());
+        }
+        let agent = &self.agent;
+        let mut message = format!("{demand} is not covered by any capability of agent {agent}");
+        if let Some((cap, idx)) = self.removed_caps.iter().find(|(c, _)| c.covers(demand))
+            && let Some(r) = self.removed.get(*idx)
+        {
+            let _ = write!(message, "; capability {cap} was {}", Self::because(r));
+        }
+        Err(Denial {
+            reason: DenyReason::Capability,
+            message,
+        })
+    }
+
+    /// Does `domain:operation` need a human's approval before running?
+    pub fn needs_approval(&self, domain: &str, operation: &str) -> bool {
+        self.approval.tools.iter().any(|t| t == "*" || t == domain)
+            || self.approval.operations.iter().any(|o| {
+                o.split_once(':')
+                    .is_some_and(|(d, op)| d == domain && (op == "*" || op == operation))
+            })
+    }
+
+    /// A human-readable report of what the agent may do and why anything
+    /// it asked for is missing.
+    pub fn explain(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "effective policy for agent {}", self.agent);
+        let _ = writeln!(s, "tools:");
+        if self.tools.is_empty() {
+            let _ = writeln!(s, "  (none)");
+        }
+        for (d, ops) in &self.tools {
+            let ops: Vec<&str> = ops.iter().map(String::as_str).collect();
+            let _ = writeln!(s, "  {d}: {}", ops.join(", "));
+        }
+        let _ = writeln!(s, "capabilities:");
+        if self.capabilities.is_empty() {
+            let _ = writeln!(s, "  (none)");
+        }
+        for c in self.capabilities.iter() {
+            let _ = writeln!(s, "  {c}");
+        }
+        if !self.approval.tools.is_empty() || !self.approval.operations.is_empty() {
+            let items: Vec<&str> = self
+                .approval
+                .tools
+                .iter()
+                .chain(&self.approval.operations)
+                .map(String::as_str)
+                .collect();
+            let _ = writeln!(s, "approval required: {}", items.join(", "));
+        }
+        let _ = writeln!(s, "removed:");
+        if self.removed.is_empty() {
+            let _ = writeln!(s, "  (nothing)");
+        }
+        for r in &self.removed {
+            let _ = writeln!(s, "- {}: removed by {} ({})", r.item, r.layer, r.rule);
+        }
+        s
+    }
+}

@@ -1,0 +1,350 @@
+//! Every class of configuration error is located (line) and names the field.
+
+use bulwark_policy::{
+    AccessMode, Capability, ConfigError, GrantApproval, UserRole, parse_access,
+    parse_global_config, parse_manifest, parse_model_ref,
+};
+
+const GOOD: &str = r#"
+[agent]
+name = "researcher"
+description = "reads notes"
+model = "anthropic:claude-sonnet-4-5"
+
+[tools]
+allow = ["files", "web"]
+deny = ["files:delete"]
+
+[tools.operations.files]
+allow = ["read", "list"]
+
+[[capabilities]]
+kind = "file_read"
+path = "notes/**"
+
+[[capabilities]]
+kind = "llm_max_tokens"
+max = 1000
+
+[sandbox]
+allowed_domains = ["api.github.com:443", "*.wikipedia.org"]
+
+[credentials.grants.github]
+keys = ["GITHUB_TOKEN"]
+tools = ["web"]
+hosts = ["api.github.com"]
+approval = "required"
+
+[access]
+mode = "users"
+users = ["alice"]
+
+[approval]
+operations = ["files:write"]
+
+[loop_guard]
+max_tool_calls = 10
+"#;
+
+fn err(src: &str) -> ConfigError {
+    match parse_manifest(src, "agents/x/agent.toml") {
+        Ok(m) => panic!("accepted: {m:?}"),
+        Err(e) => e,
+    }
+}
+
+/// Replace `from` in GOOD by `to` and return the error.
+fn err_with(from: &str, to: &str) -> ConfigError {
+    assert!(GOOD.contains(from), "{from}");
+    err(&GOOD.replacen(from, to, 1))
+}
+
+fn line_of(src: &str, needle: &str) -> usize {
+    src.lines()
+        .position(|l| l.contains(needle))
+        .expect("needle")
+        + 1
+}
+
+#[test]
+fn good_manifest_parses_with_defaults() {
+    let m = parse_manifest(GOOD, "a.toml").unwrap();
+    assert_eq!(m.agent.name, "researcher");
+    assert_eq!(m.agent.max_turns, 20);
+    assert_eq!(m.agent.max_tokens, 4096);
+    assert_eq!(
+        m.capabilities[0],
+        Capability::FileRead {
+            path: "notes/**".into()
+        }
+    );
+    assert_eq!(m.access.mode, AccessMode::Users);
+    assert_eq!(
+        m.credentials.grants["github"].approval,
+        Some(GrantApproval::Required)
+    );
+    assert_eq!(m.loop_guard.as_ref().unwrap().max_tool_calls, 10);
+    assert_eq!(m.loop_guard.as_ref().unwrap().block_threshold, 5);
+    assert!(!m.sandbox.shell);
+
+    let minimal = parse_manifest("[agent]\nname = \"a\"\n", "a.toml").unwrap();
+    assert_eq!(minimal.tools.allow, None);
+    assert_eq!(minimal.access.mode, AccessMode::Private);
+    assert!(minimal.loop_guard.is_none());
+}
+
+#[test]
+fn unknown_field_names_field_and_allowed() {
+    let src = GOOD.replacen("description =", "descripton =", 1);
+    let e = err(&src);
+    assert_eq!(e.line, line_of(&src, "descripton"), "{e}");
+    assert!(e.message.contains("descripton"), "{e}");
+    assert!(
+        e.message.contains("description"),
+        "allowed fields not listed: {e}"
+    );
+    assert!(e.to_string().starts_with("agents/x/agent.toml:"), "{e}");
+
+    // a typo in a narrowing list must not silently become "no restriction"
+    let src = GOOD.replacen("deny = [", "dney = [", 1);
+    let e = err(&src);
+    assert_eq!(e.line, line_of(&src, "dney"), "{e}");
+    assert!(
+        e.message.contains("dney") && e.message.contains("allow"),
+        "{e}"
+    );
+
+    let src = GOOD.replacen(
+        "path = \"notes/**\"",
+        "path = \"notes/**\"\nrecursive = true",
+        1,
+    );
+    let e = err(&src);
+    assert!(e.message.contains("recursive"), "{e}");
+    assert!(e.message.contains("capabilities"), "{e}");
+}
+
+#[test]
+fn wrong_type_is_located() {
+    let src = GOOD.replacen("max_tool_calls = 10", "max_tool_calls = \"ten\"", 1);
+    let e = err(&src);
+    assert_eq!(e.line, line_of(&src, "max_tool_calls"), "{e}");
+    assert!(e.message.contains("max_tool_calls"), "{e}");
+    assert_eq!(e.field.as_deref(), Some("loop_guard.max_tool_calls"));
+}
+
+#[test]
+fn duplicate_key_is_located() {
+    let src = GOOD.replacen(
+        "description = \"reads notes\"",
+        "description = \"a\"\ndescription = \"b\"",
+        1,
+    );
+    let e = err(&src);
+    assert_eq!(e.line, line_of(&src, "description = \"b\""), "{e}");
+    assert!(e.message.contains("duplicate"), "{e}");
+    assert!(e.message.contains("description"), "{e}");
+}
+
+#[test]
+fn unknown_capability_kind_lists_kinds() {
+    let src = GOOD.replacen("kind = \"file_read\"", "kind = \"file_delete\"", 1);
+    let e = err(&src);
+    assert!(e.message.contains("file_delete"), "{e}");
+    assert!(
+        e.message.contains("net_connect") && e.message.contains("econ_transfer"),
+        "{e}"
+    );
+    assert!(e.message.contains("capabilities[0]"), "{e}");
+    let line = e.line;
+    assert!(
+        line >= line_of(&src, "[[capabilities]]") && line <= line_of(&src, "notes/**"),
+        "{e}"
+    );
+}
+
+#[test]
+fn invalid_capability_pattern_is_located_at_the_field() {
+    let src = GOOD.replacen("path = \"notes/**\"", "path = \"../secrets/**\"", 1);
+    let e = err(&src);
+    assert_eq!(e.line, line_of(&src, "../secrets"), "{e}");
+    assert_eq!(e.field.as_deref(), Some("capabilities[0].path"));
+    assert!(
+        e.message.contains("capabilities[0].path") && e.message.contains(".."),
+        "{e}"
+    );
+
+    let src = GOOD.replacen("\"*.wikipedia.org\"", "\"https://evil.com\"", 1);
+    let e = err(&src);
+    assert_eq!(e.line, line_of(&src, "allowed_domains"), "{e}");
+    assert!(e.message.contains("sandbox.allowed_domains[1]"), "{e}");
+}
+
+#[test]
+fn bad_model_ref() {
+    let src = GOOD.replacen("anthropic:claude-sonnet-4-5", "claude-sonnet", 1);
+    let e = err(&src);
+    assert_eq!(e.line, line_of(&src, "model ="), "{e}");
+    assert!(
+        e.message.contains("agent.model") && e.message.contains("provider:model"),
+        "{e}"
+    );
+}
+
+#[test]
+fn zero_max_turns() {
+    let src = GOOD.replacen("[agent]\n", "[agent]\nmax_turns = 0\n", 1);
+    let e = err(&src);
+    assert_eq!(e.line, line_of(&src, "max_turns"), "{e}");
+    assert!(e.message.contains("agent.max_turns"), "{e}");
+}
+
+#[test]
+fn bad_agent_names() {
+    for bad in ["Researcher", "-x", "a b", "", "../x", &"a".repeat(65)] {
+        let src = GOOD.replacen("name = \"researcher\"", &format!("name = {bad:?}"), 1);
+        let e = err(&src);
+        assert_eq!(e.line, line_of(&src, "name ="), "{bad:?}: {e}");
+        assert!(e.message.contains("agent.name"), "{e}");
+    }
+    for good in ["a", "0x", "my_agent-2", &"a".repeat(64)] {
+        let src = GOOD.replacen("name = \"researcher\"", &format!("name = {good:?}"), 1);
+        assert!(parse_manifest(&src, "m").is_ok(), "{good}");
+    }
+}
+
+#[test]
+fn other_semantic_checks() {
+    let e = err_with("operations = [\"files:write\"]", "operations = [\"files\"]");
+    assert!(e.message.contains("approval.operations[0]"), "{e}");
+    let e = err_with(
+        "allow = [\"files\", \"web\"]",
+        "allow = [\"files\", \"Web Tools\"]",
+    );
+    assert!(e.message.contains("tools.allow[1]"), "{e}");
+    let e = err_with("keys = [\"GITHUB_TOKEN\"]", "keys = []");
+    assert!(e.message.contains("credentials.grants.github.keys"), "{e}");
+    let e = err_with("max_tool_calls = 10", "block_threshold = 0");
+    assert!(e.message.contains("loop_guard.block_threshold"), "{e}");
+    let e = err_with("[agent]\n", "[agent]\nmax_turns = -1\n");
+    assert!(e.message.contains("max_turns"), "{e}");
+}
+
+#[test]
+fn syntax_error_is_located() {
+    let e = err("[agent]\nname = \"a\"\nmodel = \n");
+    assert_eq!(e.line, 3, "{e}");
+}
+
+#[test]
+fn model_refs() {
+    let m = parse_model_ref("ollama:qwen2.5:0.5b").unwrap();
+    assert_eq!(
+        (m.provider.as_str(), m.model.as_str()),
+        ("ollama", "qwen2.5:0.5b")
+    );
+    let m = parse_model_ref("script:agents/a/script.jsonl").unwrap();
+    assert_eq!(m.model, "agents/a/script.jsonl");
+    assert_eq!(m.to_string(), "script:agents/a/script.jsonl");
+    for bad in ["", "anthropic", ":x", "anthropic:", "Anthropic:x", "a:b c"] {
+        assert!(parse_model_ref(bad).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn global_config() {
+    let src = r#"
+default_model = "anthropic:claude-x"
+capabilities = [{ kind = "file_read", path = "**" }, { kind = "net_connect", host = "*" }]
+
+[tools]
+deny = ["shell"]
+
+[remote]
+shell = false
+[remote.tools]
+deny = ["memory"]
+
+[providers.anthropic]
+kind = "anthropic"
+base_url = "https://api.anthropic.com"
+api_key_env = "ANTHROPIC_API_KEY"
+
+[loop_guard]
+max_tokens = 5000
+"#;
+    let c = parse_global_config(src, "config.toml").unwrap();
+    assert_eq!(c.tools.allow, None);
+    assert_eq!(c.capabilities.as_ref().unwrap().len(), 2);
+    assert_eq!(c.loop_guard.max_tokens, 5000);
+    assert!(
+        parse_global_config("", "config.toml")
+            .unwrap()
+            .capabilities
+            .is_none()
+    );
+
+    let bad = src.replacen("kind = \"anthropic\"", "kind = \"gemini\"", 1);
+    let e = parse_global_config(&bad, "config.toml").unwrap_err();
+    assert_eq!(e.line, line_of(&bad, "gemini"), "{e}");
+    assert!(
+        e.message.contains("providers.anthropic.kind") && e.message.contains("openai"),
+        "{e}"
+    );
+
+    let bad = src.replacen("path = \"**\"", "path = \"/\"", 1);
+    let e = parse_global_config(&bad, "config.toml").unwrap_err();
+    assert_eq!(e.line, line_of(&bad, "capabilities ="), "{e}");
+    assert!(e.message.contains("capabilities[0].path"), "{e}");
+
+    let bad = src.replacen("[remote]\n", "[remote]\nsandbox = true\n", 1);
+    let e = parse_global_config(&bad, "config.toml").unwrap_err();
+    assert_eq!(e.line, line_of(&bad, "sandbox = true"), "{e}");
+    assert!(
+        e.message.contains("sandbox") && e.message.contains("shell"),
+        "{e}"
+    );
+
+    let bad = src.replacen("anthropic:claude-x", "claude", 1);
+    let e = parse_global_config(&bad, "config.toml").unwrap_err();
+    assert!(e.message.contains("default_model"), "{e}");
+}
+
+#[test]
+fn access_file() {
+    let src = r#"
+[users.alice]
+agents = ["researcher"]
+capabilities = [{ kind = "file_read", path = "notes/**" }]
+[users.alice.tools.operations.files]
+deny = ["write"]
+
+[users.root]
+role = "admin"
+"#;
+    let a = parse_access(src, "access.toml").unwrap();
+    assert_eq!(a.users["root"].role, UserRole::Admin);
+    assert_eq!(a.users["alice"].role, UserRole::User);
+    assert_eq!(a.users["alice"].tools.operations["files"].deny, ["write"]);
+
+    let bad = src.replacen("role = \"admin\"", "role = \"superuser\"", 1);
+    let e = parse_access(&bad, "access.toml").unwrap_err();
+    assert_eq!(e.line, line_of(&bad, "superuser"), "{e}");
+    assert!(
+        e.message.contains("users.root.role") && e.message.contains("admin"),
+        "{e}"
+    );
+
+    let bad = src.replacen("agents = [\"researcher\"]", "agents = [\"Bad Name\"]", 1);
+    let e = parse_access(&bad, "access.toml").unwrap_err();
+    assert_eq!(e.line, line_of(&bad, "Bad Name"), "{e}");
+    assert!(e.message.contains("users.alice.agents[0]"), "{e}");
+
+    let bad = src.replacen(
+        "deny = [\"write\"]",
+        "deny = [\"write\"]\nallow_all = true",
+        1,
+    );
+    let e = parse_access(&bad, "access.toml").unwrap_err();
+    assert_eq!(e.line, line_of(&bad, "allow_all"), "{e}");
+}

@@ -1,0 +1,161 @@
+//! Connection setup and schema migrations.
+//!
+//! The schema version lives in `PRAGMA user_version` rather than in a table so
+//! that reading it costs nothing and cannot disagree with a half-applied
+//! migration: each migration and its version bump commit in one transaction.
+
+use crate::{StoreError, sqlite};
+use rusqlite::{Connection, TransactionBehavior};
+use std::time::Duration;
+
+/// How long a writer waits for another connection's lock before giving up.
+/// Several processes (CLI, server, per-session workers) share one database
+/// file; five seconds absorbs a checkpoint or a long write without surfacing
+/// `SQLITE_BUSY` to the agent loop.
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Migrations in order; migration `i` moves the schema from version `i` to
+/// `i + 1`. Never edit a released entry: append a new one.
+const MIGRATIONS: &[&str] = &[
+    // v1: sessions, messages, audit.
+    r#"
+    CREATE TABLE sessions (
+        id          TEXT    NOT NULL PRIMARY KEY,
+        agent       TEXT    NOT NULL,
+        user        TEXT    NOT NULL,
+        created_ms  INTEGER NOT NULL,
+        updated_ms  INTEGER NOT NULL,
+        state_json  TEXT
+    ) STRICT;
+    CREATE INDEX sessions_by_created ON sessions (created_ms DESC);
+    CREATE INDEX sessions_by_agent ON sessions (agent, created_ms DESC);
+
+    CREATE TABLE messages (
+        id           INTEGER NOT NULL PRIMARY KEY,
+        session_id   TEXT    NOT NULL REFERENCES sessions (id),
+        role         TEXT    NOT NULL,
+        content_json TEXT    NOT NULL,
+        created_ms   INTEGER NOT NULL
+    ) STRICT;
+    CREATE INDEX messages_by_session ON messages (session_id, id);
+
+    -- A transcript is evidence: rewriting history after the fact would let a
+    -- compromised component hide what the model was shown. Deletion stays
+    -- possible so a future retention policy can drop whole sessions.
+    CREATE TRIGGER messages_no_update BEFORE UPDATE ON messages
+    BEGIN
+        SELECT RAISE(ABORT, 'messages are append-only');
+    END;
+    -- `INSERT OR REPLACE` deletes the conflicting row without firing DELETE
+    -- triggers (recursive_triggers is off by default and is per connection),
+    -- so a replace is refused at insert time instead.
+    CREATE TRIGGER messages_no_replace BEFORE INSERT ON messages
+    WHEN EXISTS (SELECT 1 FROM messages WHERE id = NEW.id)
+    BEGIN
+        SELECT RAISE(ABORT, 'messages are append-only');
+    END;
+
+    -- `seq` is the rowid. Rows can never be deleted (trigger below), so
+    -- SQLite's max(rowid)+1 allocation yields dense sequence numbers starting
+    -- at 1 without the extra write AUTOINCREMENT costs.
+    CREATE TABLE audit (
+        seq         INTEGER NOT NULL PRIMARY KEY,
+        time_ms     INTEGER NOT NULL,
+        session     TEXT    NOT NULL,
+        agent       TEXT    NOT NULL,
+        user        TEXT    NOT NULL,
+        action      TEXT    NOT NULL,
+        tool        TEXT    NOT NULL,
+        operation   TEXT    NOT NULL,
+        args_digest TEXT    NOT NULL,
+        decision    TEXT    NOT NULL
+            CHECK (decision IN ('allowed', 'denied', 'approved', 'failed', 'warned')),
+        reason      TEXT    NOT NULL,
+        detail      TEXT    NOT NULL,
+        duration_us INTEGER NOT NULL CHECK (duration_us >= 0)
+    ) STRICT;
+    -- Deliberately no (session, seq) index: it added a page write to every
+    -- commit (~5 us median, more WAL to checkpoint) on the door's hot path,
+    -- while per-session queries are rare, interactive, and still walk the
+    -- table in seq order stopping at LIMIT. Add one in a later migration if
+    -- per-session reads become hot.
+
+    -- Append-only at the SQL level, so a bug or a stray `bulwark` subcommand
+    -- cannot rewrite the record. This is not tamper evidence against someone
+    -- with the file (they can drop the trigger); the Merkle log is for that.
+    CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+    BEGIN
+        SELECT RAISE(ABORT, 'audit log is append-only');
+    END;
+    CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+    BEGIN
+        SELECT RAISE(ABORT, 'audit log is append-only');
+    END;
+    -- See messages_no_replace. For our own inserts NEW.seq is not yet
+    -- assigned (SQLite reports -1), so this costs one primary-key probe.
+    CREATE TRIGGER audit_no_replace BEFORE INSERT ON audit
+    WHEN EXISTS (SELECT 1 FROM audit WHERE seq = NEW.seq)
+    BEGIN
+        SELECT RAISE(ABORT, 'audit log is append-only');
+    END;
+    "#,
+];
+
+/// The schema version this build writes and understands.
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// Applies the per-connection settings. These are not persisted in the file
+/// (except `journal_mode`), so every connection must set them.
+pub(crate) fn configure(conn: &Connection, file_backed: bool) -> Result<(), StoreError> {
+    // First, so that every later statement (including the WAL switch, which
+    // needs an exclusive lock) waits for concurrent openers instead of failing.
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(sqlite("setting busy_timeout"))?;
+    if file_backed {
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(sqlite("enabling WAL"))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Corrupt(format!(
+                "database refused WAL journal mode (got {mode:?})"
+            )));
+        }
+    }
+    // NORMAL in WAL mode: a commit survives a process crash; only an OS crash
+    // or power loss can lose the last transactions, never corrupt the file.
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(sqlite("setting synchronous"))?;
+    conn.pragma_update(None, "foreign_keys", "ON")
+        .map_err(sqlite("enabling foreign_keys"))?;
+    Ok(())
+}
+
+/// Brings the schema up to [`SCHEMA_VERSION`]. Safe to race with another
+/// process doing the same: the version is re-read inside an IMMEDIATE
+/// transaction, so only one of them applies each migration.
+pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sqlite("starting migration"))?;
+    let current: i64 = tx
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(sqlite("reading schema version"))?;
+    let current = usize::try_from(current)
+        .map_err(|_| StoreError::Corrupt(format!("negative schema version {current}")))?;
+    if current > MIGRATIONS.len() {
+        // Refuse rather than guess: an older binary writing into a newer
+        // schema could violate invariants it does not know about.
+        return Err(StoreError::Corrupt(format!(
+            "schema version {current} is newer than this build supports ({SCHEMA_VERSION})"
+        )));
+    }
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+        tx.execute_batch(sql)
+            .map_err(sqlite(format!("applying migration {}", index + 1)))?;
+        // PRAGMA does not take bound parameters; the value is our own integer.
+        tx.execute_batch(&format!("PRAGMA user_version = {}", index + 1))
+            .map_err(sqlite("recording schema version"))?;
+    }
+    tx.commit().map_err(sqlite("committing migration"))?;
+    Ok(())
+}
