@@ -156,6 +156,9 @@ pub fn policy_explain(
     user: &str,
     remote: bool,
 ) -> Result<(), Failure> {
+    // The same name check `run` makes, so explain never describes a session
+    // that could not start.
+    home.workspace_dir(user, agent_name).map_err(setup)?;
     let global = home.load_global().map_err(setup)?;
     let access = home.load_access().map_err(setup)?;
     let loaded = home.load_agent(agent_name).map_err(setup)?;

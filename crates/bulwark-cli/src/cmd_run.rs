@@ -45,6 +45,10 @@ fn prepare(
     resume: Option<&str>,
     pre_approved: PreApproved,
 ) -> Result<Prepared, Failure> {
+    // Both names become directory names: refuse bad ones before anything
+    // (the database, a session row) is created.
+    home.workspace_dir(user, agent_name)
+        .map_err(kernel_failure)?;
     let global = home.load_global().map_err(kernel_failure)?;
     let access = home.load_access().map_err(kernel_failure)?;
     let loaded = home.load_agent(agent_name).map_err(kernel_failure)?;
@@ -105,16 +109,9 @@ fn prepare(
             let history = kernel.history(id).map_err(kernel_failure)?;
             (id.to_string(), saved, history)
         }
-        None => {
-            let id = uuid_like();
-            store.create_session(&NewSession {
-                id: id.clone(),
-                agent: agent_name.into(),
-                user: user.into(),
-            })?;
-            (id, None, Vec::new())
-        }
+        None => (uuid_like(), None, Vec::new()),
     };
+    let is_new = resume.is_none();
     let identity = SessionIdentity {
         id: id.clone(),
         agent: agent_name.into(),
@@ -128,6 +125,15 @@ fn prepare(
         saved,
     )
     .map_err(kernel_failure)?;
+    // Only a session that could be built is stored: a failed setup leaves
+    // no half-made session behind.
+    if is_new {
+        store.create_session(&NewSession {
+            id: id.clone(),
+            agent: agent_name.into(),
+            user: user.into(),
+        })?;
+    }
     audit
         .record(&AuditRecord {
             time_ms: now_ms(),
@@ -155,6 +161,13 @@ fn prepare(
             duration_us: 0,
         })
         .context("the audit log refused the session start record")?;
+    let assistant_turns = history
+        .iter()
+        .filter(|m| m.role == bulwark_llm::Role::Assistant)
+        .count();
+    if assistant_turns > 0 {
+        resolved.driver.resume_after(assistant_turns);
+    }
     let manifest = &loaded.manifest.agent;
     let agent = AgentRuntime {
         name: agent_name.into(),
@@ -182,7 +195,10 @@ fn report_end(end: &TurnEnd, session: &str) -> Result<(), Failure> {
         TurnEnd::Completed => Ok(()),
         TurnEnd::Stopped(why) => Err(Failure {
             code: 3,
-            error: anyhow!("the session was stopped: {why} (session {session})"),
+            error: anyhow!(
+                "the session was stopped: {} (session {session})",
+                why.strip_prefix("session stopped: ").unwrap_or(why)
+            ),
         }),
         TurnEnd::MaxTurns => Err(Failure {
             code: 4,
@@ -195,6 +211,8 @@ fn report_end(end: &TurnEnd, session: &str) -> Result<(), Failure> {
 
 pub async fn run(home: &Home, args: RunArgs) -> Result<(), Failure> {
     let pre = PreApproved::parse(&args.approve).map_err(|e| usage_error(anyhow!(e)))?;
+    pre.validate(&ToolRegistry::builtin())
+        .map_err(|e| usage_error(anyhow!(e)))?;
     let mut p = prepare(
         home,
         &args.agent,

@@ -62,6 +62,7 @@ enum Command {
     /// Check that an agent can run: manifest, config, model, keys.
     #[command(after_help = "Example:\n  bulwark preflight assistant")]
     Preflight {
+        /// The agent's name (a directory under agents/).
         agent: String,
         /// Check this model instead of the manifest's.
         #[arg(long)]
@@ -102,12 +103,15 @@ pub struct RunArgs {
 
 #[derive(Args)]
 pub struct ChatArgs {
+    /// The agent's name (a directory under agents/).
     agent: String,
     /// Resume a stored session by id.
     #[arg(long, value_name = "ID")]
     resume: Option<String>,
+    /// Use this model instead of the manifest's (provider:model).
     #[arg(long)]
     model: Option<String>,
+    /// Act as this user (their restrictions from access.toml apply).
     #[arg(long, default_value = bulwark_kernel::LOCAL_USER)]
     user: String,
 }
@@ -115,15 +119,21 @@ pub struct ChatArgs {
 #[derive(Subcommand)]
 enum AgentsCommand {
     /// List agents with their model and description.
+    #[command(after_help = "Example:\n  bulwark agents list")]
     List,
 }
 
 #[derive(Subcommand)]
 enum SessionsCommand {
     /// List sessions, newest first.
+    #[command(
+        after_help = "Examples:\n  bulwark sessions list\n  bulwark sessions list --agent assistant -n 5\n  bulwark chat assistant --resume ID   (continue one)"
+    )]
     List {
+        /// Only sessions of this agent.
         #[arg(long)]
         agent: Option<String>,
+        /// How many sessions to show.
         #[arg(short = 'n', long, default_value_t = 20)]
         limit: usize,
     },
@@ -136,6 +146,7 @@ enum PolicyCommand {
         after_help = "Examples:\n  bulwark policy explain assistant\n  bulwark policy explain assistant --user alice --remote"
     )]
     Explain {
+        /// The agent's name (a directory under agents/).
         agent: String,
         /// Apply this user's restrictions from access.toml.
         #[arg(long, default_value = bulwark_kernel::LOCAL_USER)]
@@ -153,6 +164,7 @@ enum AuditCommand {
         after_help = "Examples:\n  bulwark audit tail\n  bulwark audit tail -n 100 --session 1f0c... --json"
     )]
     Tail {
+        /// How many records to show.
         #[arg(short = 'n', long, default_value_t = 20)]
         limit: usize,
         /// Only records of this session.
@@ -201,6 +213,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        // No colour codes in logs that go to a file or a pipe.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -63,6 +63,34 @@ impl PreApproved {
         Ok(Self { rules: set })
     }
 
+    /// Refuses rules that name no tool, domain or operation of `registry`, so
+    /// a typo (`files:wrte`) is an error instead of approving nothing.
+    pub fn validate(&self, registry: &crate::ToolRegistry) -> Result<(), String> {
+        let catalog = registry.catalog();
+        for (name, op) in &self.rules {
+            let domain = registry
+                .get(name)
+                .map(|t| t.spec().domain.to_string())
+                .or_else(|| catalog.operations(name).map(|_| name.clone()));
+            let Some(domain) = domain else {
+                let domains: Vec<&str> = catalog.domains().collect();
+                return Err(format!(
+                    "--approve `{name}`: no such tool or domain; domains: {}",
+                    domains.join(", ")
+                ));
+            };
+            if let Some(op) = op
+                && !catalog.contains(&domain, op)
+            {
+                let ops = catalog.operations(&domain).unwrap_or_default().join(", ");
+                return Err(format!(
+                    "--approve `{name}:{op}`: `{domain}` has no operation `{op}`; operations: {ops}"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     pub fn allows(&self, request: &ApprovalRequest) -> bool {
         self.rules.iter().any(|(d, o)| {
             (d == &request.domain || d == &request.tool)

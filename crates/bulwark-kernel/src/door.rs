@@ -90,6 +90,64 @@ impl CallAudit<'_> {
     }
 }
 
+/// How one call ended, before it is audited.
+struct Outcome {
+    decision: Decision,
+    reason: String,
+    /// What the model sees.
+    message: String,
+    /// What the audit log keeps. Never argument values (paths, argv, URLs,
+    /// contents): those stay in the session transcript, and the audit record
+    /// carries their digest.
+    audit_detail: String,
+    taint: Vec<TaintLabel>,
+    stop: Option<String>,
+}
+
+impl Outcome {
+    fn denied(reason: &str, message: String, audit_detail: impl Into<String>) -> Self {
+        Self {
+            decision: Decision::Denied,
+            reason: reason.into(),
+            message,
+            audit_detail: audit_detail.into(),
+            taint: Vec::new(),
+            stop: None,
+        }
+    }
+    fn failed(reason: &str, message: String, audit_detail: impl Into<String>) -> Self {
+        Self {
+            decision: Decision::Failed,
+            ..Self::denied(reason, message, audit_detail)
+        }
+    }
+    fn stopping(mut self, why: String) -> Self {
+        self.stop = Some(why);
+        self
+    }
+}
+
+/// The kind of a demand (`file_read`, `net_connect`, ...) without its value.
+fn demand_kind(demand: &Demand) -> String {
+    demand
+        .to_string()
+        .split_whitespace()
+        .next()
+        .unwrap_or("resource")
+        .to_string()
+}
+
+/// The audit-safe description of a tool error: its class, never its text,
+/// which may quote arguments.
+fn error_detail(err: &ToolError) -> &'static str {
+    match err {
+        ToolError::InvalidArgs(_) => "the arguments did not fit the tool's schema",
+        ToolError::Path(_) => "a path argument was refused (absolute, '..', or invalid characters)",
+        ToolError::NotGranted(_) => "the tool asked for a resource the door had not approved",
+        ToolError::Failed(_) => "the tool ran and reported an error",
+    }
+}
+
 fn truncate(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_string();
@@ -125,28 +183,27 @@ impl Door {
     /// Writes the final record of a call and shapes the result. If the audit
     /// sink fails, the result becomes an error and the session stops: an
     /// action that cannot be recorded must not look like it succeeded.
-    #[allow(clippy::too_many_arguments)]
-    fn finish(
-        &self,
-        audit: &CallAudit<'_>,
-        decision: Decision,
-        reason: &str,
-        message: String,
-        is_error: bool,
-        taint: Vec<TaintLabel>,
-        mut stop: Option<String>,
-    ) -> DispatchResult {
-        // The audit detail is the bare explanation; the model sees it with
-        // the decision in front.
-        let detail = if is_error { message.as_str() } else { "" };
-        let record = audit.record("tool_call", decision, reason, detail);
-        let message = match decision {
+    fn finish(&self, audit: &CallAudit<'_>, outcome: Outcome) -> DispatchResult {
+        let record = audit.record(
+            "tool_call",
+            outcome.decision,
+            &outcome.reason,
+            &outcome.audit_detail,
+        );
+        let Outcome {
+            decision,
+            reason,
+            message,
+            taint,
+            mut stop,
+            ..
+        } = outcome;
+        let mut is_error = decision != Decision::Allowed;
+        let mut content = match decision {
             Decision::Denied => format!("denied ({reason}): {message}"),
             Decision::Failed => format!("failed ({reason}): {message}"),
             _ => message,
         };
-        let mut content = message;
-        let mut is_error = is_error;
         if let Err(err) = self.audit.record(&record) {
             content =
                 format!("the audit log could not record this call ({err}); the session is stopped");
@@ -158,21 +215,19 @@ impl Door {
             is_error,
             taint,
             decision,
-            reason: reason.to_string(),
+            reason,
             stop,
         }
     }
 
-    fn refuse(&self, audit: &CallAudit<'_>, reason: &str, message: String) -> DispatchResult {
-        self.finish(
-            audit,
-            Decision::Denied,
-            reason,
-            message,
-            true,
-            Vec::new(),
-            None,
-        )
+    /// Path refusals are denials (the door refused before any effect);
+    /// other tool errors are failures.
+    fn tool_error(err: ToolError) -> Outcome {
+        let detail = error_detail(&err);
+        match err {
+            ToolError::Path(_) => Outcome::denied("path", err.to_string(), detail),
+            other => Outcome::failed(other.reason(), other.to_string(), detail),
+        }
     }
 
     pub async fn dispatch(&self, session: &mut Session, call: ToolCall<'_>) -> DispatchResult {
@@ -192,21 +247,22 @@ impl Door {
             started: Instant::now(),
         };
         if let Some(why) = session.state.stopped.clone() {
-            let mut result =
-                self.refuse(&audit, "stopped", format!("the session was stopped: {why}"));
-            result.stop = Some(why);
-            return result;
+            let message = format!("the session was stopped: {why}");
+            return self.finish(
+                &audit,
+                Outcome::denied("stopped", message.clone(), message).stopping(why),
+            );
         }
         let Some(tool) = tool else {
             let names: Vec<&str> = self.registry.iter().map(|t| t.spec().name).collect();
-            return self.refuse(
+            let message = format!(
+                "there is no tool named `{}`; tools: {}",
+                call.name,
+                names.join(", ")
+            );
+            return self.finish(
                 &audit,
-                "unknown_tool",
-                format!(
-                    "there is no tool named `{}`; tools: {}",
-                    call.name,
-                    names.join(", ")
-                ),
+                Outcome::denied("unknown_tool", message, "no tool has this name"),
             );
         };
 
@@ -214,12 +270,13 @@ impl Door {
         match session.state.guard.check_call(call.name, call.input) {
             Verdict::Allow => {}
             Verdict::Warn(msg) => warning = Some(msg),
-            Verdict::Block(msg) => return self.refuse(&audit, "loop_guard", msg),
+            Verdict::Block(msg) => {
+                return self.finish(&audit, Outcome::denied("loop_guard", msg.clone(), msg));
+            }
             Verdict::Break(msg) => {
                 session.state.stopped = Some(msg.clone());
-                let mut result = self.refuse(&audit, "loop_guard", msg.clone());
-                result.stop = Some(msg);
-                return result;
+                let outcome = Outcome::denied("loop_guard", msg.clone(), msg.clone());
+                return self.finish(&audit, outcome.stopping(msg));
             }
         }
 
@@ -231,26 +288,25 @@ impl Door {
                     .record(&audit.record("loop_guard", Decision::Warned, "loop_guard", msg));
         }
         if let Err(denial) = session.policy.check_tool(domain, operation) {
-            return self.refuse(&audit, denial.reason.as_str(), denial.message);
+            // Domain and operation names are not arguments: safe to keep.
+            let outcome = Outcome::denied(
+                denial.reason.as_str(),
+                denial.message.clone(),
+                denial.message,
+            );
+            return self.finish(&audit, outcome);
         }
         let demands = match tool.demands(call.input) {
             Ok(d) => d,
-            Err(err @ ToolError::Path(_)) => return self.refuse(&audit, "path", err.to_string()),
-            Err(err) => {
-                return self.finish(
-                    &audit,
-                    Decision::Failed,
-                    err.reason(),
-                    err.to_string(),
-                    true,
-                    Vec::new(),
-                    None,
-                );
-            }
+            Err(err) => return self.finish(&audit, Self::tool_error(err)),
         };
         for demand in &demands {
             if let Err(denial) = session.policy.check_demand(demand) {
-                return self.refuse(&audit, denial.reason.as_str(), denial.message);
+                let detail = format!("no capability covers this {} request", demand_kind(demand));
+                return self.finish(
+                    &audit,
+                    Outcome::denied(denial.reason.as_str(), denial.message, detail),
+                );
             }
         }
 
@@ -285,22 +341,16 @@ impl Door {
                 .audit
                 .record(&audit.record("approval", decision, "approval", detail))
             {
-                return self.finish(
-                    &audit,
-                    Decision::Failed,
-                    "audit",
-                    format!("the approval could not be recorded: {err}"),
-                    true,
-                    Vec::new(),
-                    Some("audit sink failed".into()),
-                );
+                let message = format!("the approval could not be recorded: {err}");
+                let outcome = Outcome::failed("audit", message, "approval record failed");
+                return self.finish(&audit, outcome.stopping("audit sink failed".into()));
             }
             match answer {
                 ApprovalAnswer::Deny => {
-                    return self.refuse(
+                    let message = format!("{why}, and it was not approved");
+                    return self.finish(
                         &audit,
-                        "approval",
-                        format!("{why}, and it was not approved"),
+                        Outcome::denied("approval", message.clone(), message),
                     );
                 }
                 ApprovalAnswer::AllowSession => approved_for_session = true,
@@ -328,18 +378,17 @@ impl Door {
                 if let Some(msg) = &warning {
                     text.push_str(&format!("\n[loop guard warning: {msg}]"));
                 }
-                self.finish(&audit, Decision::Allowed, "ok", text, false, taint, None)
+                let outcome = Outcome {
+                    decision: Decision::Allowed,
+                    reason: "ok".into(),
+                    message: text,
+                    audit_detail: String::new(),
+                    taint,
+                    stop: None,
+                };
+                self.finish(&audit, outcome)
             }
-            Err(err @ ToolError::Path(_)) => self.refuse(&audit, "path", err.to_string()),
-            Err(err) => self.finish(
-                &audit,
-                Decision::Failed,
-                err.reason(),
-                err.to_string(),
-                true,
-                Vec::new(),
-                None,
-            ),
+            Err(err) => self.finish(&audit, Self::tool_error(err)),
         };
         if approved_for_session {
             session.state.approved_for_session.insert(approval_key);

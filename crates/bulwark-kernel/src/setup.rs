@@ -31,10 +31,12 @@ pub fn effective_policy(
     registry: &ToolRegistry,
 ) -> Result<EffectivePolicy, KernelError> {
     let user_entry = ctx.access.users.get(ctx.user);
-    if ctx.user != LOCAL_USER && user_entry.is_none() && ctx.remote {
+    // Only the local operator runs without an entry. Any other name must be
+    // in access.toml, or it would inherit the operator's unrestricted view.
+    if ctx.user != LOCAL_USER && user_entry.is_none() {
         return Err(KernelError::Setup(format!(
-            "user `{}` is not in access.toml; remote sessions need an entry",
-            ctx.user
+            "user `{}` is not in access.toml: add [users.{}] there, or run as the local operator (no --user)",
+            ctx.user, ctx.user
         )));
     }
     let inputs = PolicyInputs {

@@ -351,3 +351,63 @@ argv = ["env"]
         (Decision::Denied, "capability")
     );
 }
+
+#[tokio::test]
+async fn audit_records_never_contain_argument_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = ToolRegistry::builtin();
+    let manifest = r#"
+[agent]
+name = "tester"
+[tools]
+allow = ["files", "shell"]
+[sandbox]
+shell = true
+[[capabilities]]
+kind = "file_read"
+path = "**"
+[[capabilities]]
+kind = "file_write"
+path = "MARKER7/**"
+"#;
+    let sink = Arc::new(MemorySink::new());
+    let door = door(registry.clone(), sink.clone(), deny_all());
+    let mut s = session(dir.path(), policy(&registry, manifest));
+    let calls = [
+        ("file_read", json!({"path": "MARKER7/missing.txt"})),
+        ("file_read", json!({"path": "../MARKER7"})),
+        ("file_read", json!({"path": "/MARKER7"})),
+        (
+            "file_write",
+            json!({"path": "MARKER7/a.txt", "content": "MARKER7 body"}),
+        ),
+        (
+            "file_write",
+            json!({"path": "elsewhere/MARKER7", "content": "x"}),
+        ),
+        (
+            "file_edit",
+            json!({"path": "MARKER7/a.txt", "old": "MARKER7", "new": "y"}),
+        ),
+        ("shell_exec", json!({"argv": ["MARKER7"]})),
+        ("file_read", json!({"path": "a", "MARKER7": 1})),
+        ("MARKER7_tool", json!({})),
+    ];
+    for (name, input) in calls {
+        call(&door, &mut s, name, input).await;
+    }
+    let records = sink.records();
+    assert!(records.len() >= 9);
+    for r in records {
+        let fields = [&r.action, &r.operation, &r.reason, &r.detail];
+        for f in fields {
+            assert!(
+                !f.contains("MARKER7"),
+                "argument value in audit record: {r:?}"
+            );
+        }
+        if r.tool != "MARKER7_tool" {
+            assert!(!r.tool.contains("MARKER7"));
+        }
+    }
+}

@@ -16,6 +16,38 @@ pub use repair::{INTERRUPTED_RESULT, Rule, Violation, repair, validate};
 pub use script::ScriptDriver;
 pub use transport::{MAX_BACKOFF, ProviderConfig};
 
+/// Entry points for the fuzz targets in `fuzz/` (not a stable API): they
+/// reach private parsers without making them public.
+#[doc(hidden)]
+pub mod fuzzing {
+    use crate::sse::SseParser;
+
+    /// Feed `bytes` to a fresh SSE parser in chunks ending at `cuts` (byte
+    /// offsets, clamped and sorted here), draining events after every chunk.
+    /// Returns each dispatched event as `(event, data)`, and whether the
+    /// stream was accepted (`false`: a line was not UTF-8; the events
+    /// dispatched before it stay in the list).
+    pub fn sse_events(bytes: &[u8], cuts: &[usize]) -> (Vec<(String, String)>, bool) {
+        let mut points: Vec<usize> = cuts.iter().map(|&c| c.min(bytes.len())).collect();
+        points.sort_unstable();
+        points.push(bytes.len());
+        let mut parser = SseParser::new();
+        let mut events = Vec::new();
+        let mut start = 0;
+        for point in points {
+            let fed = parser.feed(&bytes[start..point]);
+            while let Some(event) = parser.next_event() {
+                events.push((event.event, event.data));
+            }
+            if fed.is_err() {
+                return (events, false);
+            }
+            start = point;
+        }
+        (events, true)
+    }
+}
+
 /// Why a provider call failed. Messages never include API keys or request
 /// bodies; they name the provider, URL and status so the user can act.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +83,10 @@ pub enum LlmError {
 pub trait LlmDriver: Send + Sync {
     /// Short provider name for messages and audit (`anthropic`, `openai`, `script`).
     fn provider(&self) -> &str;
+    /// Called once when a stored session is resumed, with the number of
+    /// assistant turns its history holds. Live models ignore it; replaying
+    /// drivers use it to continue where the session stopped.
+    fn resume_after(&self, _assistant_turns: usize) {}
     async fn chat(
         &self,
         request: &ChatRequest,

@@ -220,6 +220,14 @@ impl LlmDriver for ScriptDriver {
         PROVIDER
     }
 
+    /// A script is a fixed sequence of turns: a resumed session continues at
+    /// the turn after the last one its history holds, instead of replaying
+    /// the script from the top.
+    fn resume_after(&self, assistant_turns: usize) {
+        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+        *next = assistant_turns.min(self.turns.len());
+    }
+
     async fn chat(
         &self,
         _request: &ChatRequest,

@@ -200,3 +200,24 @@ async fn shared_driver_hands_each_turn_out_once() {
     texts.dedup();
     assert_eq!(texts.len(), 50, "every turn exactly once, then exhaustion");
 }
+
+#[tokio::test]
+async fn a_resumed_script_continues_after_the_played_turns() {
+    let driver =
+        ScriptDriver::from_jsonl("{\"text\": \"one\"}\n{\"text\": \"two\"}\n", "inline").unwrap();
+    driver.resume_after(1);
+    let request = bulwark_llm::ChatRequest {
+        model: "m".into(),
+        system: String::new(),
+        messages: vec![bulwark_llm::Message::user_text("hi")],
+        tools: Vec::new(),
+        max_tokens: 10,
+    };
+    let reply = driver.chat(&request, &mut |_| {}).await.unwrap();
+    assert_eq!(reply.message.text(), "two");
+    driver.resume_after(99);
+    assert!(
+        driver.chat(&request, &mut |_| {}).await.is_err(),
+        "past the end is exhausted, not wrapped"
+    );
+}

@@ -48,13 +48,18 @@ pub fn parse_access(src: &str, origin: &str) -> Result<AccessFile, ConfigError> 
     let a: AccessFile = toml::from_str(src).map_err(|e| loc.toml_error(&e))?;
     for (name, u) in &a.users {
         let base = [Key("users"), Key(name.as_str())];
-        if name.is_empty()
-            || name.len() > 128
-            || name.chars().any(|c| c.is_control() || c.is_whitespace())
-        {
+        // User names become directory names under users/, so they follow
+        // the same rule as agent names.
+        let valid = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+            && !name.starts_with(['-', '_']);
+        if !valid {
             return Err(loc.at(
                 &base,
-                "user name must be 1-128 characters without whitespace",
+                "user name must be 1-64 lowercase letters, digits, `-` or `_`, starting with a letter or digit",
             ));
         }
         if let Some(agents) = &u.agents {
