@@ -168,7 +168,10 @@ fn approve_rules_must_name_real_tools() {
         out.expect_code(2);
         assert!(out.stderr.contains("--approve"), "{rule}: {}", out.stderr);
         assert!(!bw.workspace_file("writer", "out/a.txt").exists());
-        assert!(!bw.path("bulwark.db").exists(), "{rule}: the store was touched");
+        assert!(
+            !bw.path("bulwark.db").exists(),
+            "{rule}: the store was touched"
+        );
     }
 }
 

@@ -35,4 +35,4 @@ pub use manifest::{
     parse_model_ref,
 };
 pub use path::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES, PathError, WorkspacePath};
-pub use taint::TaintLabel;
+pub use taint::{TaintLabel, taint_needs_approval};

@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 mod audit;
+mod checkpoint;
 mod schema;
 
 pub use audit::{AuditQuery, SqliteAuditSink};
@@ -162,7 +163,14 @@ impl Store {
         let mut conn = Connection::open(path).map_err(sqlite("opening database"))?;
         schema::configure(&conn, true)?;
         schema::migrate(&mut conn)?;
-        Ok(Store::from_connection(conn))
+        let store = Store::from_connection(conn);
+        if checkpoint::spawn(path, Arc::downgrade(&store.conn)) {
+            store
+                .lock()?
+                .pragma_update(None, "wal_autocheckpoint", 0)
+                .map_err(sqlite("disabling automatic checkpoints"))?;
+        }
+        Ok(store)
     }
 
     /// A private, non-persistent database: for tests and one-shot runs.

@@ -206,3 +206,31 @@ fn sink_is_usable_as_trait_object() {
     let sink: std::sync::Arc<dyn AuditSink> = std::sync::Arc::new(store.audit_sink());
     assert_eq!(sink.record(&record("s", 0, Decision::Warned)).unwrap(), 1);
 }
+
+/// Automatic checkpoints are off on the store's connection, so pages reach
+/// the main database file only through the background checkpointer: if it
+/// were not running, the file would stay at its initial size while the WAL
+/// grew without bound.
+#[test]
+fn background_checkpointer_moves_the_wal_into_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ckpt.db");
+    let store = Store::open(&path).unwrap();
+    let sink = store.audit_sink();
+    let initial = std::fs::metadata(&path).unwrap().len();
+    let detail = "x".repeat(200);
+    for i in 0..3000 {
+        let mut r = record("s", i, Decision::Allowed);
+        r.detail = format!("{detail}{i}");
+        sink.record(&r).unwrap();
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::fs::metadata(&path).unwrap().len() <= initial + 100_000 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no checkpoint within 10 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    drop(store);
+}
