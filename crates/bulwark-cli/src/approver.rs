@@ -1,6 +1,7 @@
 //! Asks the person at the terminal. With no terminal on stdin, every request
 //! is denied: an unattended run must not approve anything by accident.
 
+use crate::terminal::sanitize;
 use bulwark_kernel::{ApprovalAnswer, ApprovalRequest, Approver, PreApproved};
 use std::io::{BufRead, IsTerminal, Write};
 
@@ -19,7 +20,11 @@ fn ask_blocking(request: ApprovalRequest) -> ApprovalAnswer {
     let _ = writeln!(
         err,
         "\n  approval needed: {} ({}:{})\n  why: {}\n  args: {}",
-        request.tool, request.domain, request.operation, request.why, request.args_preview
+        sanitize(&request.tool, false),
+        request.domain,
+        request.operation,
+        sanitize(&request.why, false),
+        sanitize(&request.args_preview, false)
     );
     let stdin = std::io::stdin();
     loop {

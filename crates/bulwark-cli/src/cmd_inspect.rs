@@ -1,5 +1,6 @@
 //! Read-only commands: agents list, sessions list, preflight, policy explain, audit tail.
 
+use crate::terminal::sanitize;
 use crate::{Failure, usage_error};
 use anyhow::{Context, anyhow};
 use bulwark_audit::AuditSink;
@@ -213,13 +214,13 @@ pub fn audit_tail(
                 r.record.agent,
                 r.record.action,
                 if r.record.tool.is_empty() {
-                    "-"
+                    "-".to_string()
                 } else {
-                    &r.record.tool
+                    sanitize(&r.record.tool, false)
                 },
                 r.record.decision.as_str(),
                 r.record.reason,
-                r.record.detail
+                sanitize(&r.record.detail, false)
             );
         }
     }

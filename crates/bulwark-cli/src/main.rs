@@ -6,6 +6,7 @@ mod cmd_init;
 mod cmd_inspect;
 mod cmd_run;
 mod printer;
+mod terminal;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;

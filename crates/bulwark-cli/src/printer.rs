@@ -1,5 +1,6 @@
 //! Streams a turn to the terminal: model text on stdout, tool activity on stderr.
 
+use crate::terminal::sanitize;
 use bulwark_audit::Decision;
 use bulwark_kernel::{DispatchResult, TurnObserver};
 use serde_json::Value;
@@ -24,7 +25,7 @@ impl Printer {
 }
 
 fn preview(text: &str, max: usize) -> String {
-    let one_line = text.replace('\n', " ");
+    let one_line = sanitize(&text.replace('\n', " "), false);
     if one_line.chars().count() <= max {
         one_line
     } else {
@@ -35,13 +36,17 @@ fn preview(text: &str, max: usize) -> String {
 
 impl TurnObserver for Printer {
     fn text_delta(&mut self, text: &str) {
-        print!("{text}");
+        print!("{}", sanitize(text, true));
         let _ = std::io::stdout().flush();
         self.at_line_start = text.ends_with('\n');
     }
     fn tool_call(&mut self, name: &str, input: &Value) {
         self.newline_if_needed();
-        eprintln!("  → {name} {}", preview(&input.to_string(), 120));
+        eprintln!(
+            "  → {} {}",
+            sanitize(name, false),
+            preview(&input.to_string(), 120)
+        );
     }
     fn tool_result(&mut self, _name: &str, result: &DispatchResult) {
         // Error contents already start with "denied (reason)" / "failed (reason)".

@@ -64,6 +64,10 @@ pub struct SessionResources {
 pub struct SessionState {
     pub guard: LoopGuard,
     /// `domain:operation` pairs a human approved for the rest of the session.
+    /// Never persisted: the approval was given to this process's conversation
+    /// by a person at its terminal, and must not carry over to a later
+    /// (possibly headless) run that resumes the session.
+    #[serde(skip)]
     pub approved_for_session: BTreeSet<String>,
     /// Every taint label that has entered the conversation.
     pub taint: BTreeSet<TaintLabel>,
@@ -99,5 +103,28 @@ impl Session {
             resources,
             state,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_approvals_do_not_survive_a_restart() {
+        let mut state = SessionState {
+            guard: LoopGuard::new(Default::default()),
+            approved_for_session: BTreeSet::from(["files:write".to_string()]),
+            taint: BTreeSet::from([TaintLabel::External]),
+            boundary: Boundary::new_random(),
+            stopped: None,
+        };
+        let json = serde_json::to_string(&state).unwrap();
+        assert!(!json.contains("files:write"));
+        let restored: SessionState = serde_json::from_str(&json).unwrap();
+        assert!(restored.approved_for_session.is_empty());
+        // Taint does survive: untrusted content is still in the history.
+        assert!(restored.taint.contains(&TaintLabel::External));
+        state.approved_for_session.clear();
     }
 }
