@@ -85,11 +85,21 @@ pub enum AuditError {
     Store(String),
 }
 
-/// Where door decisions go. `record` returns only once the record is durable
-/// to the sink's standard, so a caller that got `Ok` can rely on it.
+/// Where door decisions go.
+///
+/// `record` accepts a record; it may only queue it, so that the door never
+/// waits for storage on its hot path. `flush` is the durability barrier: once
+/// it returns `Ok`, every record accepted before the call is durable to the
+/// sink's standard. The agent loop flushes before any tool result reaches the
+/// model, so nothing the model sees can outrun its audit record. A sink that
+/// fails to store a record must fail every later `record` and `flush` too, so
+/// a lost record can never go unnoticed.
 pub trait AuditSink: Send + Sync {
-    fn record(&self, record: &AuditRecord) -> Result<u64, AuditError>;
-    /// The newest `limit` records, oldest first.
+    fn record(&self, record: &AuditRecord) -> Result<(), AuditError>;
+    fn flush(&self) -> Result<(), AuditError> {
+        Ok(())
+    }
+    /// The newest `limit` records, oldest first (after flushing).
     fn tail(&self, limit: usize) -> Result<Vec<StoredRecord>, AuditError>;
 }
 
@@ -109,13 +119,13 @@ impl MemorySink {
 }
 
 impl AuditSink for MemorySink {
-    fn record(&self, record: &AuditRecord) -> Result<u64, AuditError> {
+    fn record(&self, record: &AuditRecord) -> Result<(), AuditError> {
         let mut guard = self
             .records
             .lock()
             .map_err(|_| AuditError::Store("memory sink poisoned".into()))?;
         guard.push(record.clone());
-        Ok(guard.len() as u64)
+        Ok(())
     }
     fn tail(&self, limit: usize) -> Result<Vec<StoredRecord>, AuditError> {
         let guard = self

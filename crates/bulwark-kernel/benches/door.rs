@@ -1,7 +1,8 @@
 //! Per-call overhead of the door on a no-op tool: lookup, loop guard, policy
-//! checks, context scoping, audit write and result shaping. Measured with the
-//! durable SQLite audit sink (what `run` uses) and with an in-memory sink (the
-//! door alone).
+//! checks, context scoping, audit record and result shaping. Measured with the
+//! SQLite audit sink (what `run` uses: records are queued and committed in
+//! batches by a writer thread), with a flush after every call (the
+//! synchronous worst case), and with an in-memory sink (the door alone).
 
 use bulwark_audit::{AuditSink, MemorySink};
 use bulwark_kernel::{
@@ -104,6 +105,24 @@ fn bench_door(c: &mut Criterion) {
                         input: &input,
                     },
                 ))
+            })
+        });
+        // Drain the backlog outside any measurement.
+        let _ = door.audit().flush();
+        // The worst case: a durability barrier after every single call (the
+        // agent loop flushes once per model step, not per call).
+        c.bench_function(&format!("door/noop/{label}_flush_each"), |b| {
+            b.iter(|| {
+                let result = runtime.block_on(door.dispatch(
+                    &mut session,
+                    ToolCall {
+                        id: "c",
+                        name: "noop",
+                        input: &input,
+                    },
+                ));
+                let _ = door.audit().flush();
+                result
             })
         });
     }

@@ -60,6 +60,8 @@ pub enum KernelError {
     Encode(#[from] serde_json::Error),
     #[error("{0}")]
     Setup(String),
+    #[error("the audit log could not store this session's records: {0}")]
+    Audit(String),
 }
 
 /// Runs the agent loop around one user message.
@@ -78,6 +80,16 @@ impl Kernel {
         self.store
             .append_message(&session.identity.id, role_name(message.role), &json)?;
         Ok(())
+    }
+
+    /// The durability barrier: every decision so far is stored before
+    /// anything (a tool result, the final answer) leaves the loop. A failure
+    /// stops the session.
+    fn flush_audit(&self, session: &mut Session) -> Result<(), KernelError> {
+        self.door.audit().flush().map_err(|err| {
+            session.state.stopped = Some("audit sink failed".into());
+            KernelError::Audit(err.to_string())
+        })
     }
 
     fn save_state(&self, session: &Session) -> Result<(), KernelError> {
@@ -159,6 +171,7 @@ impl Kernel {
                 .map(|(id, name, input)| (id.to_string(), name.to_string(), input.clone()))
                 .collect();
             if calls.is_empty() {
+                self.flush_audit(session)?;
                 self.save_state(session)?;
                 let end = match session.state.stopped.clone() {
                     Some(why) => TurnEnd::Stopped(why),
@@ -188,6 +201,7 @@ impl Kernel {
                     taint: result.taint,
                 });
             }
+            self.flush_audit(session)?;
             let results = Message {
                 role: Role::User,
                 blocks: results,
@@ -196,6 +210,7 @@ impl Kernel {
             history.push(results);
             self.save_state(session)?;
         }
+        self.flush_audit(session)?;
         self.save_state(session)?;
         let end = match session.state.stopped.clone() {
             Some(why) => TurnEnd::Stopped(why),

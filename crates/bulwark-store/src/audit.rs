@@ -1,22 +1,23 @@
 //! The durable audit sink: one SQLite row per door decision.
 //!
 //! `record` sits on the door's hot path (one call per tool call, total door
-//! overhead budget under 20 µs), so it is a single cached INSERT in autocommit
-//! mode: no explicit transaction, no read-back, no allocation beyond what
-//! rusqlite needs to bind parameters.
+//! overhead budget under 20 µs), so through the [`AuditSink`] trait it only
+//! queues the record; a writer thread commits batches (see `group_commit`)
+//! and `flush` waits for them. [`SqliteAuditSink::append`] is the
+//! synchronous path that returns the assigned sequence number.
 //!
 //! "Durable" here means the standard `synchronous=NORMAL` in WAL mode gives:
-//! once `record` returns `Ok`, the row survives a crash of this process; an
-//! OS crash or power loss may drop the most recent commits (never corrupt
-//! older ones). `FULL` would add an fsync per tool call, which costs far more
-//! than the door's whole budget. About one call in a few hundred also pays
-//! for SQLite's automatic WAL checkpoint (two fsyncs), which shows up as a
-//! latency tail rather than in the median.
+//! once `flush` (or `append`) returns `Ok`, the rows survive a crash of this
+//! process; an OS crash or power loss may drop the most recent commits (never
+//! corrupt older ones). `FULL` would add an fsync per commit. WAL checkpoints
+//! run on a background thread (see `checkpoint`), never inside a write.
 
+use crate::group_commit::GroupCommit;
 use crate::{Store, StoreError, sql_limit, sqlite, to_u64};
 use bulwark_audit::{AuditError, AuditRecord, AuditSink, Decision, StoredRecord};
-use rusqlite::{Row, params};
+use rusqlite::{Row, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Filter for [`SqliteAuditSink::query`]. Results are oldest first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,10 +32,63 @@ pub struct AuditQuery {
 }
 
 /// [`AuditSink`] backed by the store's `audit` table. Cloning shares the
-/// connection.
-#[derive(Clone, Debug)]
+/// connection and the writer thread; the last clone to go drains the queue.
+#[derive(Clone)]
 pub struct SqliteAuditSink {
     store: Store,
+    batches: Arc<GroupCommit>,
+}
+
+impl std::fmt::Debug for SqliteAuditSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteAuditSink")
+            .field("store", &self.store)
+            .finish_non_exhaustive()
+    }
+}
+
+const INSERT: &str = "INSERT INTO audit (time_ms, session, agent, user, action, tool, operation, \
+     args_digest, decision, reason, detail, duration_us) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+
+fn insert_one(stmt: &mut rusqlite::CachedStatement<'_>, r: &AuditRecord) -> Result<(), StoreError> {
+    // SQLite integers are signed. A duration past i64::MAX µs (292k years)
+    // is nonsense, but refusing it would lose the audit record, so it
+    // saturates instead.
+    let duration = i64::try_from(r.duration_us).unwrap_or(i64::MAX);
+    stmt.execute(params![
+        r.time_ms,
+        r.session,
+        r.agent,
+        r.user,
+        r.action,
+        r.tool,
+        r.operation,
+        r.args_digest,
+        r.decision.as_str(),
+        r.reason,
+        r.detail,
+        duration,
+    ])
+    .map_err(sqlite("inserting audit record"))?;
+    Ok(())
+}
+
+/// Commits `batch` in one transaction: all of it or none.
+pub(crate) fn insert_batch(store: &Store, batch: &[AuditRecord]) -> Result<(), StoreError> {
+    let mut conn = store.lock()?;
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sqlite("starting audit batch"))?;
+    {
+        let mut stmt = tx
+            .prepare_cached(INSERT)
+            .map_err(sqlite("preparing audit insert"))?;
+        for record in batch {
+            insert_one(&mut stmt, record)?;
+        }
+    }
+    tx.commit().map_err(sqlite("committing audit batch"))
 }
 
 const COLUMNS: &str = "seq, time_ms, session, agent, user, action, tool, operation, \
@@ -105,38 +159,18 @@ fn to_audit_error(e: StoreError) -> AuditError {
 
 impl SqliteAuditSink {
     pub(crate) fn new(store: Store) -> Self {
-        Self { store }
+        let batches = Arc::new(GroupCommit::start(store.clone()));
+        Self { store, batches }
     }
 
     /// Appends one record and returns its sequence number (1, 2, 3, ...).
     pub fn append(&self, r: &AuditRecord) -> Result<u64, StoreError> {
         let conn = self.store.lock()?;
         let mut stmt = conn
-            .prepare_cached(
-                "INSERT INTO audit (time_ms, session, agent, user, action, tool, operation, \
-                 args_digest, decision, reason, detail, duration_us) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-            )
+            .prepare_cached(INSERT)
             .map_err(sqlite("preparing audit insert"))?;
-        // SQLite integers are signed. A duration past i64::MAX µs (292k years)
-        // is nonsense, but refusing it would lose the audit record, so it
-        // saturates instead.
-        let duration = i64::try_from(r.duration_us).unwrap_or(i64::MAX);
-        stmt.execute(params![
-            r.time_ms,
-            r.session,
-            r.agent,
-            r.user,
-            r.action,
-            r.tool,
-            r.operation,
-            r.args_digest,
-            r.decision.as_str(),
-            r.reason,
-            r.detail,
-            duration,
-        ])
-        .map_err(sqlite("inserting audit record"))?;
+        insert_one(&mut stmt, r)?;
+        drop(stmt);
         // Safe against interleaving: we still hold the connection mutex.
         to_u64(conn.last_insert_rowid(), "audit sequence")
     }
@@ -163,6 +197,8 @@ impl SqliteAuditSink {
 
     /// Records matching `q`, oldest first.
     pub fn query(&self, q: &AuditQuery) -> Result<Vec<StoredRecord>, StoreError> {
+        // Read-your-writes: what this sink accepted is committed first.
+        self.batches.flush()?;
         // A `since_seq` beyond i64::MAX cannot be exceeded by any row.
         let since = match q.since_seq {
             None => 0,
@@ -207,11 +243,19 @@ impl SqliteAuditSink {
 }
 
 impl AuditSink for SqliteAuditSink {
-    fn record(&self, record: &AuditRecord) -> Result<u64, AuditError> {
-        self.append(record).map_err(to_audit_error)
+    fn record(&self, record: &AuditRecord) -> Result<(), AuditError> {
+        if !self.batches.has_writer() {
+            return self.append(record).map(|_| ()).map_err(to_audit_error);
+        }
+        self.batches.enqueue(record.clone()).map_err(to_audit_error)
+    }
+
+    fn flush(&self) -> Result<(), AuditError> {
+        self.batches.flush().map_err(to_audit_error)
     }
 
     fn tail(&self, limit: usize) -> Result<Vec<StoredRecord>, AuditError> {
+        self.flush()?;
         self.newest(limit).map_err(to_audit_error)
     }
 }

@@ -13,6 +13,7 @@
 
 mod audit;
 mod checkpoint;
+mod group_commit;
 mod schema;
 
 pub use audit::{AuditQuery, SqliteAuditSink};
@@ -53,6 +54,10 @@ pub enum StoreError {
     /// rather than a panic so one crashed task cannot take the process down.
     #[error("store connection lock poisoned by a panicking thread")]
     Poisoned,
+    /// An earlier batched write failed; the sink refuses further work so the
+    /// hole in the log cannot go unnoticed.
+    #[error("{0}")]
+    Failed(String),
 }
 
 /// Builds a `map_err` closure that attaches what we were doing to a SQLite

@@ -35,7 +35,7 @@ fn record_assigns_dense_seq_from_one_and_round_trips() {
     let mut written = Vec::new();
     for n in 0..10u64 {
         let r = record("s1", n, DECISIONS[n as usize % 5]);
-        assert_eq!(sink.record(&r).unwrap(), n + 1);
+        assert_eq!(sink.append(&r).unwrap(), n + 1);
         written.push(r);
     }
     let all = sink.tail(100).unwrap();
@@ -132,6 +132,7 @@ fn replace_cannot_rewrite_rows() {
     let store = Store::open(&path).unwrap();
     let sink = store.audit_sink();
     sink.record(&record("s1", 0, Decision::Denied)).unwrap();
+    sink.flush().unwrap();
     store
         .create_session(&bulwark_store::NewSession {
             id: "s1".into(),
@@ -163,6 +164,7 @@ fn bad_decision_in_file_is_corrupt_not_panic() {
     let store = Store::open(&path).unwrap();
     let sink = store.audit_sink();
     sink.record(&record("s1", 0, Decision::Denied)).unwrap();
+    sink.flush().unwrap();
     // Someone with the file drops the guards and edits a row.
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute_batch(
@@ -196,7 +198,7 @@ fn audit_survives_reopen_and_continues_sequence() {
         }
     }
     let sink = Store::open(&path).unwrap().audit_sink();
-    assert_eq!(sink.record(&record("s1", 5, Decision::Allowed)).unwrap(), 6);
+    assert_eq!(sink.append(&record("s1", 5, Decision::Allowed)).unwrap(), 6);
     assert_eq!(sink.tail(100).unwrap().len(), 6);
 }
 
@@ -204,7 +206,10 @@ fn audit_survives_reopen_and_continues_sequence() {
 fn sink_is_usable_as_trait_object() {
     let store = Store::open_in_memory().unwrap();
     let sink: std::sync::Arc<dyn AuditSink> = std::sync::Arc::new(store.audit_sink());
-    assert_eq!(sink.record(&record("s", 0, Decision::Warned)).unwrap(), 1);
+    sink.record(&record("s", 0, Decision::Warned)).unwrap();
+    let tail = sink.tail(10).unwrap();
+    assert_eq!(tail.len(), 1);
+    assert_eq!(tail[0].seq, 1);
 }
 
 /// Automatic checkpoints are off on the store's connection, so pages reach
@@ -233,4 +238,71 @@ fn background_checkpointer_moves_the_wal_into_the_database() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     drop(store);
+}
+
+/// Through the trait, records are queued and committed in batches: `flush`
+/// makes everything accepted so far durable, in order, with dense seqs, and
+/// dropping the last handle drains what is still queued.
+#[test]
+fn batched_records_are_durable_after_flush_and_after_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("batch.db");
+    {
+        let store = Store::open(&path).unwrap();
+        let sink = store.audit_sink();
+        for i in 0..500 {
+            sink.record(&record("s", i, Decision::Allowed)).unwrap();
+        }
+        sink.flush().unwrap();
+        // A second handle on the same file sees all of them after the flush.
+        let other = Store::open(&path).unwrap();
+        let seen = other.audit_sink().newest(1000).unwrap();
+        assert_eq!(seen.len(), 500);
+        assert!(seen.iter().enumerate().all(|(i, r)| r.seq == i as u64 + 1));
+        for i in 500..700 {
+            sink.record(&record("s", i, Decision::Denied)).unwrap();
+        }
+        // No flush: dropping the sink and the store must drain the queue.
+    }
+    let store = Store::open(&path).unwrap();
+    let all = store.audit_sink().newest(1000).unwrap();
+    assert_eq!(all.len(), 700);
+    assert_eq!(
+        all.last().map(|r| r.record.decision),
+        Some(Decision::Denied)
+    );
+}
+
+/// A batch that cannot be stored poisons the sink: the failure surfaces at
+/// `flush` and every later `record`, never silently.
+#[test]
+fn a_failed_batch_is_reported_and_sticky() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("fail.db")).unwrap();
+    let sink = store.audit_sink();
+    sink.record(&record("s", 0, Decision::Allowed)).unwrap();
+    sink.flush().unwrap();
+    // Make every further insert fail inside SQLite.
+    store
+        .audit_sink()
+        .append(&record("s", 1, Decision::Allowed))
+        .unwrap();
+    drop_table_for_test(&dir.path().join("fail.db"));
+    sink.record(&record("s", 2, Decision::Allowed)).unwrap();
+    let err = sink.flush().unwrap_err();
+    assert!(err.to_string().contains("not stored"), "{err}");
+    assert!(sink.record(&record("s", 3, Decision::Allowed)).is_err());
+    assert!(sink.flush().is_err());
+}
+
+/// Replaces the audit table with one that refuses inserts, from another
+/// connection, to simulate a storage failure under the sink.
+fn drop_table_for_test(path: &std::path::Path) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .unwrap();
+    conn.execute_batch(
+        "CREATE TRIGGER audit_test_fail BEFORE INSERT ON audit BEGIN SELECT RAISE(ABORT, 'disk says no'); END;",
+    )
+    .unwrap();
 }
