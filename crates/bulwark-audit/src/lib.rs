@@ -63,12 +63,51 @@ pub struct AuditRecord {
 }
 
 impl AuditRecord {
-    /// The SHA-256 of canonical JSON (serde_json's `Value` keeps object keys
-    /// sorted, so equal arguments give equal digests).
+    /// The SHA-256 of the arguments' canonical JSON: object keys sorted at
+    /// every depth, no whitespace. Sorting explicitly (rather than trusting
+    /// `serde_json::Map` to be ordered) keeps digests stable even if some
+    /// dependency turns on serde_json's `preserve_order` feature.
     pub fn digest_args(args: &serde_json::Value) -> String {
-        let canonical = serde_json::to_vec(args).unwrap_or_default();
+        let mut canonical = Vec::new();
+        write_canonical(args, &mut canonical);
         hex::encode(Sha256::digest(&canonical))
     }
+}
+
+fn write_canonical(value: &serde_json::Value, out: &mut Vec<u8>) {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (i, (key, item)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_scalar(&Value::String(key.clone()), out);
+                out.push(b':');
+                write_canonical(item, out);
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(b']');
+        }
+        scalar => write_scalar(scalar, out),
+    }
+}
+
+fn write_scalar(value: &serde_json::Value, out: &mut Vec<u8>) {
+    // Serializing a scalar into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, value);
 }
 
 /// A record as stored, with the sequence number the sink assigned.
@@ -141,5 +180,65 @@ impl AuditSink for MemorySink {
                 record: r.clone(),
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn digest_ignores_key_order_at_every_depth() {
+        let a: serde_json::Value =
+            serde_json::from_str(r#"{"b":1,"a":{"y":[1,{"q":1,"p":2}],"x":"s"}}"#).unwrap();
+        let b: serde_json::Value =
+            serde_json::from_str(r#"{"a":{"x":"s","y":[1,{"p":2,"q":1}]},"b":1}"#).unwrap();
+        assert_eq!(AuditRecord::digest_args(&a), AuditRecord::digest_args(&b));
+    }
+
+    #[test]
+    fn digest_distinguishes_values_and_structure() {
+        let base = AuditRecord::digest_args(&json!({"path": "a"}));
+        for other in [
+            json!({"path": "b"}),
+            json!({"path": ["a"]}),
+            json!({"Path": "a"}),
+            json!({"path": "a", "x": null}),
+            json!("path:a"),
+        ] {
+            assert_ne!(base, AuditRecord::digest_args(&other), "{other}");
+        }
+        assert_eq!(base.len(), 64);
+    }
+
+    #[test]
+    fn memory_sink_keeps_order_and_tails_newest() {
+        let sink = MemorySink::new();
+        for n in 0..5 {
+            let record = AuditRecord {
+                time_ms: n,
+                session: "s".into(),
+                agent: "a".into(),
+                user: "u".into(),
+                action: "tool_call".into(),
+                tool: "t".into(),
+                operation: "d:o".into(),
+                args_digest: String::new(),
+                decision: Decision::Allowed,
+                reason: "ok".into(),
+                detail: String::new(),
+                duration_us: 0,
+            };
+            sink.record(&record).unwrap();
+        }
+        let tail = sink.tail(2).unwrap();
+        assert_eq!(
+            tail.iter()
+                .map(|r| (r.seq, r.record.time_ms))
+                .collect::<Vec<_>>(),
+            [(4, 3), (5, 4)]
+        );
+        assert!(sink.flush().is_ok());
     }
 }
