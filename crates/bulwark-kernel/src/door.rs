@@ -144,6 +144,7 @@ fn error_detail(err: &ToolError) -> &'static str {
         ToolError::InvalidArgs(_) => "the arguments did not fit the tool's schema",
         ToolError::Path(_) => "a path argument was refused (absolute, '..', or invalid characters)",
         ToolError::NotGranted(_) => "the tool asked for a resource the door had not approved",
+        ToolError::Egress(_) => "the egress client refused the destination",
         ToolError::Failed(_) => "the tool ran and reported an error",
     }
 }
@@ -220,12 +221,13 @@ impl Door {
         }
     }
 
-    /// Path refusals are denials (the door refused before any effect);
+    /// Path and egress refusals are denials (refused before any effect);
     /// other tool errors are failures.
     fn tool_error(err: ToolError) -> Outcome {
         let detail = error_detail(&err);
         match err {
             ToolError::Path(_) => Outcome::denied("path", err.to_string(), detail),
+            ToolError::Egress(_) => Outcome::denied("egress", err.to_string(), detail),
             other => Outcome::failed(other.reason(), other.to_string(), detail),
         }
     }

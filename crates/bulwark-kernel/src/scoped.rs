@@ -175,12 +175,26 @@ pub struct ScopedHttp {
     pub(crate) hosts: Vec<(String, u16)>,
 }
 
+/// Policy refusals by the egress client are denials; timeouts, size caps
+/// and transport errors are failures of a permitted request.
+fn net_error(err: bulwark_net::NetError) -> ToolError {
+    use bulwark_net::NetError as E;
+    match err {
+        E::InvalidUrl { .. }
+        | E::InvalidRule { .. }
+        | E::Scheme { .. }
+        | E::Userinfo { .. }
+        | E::NotAllowed { .. }
+        | E::ForbiddenAddress { .. }
+        | E::TooManyRedirects { .. }
+        | E::Downgrade { .. } => ToolError::Egress(err.to_string()),
+        other => ToolError::Failed(other.to_string()),
+    }
+}
+
 impl ScopedHttp {
     pub async fn get(&self, url: &str) -> Result<bulwark_net::HttpResponse, ToolError> {
-        let parsed = self
-            .http
-            .check_url(url)
-            .map_err(|e| ToolError::Failed(e.to_string()))?;
+        let parsed = self.http.check_url(url).map_err(net_error)?;
         let host = parsed.host_str().unwrap_or_default().to_ascii_lowercase();
         let port = parsed.port_or_known_default().unwrap_or(0);
         if !self.hosts.iter().any(|(h, p)| *h == host && *p == port) {
@@ -188,9 +202,6 @@ impl ScopedHttp {
                 "{host}:{port} was not approved for this call"
             )));
         }
-        self.http
-            .get(url)
-            .await
-            .map_err(|e| ToolError::Failed(e.to_string()))
+        self.http.get(url).await.map_err(net_error)
     }
 }

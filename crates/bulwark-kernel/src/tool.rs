@@ -58,6 +58,10 @@ pub enum ToolError {
     /// The tool asked its context for something the door did not grant.
     #[error("not granted: {0}")]
     NotGranted(String),
+    /// The egress client refused the request (scheme, address, allowlist,
+    /// redirect); nothing was sent to the refused destination.
+    #[error("egress refused: {0}")]
+    Egress(String),
     /// The operation ran and failed.
     #[error("{0}")]
     Failed(String),
@@ -70,6 +74,7 @@ impl ToolError {
             ToolError::InvalidArgs(_) => "invalid_args",
             ToolError::Path(_) => "path",
             ToolError::NotGranted(_) => "scope",
+            ToolError::Egress(_) => "egress",
             ToolError::Failed(_) => "tool_error",
         }
     }

@@ -158,7 +158,20 @@ allow_all = true
                 },
             )
             .await;
-        assert_ne!(r.decision, Decision::Allowed, "{url}: {}", r.content);
         assert!(r.is_error, "{url}");
+        // A string that is not a URL is a malformed argument (a failure);
+        // every real URL here is refused by egress policy (a denial), either
+        // at argument parsing (scheme) or by the egress client.
+        let expected = if url == "not a url" {
+            (Decision::Failed, "invalid_args")
+        } else {
+            (Decision::Denied, "egress")
+        };
+        assert_eq!(
+            (r.decision, r.reason.as_str()),
+            expected,
+            "{url}: {}",
+            r.content
+        );
     }
 }

@@ -10,7 +10,7 @@ fn target(url: &str) -> Result<(String, u16), ToolError> {
     let parsed = url::Url::parse(url)
         .map_err(|e| ToolError::InvalidArgs(format!("`url` is not a valid URL: {e}")))?;
     if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(ToolError::InvalidArgs(format!(
+        return Err(ToolError::Egress(format!(
             "scheme `{}` is not allowed; use http or https",
             parsed.scheme()
         )));
