@@ -5,7 +5,8 @@
 //! with the `url` crate (so `http://2130706433/`, `0x7f.1` and `0177.0.0.1`
 //! are normalized to `127.0.0.1` *before* the check, exactly as a browser or
 //! HTTP client would read them), http/https only, no userinfo, the egress
-//! allowlist, and the special-purpose address table for IP literals.
+//! allowlist, the special-purpose address table (`data/special-purpose.tsv`)
+//! for IP literals, and cloud metadata host names.
 //! Host names are checked again when they resolve: the resolver refuses
 //! names whose addresses fall in the table, so `localhost` or a rebinding
 //! domain cannot be used to reach loopback. The client ignores proxy
@@ -26,7 +27,7 @@ use std::time::Duration;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use url::{Host, Url};
 
-pub use ip::forbidden_range;
+pub use ip::{forbidden_host, forbidden_range};
 use policy::Rule;
 
 /// URLs in error messages are cut to this many characters so a hostile,
@@ -202,7 +203,16 @@ impl SafeHttp {
                     detail: "no host".into(),
                 });
             }
-            Some(Host::Domain(_)) => None,
+            Some(Host::Domain(d)) => {
+                if let Some(range) = forbidden_host(d) {
+                    return Err(NetError::ForbiddenAddress {
+                        host: host_str.clone(),
+                        addr: host_str,
+                        range,
+                    });
+                }
+                None
+            }
             Some(Host::Ipv4(v4)) => Some(IpAddr::V4(v4)),
             Some(Host::Ipv6(v6)) => Some(IpAddr::V6(v6)),
         };
@@ -357,6 +367,9 @@ impl Resolve for CheckingResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let host = name.as_str().to_string();
         Box::pin(async move {
+            if let Some(range) = forbidden_host(&host) {
+                return Err(format!("{host} is refused: {range}").into());
+            }
             let addrs: Vec<SocketAddr> =
                 tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
             if addrs.is_empty() {
