@@ -4,6 +4,7 @@
 mod approver;
 mod cmd_init;
 mod cmd_inspect;
+mod cmd_net;
 mod cmd_run;
 mod printer;
 mod terminal;
@@ -78,6 +79,29 @@ enum Command {
     Audit {
         #[command(subcommand)]
         command: AuditCommand,
+    },
+    /// Egress: what the one outbound HTTP client would do.
+    Net {
+        #[command(subcommand)]
+        command: NetCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum NetCommand {
+    /// Print the egress decision for a URL without sending anything (exit 0
+    /// allowed, 1 denied).
+    #[command(
+        after_help = "Examples:\n  bulwark net check http://169.254.169.254/latest/meta-data/\n  bulwark net check https://api.github.com/ --agent researcher\n  bulwark net check https://rebind.example/ --resolve rebind.example=93.184.215.14 --resolve rebind.example=127.0.0.1\n\nWithout --agent only the address policy applies. Every address a name\nresolves to is checked; a name that does not resolve is refused."
+    )]
+    Check {
+        url: String,
+        /// Apply this agent's web grant, net_connect capabilities and allowlist.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Use ADDRESS as a DNS answer for HOST instead of resolving (repeatable).
+        #[arg(long, value_name = "HOST=ADDRESS")]
+        resolve: Vec<String>,
     },
 }
 
@@ -251,6 +275,14 @@ fn main() -> ExitCode {
                         remote,
                     },
             } => cmd_inspect::policy_explain(&home, &agent, &user, remote),
+            Command::Net {
+                command:
+                    NetCommand::Check {
+                        url,
+                        agent,
+                        resolve,
+                    },
+            } => cmd_net::check(&home, &url, agent.as_deref(), &resolve).await,
             Command::Audit {
                 command:
                     AuditCommand::Tail {

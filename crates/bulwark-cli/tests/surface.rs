@@ -13,6 +13,7 @@ const SUBCOMMANDS: &[&[&str]] = &[
     &["preflight"],
     &["policy", "explain"],
     &["audit", "tail"],
+    &["net", "check"],
 ];
 
 /// Every command a user types has help with at least one worked example.
