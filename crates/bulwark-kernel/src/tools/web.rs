@@ -27,6 +27,65 @@ fn target(url: &str) -> Result<(String, u16), ToolError> {
     Ok((host, port))
 }
 
+/// Width HTML is wrapped to when rendered as text.
+const HTML_WIDTH: usize = 100;
+
+/// What of a response body the model is shown. HTML becomes readable text
+/// (scripts, styles and markup dropped, by html5ever via `html2text`);
+/// other text-like types pass through; anything else (images, archives,
+/// executables, PDFs) is summarized, never handed to the model as bytes.
+fn render(content_type: Option<&str>, body: &[u8]) -> String {
+    let essence = content_type
+        .and_then(|t| t.split(';').next())
+        .map(|t| t.trim().to_ascii_lowercase())
+        .unwrap_or_default();
+    let looks_textual = !body.contains(&0) && std::str::from_utf8(body).is_ok();
+    let is_html = matches!(essence.as_str(), "text/html" | "application/xhtml+xml")
+        || (essence.is_empty() && looks_textual && sniff_html(body));
+    if is_html {
+        return match html2text::from_read(body, HTML_WIDTH) {
+            Ok(text) => text,
+            Err(err) => format!("[HTML that could not be rendered as text: {err}]"),
+        };
+    }
+    let text_like = essence.starts_with("text/")
+        || matches!(
+            essence.as_str(),
+            "application/json"
+                | "application/xml"
+                | "application/javascript"
+                | "application/x-ndjson"
+                | "application/yaml"
+                | "application/toml"
+        )
+        || essence.ends_with("+json")
+        || essence.ends_with("+xml")
+        || (essence.is_empty() && looks_textual);
+    if text_like {
+        String::from_utf8_lossy(body).into_owned()
+    } else {
+        let kind = if essence.is_empty() {
+            "unknown type"
+        } else {
+            essence.as_str()
+        };
+        format!(
+            "[{} bytes of {kind} not shown: only text content is passed to the model]",
+            body.len()
+        )
+    }
+}
+
+fn sniff_html(body: &[u8]) -> bool {
+    let head: Vec<u8> = body
+        .iter()
+        .skip_while(|b| b.is_ascii_whitespace())
+        .take(15)
+        .map(u8::to_ascii_lowercase)
+        .collect();
+    head.starts_with(b"<!doctype html") || head.starts_with(b"<html")
+}
+
 pub struct WebFetch {
     spec: ToolSpec,
 }
@@ -64,7 +123,7 @@ impl crate::tool::Tool for WebFetch {
             response.final_url,
             response.content_type.as_deref().unwrap_or("unknown")
         );
-        text.push_str(&String::from_utf8_lossy(&response.body));
+        text.push_str(&render(response.content_type.as_deref(), &response.body));
         if response.truncated {
             text.push_str("\n(body truncated)");
         }
@@ -72,5 +131,49 @@ impl crate::tool::Tool for WebFetch {
     }
     fn example_args(&self) -> Value {
         json!({"url": "https://example.com/"})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::render;
+
+    #[test]
+    fn html_becomes_text_without_scripts_or_markup() {
+        let page = b"<html><head><style>p{color:red}</style><script>steal()</script></head>\
+<body><h1>Title</h1><p>The code is <b>BLUE HERON</b>.</p></body></html>";
+        let text = render(Some("text/html; charset=utf-8"), page);
+        assert!(text.contains("BLUE HERON"), "{text}");
+        assert!(
+            !text.contains("<b>") && !text.contains("steal()") && !text.contains("color:red"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn binary_types_are_summarized_not_shown() {
+        let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+        let text = render(Some("image/png"), png);
+        assert!(
+            text.contains("image/png") && text.contains("not shown"),
+            "{text}"
+        );
+        let text = render(None, png);
+        assert!(text.contains("not shown"), "{text}");
+        let text = render(Some("application/octet-stream"), b"plain?");
+        assert!(text.contains("not shown"), "{text}");
+    }
+
+    #[test]
+    fn text_like_types_pass_through() {
+        assert_eq!(render(Some("application/json"), b"{\"a\":1}"), "{\"a\":1}");
+        assert_eq!(render(Some("application/problem+json"), b"{}"), "{}");
+        assert_eq!(render(Some("text/plain"), b"hi"), "hi");
+        assert_eq!(render(None, b"just text"), "just text");
+        assert!(
+            render(None, b"<!DOCTYPE html><p>x</p>")
+                .trim()
+                .starts_with('x')
+        );
     }
 }

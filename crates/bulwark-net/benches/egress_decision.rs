@@ -1,0 +1,52 @@
+//! Cost of one egress decision, excluding DNS: URL parsing, scheme and
+//! userinfo checks, the allowlist, and the address table (longest-prefix
+//! match with IPv4-in-IPv6 unwrapping). The target is under 2 µs.
+
+use bulwark_net::{EgressPolicy, HttpLimits, SafeHttp, forbidden_range};
+use criterion::{Criterion, criterion_group, criterion_main};
+use std::hint::black_box;
+use std::net::IpAddr;
+
+fn bench(c: &mut Criterion) {
+    let allowed: Vec<String> = (0..20)
+        .map(|i| format!("service{i}.example.com"))
+        .chain(["*.github.com".to_string(), "api.openai.com".to_string()])
+        .collect();
+    let http = match SafeHttp::new(
+        EgressPolicy {
+            allowed_domains: allowed,
+            allow_all: false,
+        },
+        HttpLimits::default(),
+    ) {
+        Ok(h) => h,
+        Err(e) => panic!("client: {e}"),
+    };
+    c.bench_function("egress/check_url/allowed_host", |b| {
+        b.iter(|| {
+            black_box(http.check_url(black_box(
+                "https://api.github.com/repos/x/y/issues?state=open",
+            )))
+        })
+    });
+    c.bench_function("egress/check_url/denied_metadata_literal", |b| {
+        b.iter(|| black_box(http.check_url(black_box("http://169.254.169.254/latest/meta-data/"))))
+    });
+    c.bench_function("egress/check_url/denied_not_allowlisted", |b| {
+        b.iter(|| black_box(http.check_url(black_box("https://evil.example.net/x"))))
+    });
+    let v4: IpAddr = [93, 184, 215, 14].into();
+    let v6: IpAddr = match "2002:a9fe:a9fe::1".parse() {
+        Ok(a) => a,
+        Err(e) => panic!("addr: {e}"),
+    };
+    c.bench_function("egress/address/public_v4", |b| {
+        b.iter(|| black_box(forbidden_range(black_box(v4))))
+    });
+    c.bench_function("egress/address/6to4_embedded_metadata", |b| {
+        b.iter(|| black_box(forbidden_range(black_box(v6))))
+    });
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
