@@ -104,6 +104,31 @@ const MIGRATIONS: &[&str] = &[
 /// The schema version this build writes and understands.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
+/// Switches the file to WAL, retrying while another connection holds a lock.
+///
+/// The switch needs an exclusive lock, and when several processes open a new
+/// file at once SQLite answers `SQLITE_BUSY` at once instead of calling the
+/// busy handler (waiting could deadlock), so `busy_timeout` does not cover
+/// it. The mode is persistent: once any opener has switched, the others see
+/// `wal` on their next try.
+fn enable_wal(conn: &Connection) -> Result<String, StoreError> {
+    let started = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(2);
+    loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)) {
+            Ok(mode) => return Ok(mode),
+            Err(e)
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && started.elapsed() < BUSY_TIMEOUT =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(50));
+            }
+            Err(e) => return Err(sqlite("enabling WAL")(e)),
+        }
+    }
+}
+
 /// Applies the per-connection settings. These are not persisted in the file
 /// (except `journal_mode`), so every connection must set them.
 pub(crate) fn configure(conn: &Connection, file_backed: bool) -> Result<(), StoreError> {
@@ -112,9 +137,7 @@ pub(crate) fn configure(conn: &Connection, file_backed: bool) -> Result<(), Stor
     conn.busy_timeout(BUSY_TIMEOUT)
         .map_err(sqlite("setting busy_timeout"))?;
     if file_backed {
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .map_err(sqlite("enabling WAL"))?;
+        let mode = enable_wal(conn)?;
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(StoreError::Corrupt(format!(
                 "database refused WAL journal mode (got {mode:?})"
