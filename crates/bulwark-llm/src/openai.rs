@@ -14,10 +14,12 @@ use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::transport::{Endpoint, ProviderConfig, ended_early, protocol, truncate_chars};
+use crate::transport::{
+    Endpoint, ProviderConfig, ended_early, protocol, repaired_history, truncate_chars,
+};
 use crate::{
     Block, ChatRequest, ChatResponse, LlmDriver, LlmError, Message, Role, StopReason, StreamEvent,
-    Usage, repair,
+    Usage,
 };
 
 const PROVIDER: &str = "openai";
@@ -63,12 +65,7 @@ impl LlmDriver for OpenAiDriver {
         request: &ChatRequest,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<ChatResponse, LlmError> {
-        let messages = repair(request.messages.clone());
-        if messages.is_empty() {
-            return Err(LlmError::Config(format!(
-                "{PROVIDER}: nothing to send: the conversation is empty after session repair"
-            )));
-        }
+        let messages = repaired_history(PROVIDER, request)?;
         let body = wire_request(request, &messages);
         let mut stream = self.endpoint.post_stream(self.headers()?, &body).await?;
         let mut turn = Turn::default();

@@ -361,6 +361,21 @@ impl EventStream {
     }
 }
 
+/// The history a driver sends: repaired at the edge (whoever called the
+/// driver), and never empty, since both APIs reject an empty conversation.
+pub(crate) fn repaired_history(
+    provider: &str,
+    request: &crate::ChatRequest,
+) -> Result<Vec<crate::Message>, LlmError> {
+    let messages = crate::repair(request.messages.clone());
+    if messages.is_empty() {
+        return Err(LlmError::Config(format!(
+            "{provider}: nothing to send: the conversation is empty after session repair"
+        )));
+    }
+    Ok(messages)
+}
+
 pub(crate) fn protocol(provider: &str, detail: impl Into<String>) -> LlmError {
     LlmError::Protocol {
         provider: provider.to_owned(),
