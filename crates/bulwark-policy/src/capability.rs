@@ -174,6 +174,11 @@ impl HostPattern {
         Ok(HostPattern { host, port })
     }
 
+    /// Whether the host part is the bare `*` (any host, whatever the port).
+    pub(crate) fn is_any_host(&self) -> bool {
+        self.host == HostPart::Any
+    }
+
     fn covers(&self, host: &str, port: u16) -> bool {
         let host = host.to_ascii_lowercase();
         let host_ok = match &self.host {

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::capability::Capability;
+use crate::credentials::{self, SecretsSection};
+use crate::egress::{self, EgressSection};
 use crate::error::{ConfigError, Located, Seg};
 use crate::loop_guard::LoopGuardConfig;
 use crate::manifest::{ToolFilter, parse_model_ref};
@@ -32,6 +34,12 @@ pub struct GlobalConfig {
     pub default_model: Option<String>,
     #[serde(default)]
     pub loop_guard: LoopGuardConfig,
+    /// Operator overrides for internal services (exact `host:port`).
+    #[serde(default)]
+    pub egress: EgressSection,
+    /// Environment variables the runtime treats as secrets.
+    #[serde(default)]
+    pub secrets: SecretsSection,
 }
 
 /// Policy applied on top of everything else when the session is remote.
@@ -100,5 +108,7 @@ pub fn parse_global_config(src: &str, origin: &str) -> Result<GlobalConfig, Conf
     c.loop_guard
         .validate()
         .map_err(|(field, msg)| loc.at(&[Key("loop_guard"), Key(field)], msg))?;
+    egress::validate_egress(&loc, &c.egress)?;
+    credentials::validate_secrets(&loc, &c.secrets)?;
     Ok(c)
 }

@@ -11,6 +11,8 @@
 mod access;
 mod capability;
 mod config;
+mod credentials;
+mod egress;
 mod error;
 mod glob;
 mod layering;
@@ -18,11 +20,17 @@ mod loop_guard;
 mod manifest;
 mod path;
 mod taint;
+mod template;
 mod validate;
 
 pub use access::{AccessFile, UserEntry, UserRole, parse_access, user_may_use_agent};
 pub use capability::{CAPABILITY_KINDS, Capability, CapabilitySet, Demand};
 pub use config::{GlobalConfig, ProviderConfig, ProviderKind, RemoteSection, parse_global_config};
+pub use credentials::{
+    CredentialGrant, CredentialMode, CredentialsSection, FORBIDDEN_INJECTION_HEADERS,
+    GrantApproval, Injection, InjectionTarget, SecretsSection, is_http_token,
+};
+pub use egress::{EgressSection, InternalService};
 pub use error::ConfigError;
 pub use layering::{
     Denial, DenyReason, EffectivePolicy, Layer, PolicyInputs, Removal, ToolCatalog,
@@ -30,9 +38,9 @@ pub use layering::{
 };
 pub use loop_guard::{LoopGuard, LoopGuardConfig, Verdict, call_hash};
 pub use manifest::{
-    AccessMode, AccessSection, AgentSection, ApprovalSection, CredentialGrant, CredentialsSection,
-    GrantApproval, Manifest, ModelRef, OpFilter, SandboxSection, ToolFilter, parse_manifest,
-    parse_model_ref,
+    AccessMode, AccessSection, AgentSection, ApprovalSection, Manifest, ModelRef, OpFilter,
+    SandboxSection, ToolFilter, parse_manifest, parse_model_ref,
 };
 pub use path::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES, PathError, WorkspacePath};
 pub use taint::{TaintLabel, taint_needs_approval};
+pub use template::{MAX_KEY_NAME_LEN, Template, TemplateError, TemplatePart, is_key_name};

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::capability::Capability;
+use crate::credentials::{self, CredentialsSection};
 use crate::error::{ConfigError, Located, Seg};
 use crate::loop_guard::LoopGuardConfig;
 use crate::validate;
@@ -101,36 +102,6 @@ pub struct SandboxSection {
     /// at all. Off by default.
     #[serde(default)]
     pub shell: bool,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CredentialsSection {
-    #[serde(default)]
-    pub grants: BTreeMap<String, CredentialGrant>,
-}
-
-/// Which secrets a tool may have injected at the boundary, and where to.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CredentialGrant {
-    /// Names of keys in the secret store.
-    pub keys: Vec<String>,
-    /// Tool domains that may use them.
-    #[serde(default)]
-    pub tools: Vec<String>,
-    /// Host patterns they may be sent to.
-    #[serde(default)]
-    pub hosts: Vec<String>,
-    #[serde(default)]
-    pub approval: Option<GrantApproval>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GrantApproval {
-    /// Ask a human before each use.
-    Required,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -257,26 +228,7 @@ pub fn parse_manifest(src: &str, origin: &str) -> Result<Manifest, ConfigError> 
         &[Key("sandbox"), Key("allowed_domains")],
         &m.sandbox.allowed_domains,
     )?;
-    for (name, grant) in &m.credentials.grants {
-        let base = [Key("credentials"), Key("grants"), Key(name.as_str())];
-        if grant.keys.is_empty() || grant.keys.iter().any(|k| k.trim().is_empty()) {
-            return Err(loc.at(
-                &[base[0], base[1], base[2], Key("keys")],
-                "must list at least one non-empty key name",
-            ));
-        }
-        validate::domains(
-            &loc,
-            &[base[0], base[1], base[2], Key("tools")],
-            &grant.tools,
-            false,
-        )?;
-        validate::host_patterns(
-            &loc,
-            &[base[0], base[1], base[2], Key("hosts")],
-            &grant.hosts,
-        )?;
-    }
+    credentials::validate_credentials(&loc, &m.credentials)?;
     for (i, user) in m.access.users.iter().enumerate() {
         if user.trim().is_empty() {
             return Err(loc.at(
