@@ -260,6 +260,26 @@ pub fn forbidden_range(ip: IpAddr) -> Option<String> {
     }
 }
 
+/// The metadata-endpoint label of `ip` (also when IPv4-mapped), or `None`.
+///
+/// Operator-declared internal services may reach private addresses, but a
+/// cloud metadata endpoint hands out the machine's own credentials, so no
+/// override ever opens it.
+pub(crate) fn metadata_endpoint(ip: IpAddr) -> Option<String> {
+    let t = match &*TABLE {
+        Ok(t) => t,
+        Err(e) => return Some(format!("address policy data failed to load: {e}")),
+    };
+    let ip = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    };
+    t.meta_addrs
+        .iter()
+        .find(|(a, _)| *a == ip)
+        .map(|(_, label)| label.clone())
+}
+
 /// The reason the host *name* `host` may not be contacted (a cloud metadata
 /// name such as `metadata.google.internal`), or `None`. Compared
 /// case-insensitively, ignoring a trailing dot. Addresses are checked by

@@ -7,28 +7,32 @@
 //! HTTP client would read them), http/https only, no userinfo, the egress
 //! allowlist, the special-purpose address table (`data/special-purpose.tsv`)
 //! for IP literals, and cloud metadata host names.
-//! Host names are checked again when they resolve: the resolver refuses
-//! names whose addresses fall in the table, so `localhost` or a rebinding
-//! domain cannot be used to reach loopback. The client ignores proxy
-//! environment variables and never follows redirects on its own.
 //!
-//! A later issue pins the connection to the checked address and adds
-//! credential injection; the public surface here is meant to stay.
+//! Then the connection (see `transport.rs`): one lookup through a
+//! [`Resolver`] whose every answer is checked, a connect to exactly those
+//! addresses, and a check of the connected socket's peer address before the
+//! first TLS or HTTP byte. No HTTP stack ever resolves a name on its own,
+//! proxies are never used, and redirects are followed here, one checked hop
+//! at a time.
 #![forbid(unsafe_code)]
 
+mod check;
+mod dial;
 mod ip;
 mod policy;
+mod resolve;
+mod transport;
 
 use std::collections::BTreeSet;
-use std::error::Error as _;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use reqwest::dns::{Addrs, Name, Resolve, Resolving};
-use url::{Host, Url};
+use url::Url;
 
+pub use dial::{Dialer, TcpDialer};
 pub use ip::{forbidden_host, forbidden_range};
 use policy::Rule;
+pub use resolve::{Resolver, StaticResolver, SystemResolver};
 
 /// URLs in error messages are cut to this many characters so a hostile,
 /// huge URL cannot flood logs or the model's context.
@@ -48,9 +52,14 @@ pub struct EgressPolicy {
 /// Bounds on one [`SafeHttp::get`], redirects included.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HttpLimits {
+    /// Per address tried.
     pub connect_timeout: Duration,
+    /// From the connected socket to the response head: TLS handshake,
+    /// request, and the server's answer line and headers.
+    pub first_byte_timeout: Duration,
     /// Deadline for the whole request chain, body included.
     pub total_timeout: Duration,
+    /// Cap on the body as received and, separately, as decompressed.
     pub max_body_bytes: usize,
     pub max_redirects: u8,
 }
@@ -59,6 +68,7 @@ impl Default for HttpLimits {
     fn default() -> Self {
         HttpLimits {
             connect_timeout: Duration::from_secs(10),
+            first_byte_timeout: Duration::from_secs(20),
             total_timeout: Duration::from_secs(30),
             max_body_bytes: 2 * 1024 * 1024,
             max_redirects: 5,
@@ -112,320 +122,198 @@ pub enum NetError {
     TooLarge { url: String, limit: usize },
     #[error("request to {url:?} failed: {detail}")]
     Transport { url: String, detail: String },
+    #[error("host {host:?} could not be resolved: {detail}")]
+    Resolve { host: String, detail: String },
+    #[error(
+        "response from {url:?} uses content encoding {encoding:?}, which is not supported (only gzip and deflate)"
+    )]
+    Encoding { url: String, encoding: String },
+    #[error("request header {name:?} is not allowed: {detail}")]
+    Header { name: String, detail: String },
 }
 
 /// The HTTP client handed to tools that the session allows to fetch.
-#[derive(Debug)]
 pub struct SafeHttp {
     rules: Vec<Rule>,
     allow_all: bool,
     limits: HttpLimits,
-    client: reqwest::Client,
+    /// Operator overrides: exact (host, port) pairs of internal services.
+    internal: BTreeSet<(String, u16)>,
+    /// Test-only: `127.0.0.1:<port>` past the allowlist and the table.
     loopback_ports: BTreeSet<u16>,
+    resolver: Arc<dyn Resolver>,
+    dialer: Arc<dyn Dialer>,
+    /// Extra trust anchors (DER), for tests with a local TLS server.
+    extra_roots: Vec<Vec<u8>>,
+    tls: OnceLock<Result<Arc<rustls::ClientConfig>, String>>,
 }
 
-fn clip(url: &str) -> String {
+impl std::fmt::Debug for SafeHttp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SafeHttp")
+            .field("rules", &self.rules)
+            .field("allow_all", &self.allow_all)
+            .field("limits", &self.limits)
+            .field("internal", &self.internal)
+            .field("loopback_ports", &self.loopback_ports)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) fn clip(url: &str) -> String {
     match url.char_indices().nth(MAX_URL_IN_ERROR) {
         Some((i, _)) => format!("{}...", &url[..i]),
         None => url.to_string(),
     }
 }
 
+/// One request. Header values and the body are sent as given on the first
+/// hop; see [`SafeHttp::send`] for what redirects do to them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpRequest {
+    pub method: String,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl HttpRequest {
+    pub fn get(url: &str) -> Self {
+        HttpRequest {
+            method: "GET".into(),
+            url: url.into(),
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+}
+
+/// What to do with a body over `max_body_bytes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyMode {
+    /// Keep the first `max_body_bytes` and set `truncated`: for an agent
+    /// reading a page, a prefix is useful.
+    Prefix,
+    /// Fail with [`NetError::TooLarge`]: for a document that must be whole.
+    Complete,
+}
+
 impl SafeHttp {
-    /// Compile the policy (a malformed rule fails closed with its text) and
-    /// build a client that ignores `*_PROXY` variables, follows no redirects
-    /// itself and resolves names through the address-checking resolver.
+    /// Compile the policy (a malformed rule fails closed with its text).
+    /// Names resolve through the system resolver and connections are plain
+    /// TCP; [`SafeHttp::with_resolver`] and [`SafeHttp::with_dialer`]
+    /// substitute them.
     pub fn new(policy: EgressPolicy, limits: HttpLimits) -> Result<SafeHttp, NetError> {
         let rules = policy
             .allowed_domains
             .iter()
             .map(|r| Rule::parse(r))
             .collect::<Result<Vec<_>, _>>()?;
-        let client = reqwest::Client::builder()
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(limits.connect_timeout)
-            .timeout(limits.total_timeout)
-            .dns_resolver(CheckingResolver)
-            .user_agent(concat!("bulwark/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| NetError::Transport {
-                url: String::new(),
-                detail: format!("could not build the HTTP client: {}", error_chain(&e)),
-            })?;
         Ok(SafeHttp {
             rules,
             allow_all: policy.allow_all,
             limits,
-            client,
+            internal: BTreeSet::new(),
             loopback_ports: BTreeSet::new(),
+            resolver: Arc::new(SystemResolver::new()),
+            dialer: Arc::new(TcpDialer),
+            extra_roots: Vec::new(),
+            tls: OnceLock::new(),
         })
     }
 
-    /// Operator override: allow exactly `127.0.0.1:<port>` (and nothing else
-    /// on loopback), bypassing the allowlist and address table for that one
-    /// pair. Meant for tests and for an operator who deliberately exposes one
-    /// local service; never wire it to anything an agent controls. Host
-    /// names (`localhost`) are still refused.
+    /// Resolve names with `resolver` (tests, `net check --resolve`).
+    pub fn with_resolver(mut self, resolver: Arc<dyn Resolver>) -> Self {
+        self.resolver = resolver;
+        self
+    }
+
+    /// Open connections with `dialer` (tests). The peer-address check
+    /// still applies to whatever socket it returns.
+    pub fn with_dialer(mut self, dialer: Arc<dyn Dialer>) -> Self {
+        self.dialer = dialer;
+        self
+    }
+
+    /// Trust `der` as an extra root certificate (a local TLS test server).
+    pub fn add_root_certificate(&mut self, der: Vec<u8>) {
+        self.extra_roots.push(der);
+        self.tls = OnceLock::new();
+    }
+
+    /// Operator override: the internal service at exactly `host:port` may
+    /// be reached even though it resolves to (or is) a private address.
+    /// The allowlist still applies, and metadata endpoints stay refused.
+    /// `host` is compared in the `url` crate's normalized form (lowercase,
+    /// punycode, IPv6 in brackets).
+    pub fn allow_internal_service(&mut self, host: &str, port: u16) {
+        self.internal
+            .insert((host.trim_end_matches('.').to_ascii_lowercase(), port));
+    }
+
+    /// Test-only allowance: exactly `127.0.0.1:<port>` (and nothing else
+    /// on loopback), past the allowlist and the address table for that one
+    /// pair. Never wire it to anything an agent controls. Host names
+    /// (`localhost`) are still refused.
     pub fn allow_loopback_port_for_tests(&mut self, port: u16) {
         self.loopback_ports.insert(port);
     }
 
-    /// The full pre-flight decision for `url`, without sending anything.
+    /// The full pre-flight decision for `url`, without resolving or sending
+    /// anything.
     pub fn check_url(&self, url: &str) -> Result<Url, NetError> {
         let parsed = Url::parse(url).map_err(|e| NetError::InvalidUrl {
             url: clip(url),
             detail: e.to_string(),
         })?;
-        self.check_parsed(parsed)
+        self.decide(parsed).map(|t| t.url)
     }
 
-    fn check_parsed(&self, url: Url) -> Result<Url, NetError> {
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(NetError::Scheme {
-                url: clip(url.as_str()),
-            });
-        }
-        if !url.username().is_empty() || url.password().is_some() {
-            // Never echo the credentials back into a message.
-            let mut shown = url.clone();
-            let _ = shown.set_username("");
-            let _ = shown.set_password(None);
-            return Err(NetError::Userinfo {
-                url: clip(shown.as_str()),
-            });
-        }
-        let host_str = url.host_str().unwrap_or_default().to_string();
-        let addr = match url.host() {
-            None => {
-                return Err(NetError::InvalidUrl {
-                    url: clip(url.as_str()),
-                    detail: "no host".into(),
-                });
-            }
-            Some(Host::Domain(d)) => {
-                if let Some(range) = forbidden_host(d) {
-                    return Err(NetError::ForbiddenAddress {
-                        host: host_str.clone(),
-                        addr: host_str,
-                        range,
-                    });
-                }
-                None
-            }
-            Some(Host::Ipv4(v4)) => Some(IpAddr::V4(v4)),
-            Some(Host::Ipv6(v6)) => Some(IpAddr::V6(v6)),
-        };
-        if let (Some(IpAddr::V4(v4)), Some(port)) = (addr, url.port_or_known_default())
-            && v4 == Ipv4Addr::LOCALHOST
-            && self.loopback_ports.contains(&port)
-        {
-            return Ok(url);
-        }
-        if let Some(ip) = addr
-            && let Some(range) = forbidden_range(ip)
-        {
-            return Err(NetError::ForbiddenAddress {
-                host: host_str,
-                addr: ip.to_string(),
-                range,
-            });
-        }
-        if !self.allow_all && !self.rules.iter().any(|r| r.matches(&host_str)) {
-            let rule = if self.rules.is_empty() {
-                "the allowlist is empty".to_string()
-            } else {
-                "no allowlist rule matches".to_string()
-            };
-            return Err(NetError::NotAllowed {
-                host: host_str,
-                rule,
-            });
-        }
-        Ok(url)
+    /// [`SafeHttp::check_url`] plus the lookup the request would make (one
+    /// lookup, every answer checked), still without connecting. Returns the
+    /// addresses a request would dial.
+    pub async fn check_url_resolved(&self, url: &str) -> Result<Vec<std::net::IpAddr>, NetError> {
+        let parsed = Url::parse(url).map_err(|e| NetError::InvalidUrl {
+            url: clip(url),
+            detail: e.to_string(),
+        })?;
+        let target = self.decide(parsed)?;
+        self.addresses(&target).await
     }
 
     /// GET `url`, following up to `max_redirects` redirects (each hop fully
-    /// re-checked). A body longer than `max_body_bytes` is cut there and
-    /// `truncated` is set: for an agent reading a page, a prefix is useful.
+    /// re-checked); a body over `max_body_bytes` is cut there.
     pub async fn get(&self, url: &str) -> Result<HttpResponse, NetError> {
-        self.get_with(url, false).await
+        self.send(HttpRequest::get(url), BodyMode::Prefix).await
     }
 
-    /// Like [`SafeHttp::get`], but a body over `max_body_bytes` is an error
-    /// ([`NetError::TooLarge`]) instead of a prefix: for callers that need
-    /// the whole document (a download to verify, a JSON to parse).
+    /// Like [`SafeHttp::get`], but a body over `max_body_bytes` is an error.
     pub async fn get_complete(&self, url: &str) -> Result<HttpResponse, NetError> {
-        self.get_with(url, true).await
+        self.send(HttpRequest::get(url), BodyMode::Complete).await
     }
 
-    async fn get_with(&self, url: &str, complete: bool) -> Result<HttpResponse, NetError> {
-        match tokio::time::timeout(self.limits.total_timeout, self.fetch(url, complete)).await {
+    /// Send `request`, following redirects. Each hop is checked like the
+    /// first (URL, allowlist, every resolved address, the connected peer).
+    /// 303, and 301/302 after a POST, turn into a body-less GET; 307/308
+    /// keep method and body. On a hop to another origin, `Authorization`,
+    /// `Cookie` and `Proxy-Authorization` are dropped.
+    pub async fn send(
+        &self,
+        request: HttpRequest,
+        mode: BodyMode,
+    ) -> Result<HttpResponse, NetError> {
+        let url = clip(&request.url);
+        match tokio::time::timeout(self.limits.total_timeout, self.fetch(request, mode)).await {
             Ok(r) => r,
-            Err(_) => Err(NetError::Timeout { url: clip(url) }),
+            Err(_) => Err(NetError::Timeout { url }),
         }
-    }
-
-    async fn fetch(&self, url: &str, complete: bool) -> Result<HttpResponse, NetError> {
-        let mut current = self.check_url(url)?;
-        let mut hops: u8 = 0;
-        loop {
-            let mut resp = self
-                .client
-                .get(current.clone())
-                .send()
-                .await
-                .map_err(|e| map_reqwest(&current, &e))?;
-            let status = resp.status().as_u16();
-            let location = resp.headers().get(reqwest::header::LOCATION).cloned();
-            if let (true, Some(location)) = (is_followed_redirect(status), location) {
-                if hops >= self.limits.max_redirects {
-                    return Err(NetError::TooManyRedirects {
-                        url: clip(current.as_str()),
-                    });
-                }
-                let location = location.to_str().map_err(|_| NetError::InvalidUrl {
-                    url: clip(current.as_str()),
-                    detail: "redirect Location header is not valid ASCII".into(),
-                })?;
-                current = self.check_parsed(next_hop(&current, location)?)?;
-                hops += 1;
-                continue;
-            }
-            let content_type = resp
-                .headers()
-                .get(reqwest::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
-            let limit = self.limits.max_body_bytes;
-            let mut body = Vec::new();
-            let mut truncated = false;
-            while let Some(chunk) = resp.chunk().await.map_err(|e| map_reqwest(&current, &e))? {
-                let room = limit - body.len();
-                if chunk.len() > room {
-                    if complete {
-                        return Err(NetError::TooLarge {
-                            url: clip(current.as_str()),
-                            limit,
-                        });
-                    }
-                    body.extend_from_slice(&chunk[..room]);
-                    truncated = true;
-                    // Stop reading: dropping the response closes the stream.
-                    break;
-                }
-                body.extend_from_slice(&chunk);
-            }
-            return Ok(HttpResponse {
-                status,
-                final_url: current.to_string(),
-                content_type,
-                body,
-                truncated,
-            });
-        }
-    }
-}
-
-/// Statuses whose `Location` we follow (always with GET, no body).
-fn is_followed_redirect(status: u16) -> bool {
-    matches!(status, 301 | 302 | 303 | 307 | 308)
-}
-
-/// Resolve a redirect target against the current URL and refuse an
-/// https→http downgrade (which would expose the request to the network).
-/// The result still has to pass [`SafeHttp::check_url`]'s checks.
-fn next_hop(current: &Url, location: &str) -> Result<Url, NetError> {
-    let next = current.join(location).map_err(|e| NetError::InvalidUrl {
-        url: clip(location),
-        detail: format!("bad redirect target from {}: {e}", clip(current.as_str())),
-    })?;
-    if current.scheme() == "https" && next.scheme() == "http" {
-        return Err(NetError::Downgrade {
-            url: clip(next.as_str()),
-        });
-    }
-    Ok(next)
-}
-
-/// Raised inside the resolver; found again in the reqwest error's source
-/// chain and turned into [`NetError::ForbiddenAddress`].
-#[derive(Debug, thiserror::Error)]
-#[error("{host} resolves to {addr} in {range}")]
-struct ResolvedForbidden {
-    host: String,
-    addr: IpAddr,
-    range: String,
-}
-
-/// System resolver that fails closed: if *any* address of a name is in the
-/// special-purpose table, the whole name is refused (an attacker-controlled
-/// DNS answer mixing a public and a private address must not get through).
-struct CheckingResolver;
-
-impl Resolve for CheckingResolver {
-    fn resolve(&self, name: Name) -> Resolving {
-        let host = name.as_str().to_string();
-        Box::pin(async move {
-            if let Some(range) = forbidden_host(&host) {
-                return Err(format!("{host} is refused: {range}").into());
-            }
-            let addrs: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            if addrs.is_empty() {
-                return Err(format!("{host} did not resolve to any address").into());
-            }
-            if let Some((addr, range)) = addrs
-                .iter()
-                .find_map(|a| forbidden_range(a.ip()).map(|r| (a.ip(), r)))
-            {
-                return Err(Box::new(ResolvedForbidden { host, addr, range }) as _);
-            }
-            Ok(Box::new(addrs.into_iter()) as Addrs)
-        })
-    }
-}
-
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        src = s.source();
-    }
-    out
-}
-
-fn map_reqwest(url: &Url, e: &reqwest::Error) -> NetError {
-    let mut src: Option<&(dyn std::error::Error + 'static)> = e.source();
-    while let Some(s) = src {
-        if let Some(f) = s.downcast_ref::<ResolvedForbidden>() {
-            return NetError::ForbiddenAddress {
-                host: f.host.clone(),
-                addr: f.addr.to_string(),
-                range: f.range.clone(),
-            };
-        }
-        src = s.source();
-    }
-    if e.is_timeout() {
-        return NetError::Timeout {
-            url: clip(url.as_str()),
-        };
-    }
-    NetError::Transport {
-        url: clip(url.as_str()),
-        detail: error_chain(e),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::next_hop;
 
     #[test]
     fn https_to_http_redirect_is_a_downgrade() {

@@ -1,0 +1,140 @@
+//! The per-hop decision: may this URL be fetched, and which addresses may
+//! the connection go to? Pure and synchronous apart from the one lookup, so
+//! `check_url` (no I/O at all) and the real request share every rule.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use url::{Host, Url};
+
+use crate::{NetError, SafeHttp, clip, forbidden_host, forbidden_range, ip::metadata_endpoint};
+
+/// A URL that passed the pre-connect checks.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    pub(crate) url: Url,
+    /// The `url` crate's normalized host (IPv6 in brackets).
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    /// The address, when the host is an IP literal.
+    pub(crate) literal: Option<IpAddr>,
+    /// An operator-declared internal service (exact host:port) or the
+    /// test-only loopback allowance: private addresses are permitted for
+    /// this pair, metadata endpoints still are not.
+    pub(crate) internal: bool,
+}
+
+impl SafeHttp {
+    pub(crate) fn decide(&self, url: Url) -> Result<Target, NetError> {
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(NetError::Scheme {
+                url: clip(url.as_str()),
+            });
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            // Never echo the credentials back into a message.
+            let mut shown = url.clone();
+            let _ = shown.set_username("");
+            let _ = shown.set_password(None);
+            return Err(NetError::Userinfo {
+                url: clip(shown.as_str()),
+            });
+        }
+        let host = url.host_str().unwrap_or_default().to_string();
+        let port = url.port_or_known_default().unwrap_or(0);
+        let literal = match url.host() {
+            None => {
+                return Err(NetError::InvalidUrl {
+                    url: clip(url.as_str()),
+                    detail: "no host".into(),
+                });
+            }
+            Some(Host::Domain(d)) => {
+                if let Some(range) = forbidden_host(d) {
+                    return Err(NetError::ForbiddenAddress {
+                        host: host.clone(),
+                        addr: host,
+                        range,
+                    });
+                }
+                None
+            }
+            Some(Host::Ipv4(v4)) => Some(IpAddr::V4(v4)),
+            Some(Host::Ipv6(v6)) => Some(IpAddr::V6(v6)),
+        };
+        let test_port =
+            literal == Some(IpAddr::V4(Ipv4Addr::LOCALHOST)) && self.loopback_ports.contains(&port);
+        let internal = test_port
+            || self
+                .internal
+                .contains(&(host.trim_end_matches('.').to_string(), port));
+        if let Some(ip) = literal {
+            self.check_addr(&host, ip, internal)?;
+        }
+        if !test_port && !self.allow_all && !self.rules.iter().any(|r| r.matches(&host)) {
+            let rule = if self.rules.is_empty() {
+                "the allowlist is empty".to_string()
+            } else {
+                "no allowlist rule matches".to_string()
+            };
+            return Err(NetError::NotAllowed { host, rule });
+        }
+        Ok(Target {
+            url,
+            host,
+            port,
+            literal,
+            internal,
+        })
+    }
+
+    /// The address rule, for literals, resolved answers and connected peers
+    /// alike: the special-purpose table, except that an internal pair may
+    /// reach private addresses (but never a metadata endpoint).
+    pub(crate) fn check_addr(
+        &self,
+        host: &str,
+        ip: IpAddr,
+        internal: bool,
+    ) -> Result<(), NetError> {
+        let refused = if internal {
+            metadata_endpoint(ip)
+        } else {
+            forbidden_range(ip)
+        };
+        match refused {
+            Some(range) => Err(NetError::ForbiddenAddress {
+                host: host.to_string(),
+                addr: ip.to_string(),
+                range,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The addresses the connection may go to: the literal, or every answer
+    /// of one lookup, each checked. One bad answer refuses the whole name,
+    /// because which of them a retry would use is the attacker's choice.
+    pub(crate) async fn addresses(&self, target: &Target) -> Result<Vec<IpAddr>, NetError> {
+        if let Some(ip) = target.literal {
+            return Ok(vec![ip]);
+        }
+        let answer =
+            self.resolver
+                .lookup(&target.host)
+                .await
+                .map_err(|detail| NetError::Resolve {
+                    host: target.host.clone(),
+                    detail,
+                })?;
+        if answer.is_empty() {
+            return Err(NetError::Resolve {
+                host: target.host.clone(),
+                detail: "no addresses in the answer".into(),
+            });
+        }
+        for ip in &answer {
+            self.check_addr(&target.host, *ip, target.internal)?;
+        }
+        Ok(answer)
+    }
+}
