@@ -17,10 +17,12 @@
 #![forbid(unsafe_code)]
 
 mod check;
+mod credentials;
 mod dial;
 mod ip;
 mod policy;
 mod resolve;
+mod secrets;
 mod transport;
 
 use std::collections::BTreeSet;
@@ -29,10 +31,12 @@ use std::time::Duration;
 
 use url::Url;
 
+pub use credentials::{CallContext, CredentialUse, Credentials, UseOutcome};
 pub use dial::{Dialer, TcpDialer};
 pub use ip::{forbidden_host, forbidden_range};
 use policy::Rule;
 pub use resolve::{Resolver, StaticResolver, SystemResolver};
+pub use secrets::{MIN_GUARDED_SECRET_LEN, SecretStore};
 
 /// URLs in error messages are cut to this many characters so a hostile,
 /// huge URL cannot flood logs or the model's context.
@@ -130,6 +134,16 @@ pub enum NetError {
     Encoding { url: String, encoding: String },
     #[error("request header {name:?} is not allowed: {detail}")]
     Header { name: String, detail: String },
+    #[error("credential refused: {detail}")]
+    Credential { detail: String },
+    #[error(
+        "request to {host:?} refused: {place} contains the value of secret {key} (raw or encoded); secrets reach a host only through a credential grant for that host"
+    )]
+    Exfiltration {
+        host: String,
+        key: String,
+        place: String,
+    },
 }
 
 /// The HTTP client handed to tools that the session allows to fetch.
@@ -146,6 +160,7 @@ pub struct SafeHttp {
     /// Extra trust anchors (DER), for tests with a local TLS server.
     extra_roots: Vec<Vec<u8>>,
     tls: OnceLock<Result<Arc<rustls::ClientConfig>, String>>,
+    credentials: Option<Arc<Credentials>>,
 }
 
 impl std::fmt::Debug for SafeHttp {
@@ -188,6 +203,13 @@ impl HttpRequest {
     }
 }
 
+/// The outcome of [`SafeHttp::send_as`].
+#[derive(Debug)]
+pub struct Sent {
+    pub result: Result<HttpResponse, NetError>,
+    pub credentials: Vec<CredentialUse>,
+}
+
 /// What to do with a body over `max_body_bytes`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BodyMode {
@@ -219,6 +241,7 @@ impl SafeHttp {
             dialer: Arc::new(TcpDialer),
             extra_roots: Vec::new(),
             tls: OnceLock::new(),
+            credentials: None,
         })
     }
 
@@ -233,6 +256,17 @@ impl SafeHttp {
     pub fn with_dialer(mut self, dialer: Arc<dyn Dialer>) -> Self {
         self.dialer = dialer;
         self
+    }
+
+    /// Inject credentials by these grants, and guard every request against
+    /// carrying the store's secret values.
+    pub fn with_credentials(mut self, credentials: Arc<Credentials>) -> Self {
+        self.credentials = Some(credentials);
+        self
+    }
+
+    pub fn credentials(&self) -> Option<&Credentials> {
+        self.credentials.as_deref()
     }
 
     /// Trust `der` as an extra root certificate (a local TLS test server).
@@ -302,10 +336,25 @@ impl SafeHttp {
         request: HttpRequest,
         mode: BodyMode,
     ) -> Result<HttpResponse, NetError> {
+        self.send_as(&CallContext::default(), request, mode)
+            .await
+            .result
+    }
+
+    /// [`SafeHttp::send`] on behalf of a tool call: credential grants for
+    /// `ctx.tool` apply. Returns, with the result, every credential use (by
+    /// names), including uses on a chain that then failed, for the audit.
+    pub async fn send_as(&self, ctx: &CallContext, request: HttpRequest, mode: BodyMode) -> Sent {
         let url = clip(&request.url);
-        match tokio::time::timeout(self.limits.total_timeout, self.fetch(request, mode)).await {
-            Ok(r) => r,
-            Err(_) => Err(NetError::Timeout { url }),
+        let mut uses = Vec::new();
+        let fetched = tokio::time::timeout(
+            self.limits.total_timeout,
+            self.fetch(ctx, request, mode, &mut uses),
+        )
+        .await;
+        Sent {
+            result: fetched.unwrap_or(Err(NetError::Timeout { url })),
+            credentials: uses,
         }
     }
 }

@@ -16,7 +16,9 @@ use tokio::net::TcpStream;
 use url::Url;
 
 use crate::check::Target;
-use crate::{BodyMode, HttpRequest, HttpResponse, NetError, SafeHttp, clip};
+use crate::{
+    BodyMode, CallContext, CredentialUse, HttpRequest, HttpResponse, NetError, SafeHttp, clip,
+};
 
 /// Headers the client owns; a caller setting them could smuggle a second
 /// request or redirect the connection.
@@ -59,8 +61,10 @@ struct Hop {
 impl SafeHttp {
     pub(crate) async fn fetch(
         &self,
+        ctx: &CallContext,
         request: HttpRequest,
         mode: BodyMode,
+        uses: &mut Vec<CredentialUse>,
     ) -> Result<HttpResponse, NetError> {
         let parsed = Url::parse(&request.url).map_err(|e| NetError::InvalidUrl {
             url: clip(&request.url),
@@ -78,11 +82,12 @@ impl SafeHttp {
         };
         let mut hops: u8 = 0;
         loop {
+            let wire = self.credentials_for_hop(ctx, &target, &hop, uses)?;
             let addrs = self.addresses(&target).await?;
             let stream = self.connect(&target, &addrs).await?;
             let first_byte = self.limits.first_byte_timeout;
             let (resp, conn) =
-                tokio::time::timeout(first_byte, self.exchange(&target, &hop, stream))
+                tokio::time::timeout(first_byte, self.exchange(&target, wire, stream))
                     .await
                     .map_err(|_| NetError::Timeout {
                         url: clip(target.url.as_str()),
@@ -142,6 +147,51 @@ impl SafeHttp {
         }
     }
 
+    /// The request as it goes on the wire for this hop: the exfiltration
+    /// guard over what the tool supplied, then placeholders and grant
+    /// injections for this host only. Errors and `final_url` keep using the
+    /// pre-injection URL, so an injected query credential is never shown.
+    fn credentials_for_hop(
+        &self,
+        ctx: &CallContext,
+        target: &Target,
+        hop: &Hop,
+        uses: &mut Vec<CredentialUse>,
+    ) -> Result<http::Request<Full<Bytes>>, NetError> {
+        let mut wire_url = target.url.clone();
+        let mut headers = hop.headers.clone();
+        match &self.credentials {
+            Some(c) => {
+                c.guard(&target.host, &target.url, &hop.headers, &hop.body)?;
+                uses.extend(c.apply(
+                    ctx,
+                    &target.host,
+                    target.port,
+                    &mut headers,
+                    &mut wire_url,
+                )?);
+            }
+            None => {
+                if let Some((name, _)) = headers
+                    .iter()
+                    .find(|(_, v)| v.as_bytes().windows(2).any(|w| w == b"${"))
+                {
+                    return Err(NetError::Credential {
+                        detail: format!(
+                            "header {name} names a credential placeholder, but this client has no credentials configured"
+                        ),
+                    });
+                }
+            }
+        }
+        build_request(target, &wire_url, &hop.method, headers, hop.body.clone()).map_err(|detail| {
+            NetError::Transport {
+                url: clip(target.url.as_str()),
+                detail,
+            }
+        })
+    }
+
     /// Dial the checked addresses in order; the first socket whose peer
     /// passes the check is used. No byte is written before that check.
     async fn connect(&self, target: &Target, addrs: &[IpAddr]) -> Result<TcpStream, NetError> {
@@ -187,7 +237,7 @@ impl SafeHttp {
     async fn exchange(
         &self,
         target: &Target,
-        hop: &Hop,
+        request: http::Request<Full<Bytes>>,
         stream: TcpStream,
     ) -> Result<(http::Response<hyper::body::Incoming>, ConnTask), NetError> {
         let transport = |detail: String| NetError::Transport {
@@ -215,7 +265,6 @@ impl SafeHttp {
         let task = ConnTask(tokio::spawn(async move {
             let _ = conn.await;
         }));
-        let request = build_request(target, hop).map_err(&transport)?;
         let resp = sender
             .send_request(request)
             .await
@@ -357,8 +406,13 @@ fn caller_headers(given: &[(String, String)]) -> Result<HeaderMap, NetError> {
     Ok(map)
 }
 
-fn build_request(target: &Target, hop: &Hop) -> Result<http::Request<Full<Bytes>>, String> {
-    let url = &target.url;
+fn build_request(
+    target: &Target,
+    url: &Url,
+    method: &http::Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<http::Request<Full<Bytes>>, String> {
     let mut path = url.path().to_string();
     if let Some(q) = url.query() {
         path.push('?');
@@ -369,7 +423,7 @@ fn build_request(target: &Target, hop: &Hop) -> Result<http::Request<Full<Bytes>
         None => target.host.clone(),
     };
     let mut builder = http::Request::builder()
-        .method(hop.method.clone())
+        .method(method.clone())
         .uri(path)
         .header(header::HOST, host)
         .header(header::CONNECTION, "close")
@@ -378,13 +432,15 @@ fn build_request(target: &Target, hop: &Hop) -> Result<http::Request<Full<Bytes>
             header::USER_AGENT,
             concat!("bulwark/", env!("CARGO_PKG_VERSION")),
         );
-    if let Some(headers) = builder.headers_mut() {
-        for (k, v) in &hop.headers {
-            headers.append(k.clone(), v.clone());
+    if let Some(map) = builder.headers_mut() {
+        for (k, v) in headers {
+            if let Some(k) = k {
+                map.append(k, v);
+            }
         }
     }
     builder
-        .body(Full::new(hop.body.clone()))
+        .body(Full::new(body))
         .map_err(|e| format!("could not build the request: {e}"))
 }
 

@@ -101,9 +101,12 @@ pub enum Demand {
     EconTransfer(u64),
 }
 
-/// Parsed `host[:port]` pattern.
+/// Parsed `host[:port]` pattern: `*`, `*.suffix` (the suffix and its
+/// subdomains) or an exact host, with an optional port. Shared by
+/// `net_connect` capabilities and credential grant hosts so both read a
+/// pattern the same way.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct HostPattern {
+pub struct HostPattern {
     host: HostPart,
     /// `None` = any port (`*` or omitted).
     port: Option<u16>,
@@ -119,7 +122,7 @@ enum HostPart {
 }
 
 impl HostPattern {
-    pub(crate) fn parse(pattern: &str) -> Result<HostPattern, String> {
+    pub fn parse(pattern: &str) -> Result<HostPattern, String> {
         let bad = |why: &str| Err(format!("host pattern {pattern:?} {why}"));
         if pattern.is_empty() {
             return bad("is empty");
@@ -179,8 +182,14 @@ impl HostPattern {
         self.host == HostPart::Any
     }
 
-    fn covers(&self, host: &str, port: u16) -> bool {
-        let host = host.to_ascii_lowercase();
+    /// Whether `host:port` matches. `host` should be in the `url` crate's
+    /// normalized form; a trailing dot and IPv6 brackets are ignored.
+    pub fn covers(&self, host: &str, port: u16) -> bool {
+        let host = host
+            .trim_end_matches('.')
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase();
         let host_ok = match &self.host {
             HostPart::Any => true,
             HostPart::Suffix(s) => {

@@ -24,7 +24,7 @@ mod template;
 mod validate;
 
 pub use access::{AccessFile, UserEntry, UserRole, parse_access, user_may_use_agent};
-pub use capability::{CAPABILITY_KINDS, Capability, CapabilitySet, Demand};
+pub use capability::{CAPABILITY_KINDS, Capability, CapabilitySet, Demand, HostPattern};
 pub use config::{GlobalConfig, ProviderConfig, ProviderKind, RemoteSection, parse_global_config};
 pub use credentials::{
     CredentialGrant, CredentialMode, CredentialsSection, FORBIDDEN_INJECTION_HEADERS,

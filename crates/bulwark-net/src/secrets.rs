@@ -1,0 +1,217 @@
+//! The secret store, and the search for secret values in outgoing bytes.
+//!
+//! Values live in [`SecretString`] (zeroized on drop, redacted in `Debug`).
+//! The exfiltration guard looks for every stored value in what an agent
+//! is about to send, in the forms an agent could hide it in: raw, percent-
+//! encoded, base64 (standard or URL-safe, any alignment, padded or not) and
+//! hex (either case). It decodes candidate runs and searches for the raw
+//! value, rather than pre-computing encodings, so a secret embedded at any
+//! offset inside a longer encoded string is still found.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use secrecy::{ExposeSecret, SecretString};
+use zeroize::Zeroizing;
+
+/// Values shorter than this are not searched for (they would match
+/// ordinary text); `bulwark credentials check` reports such keys.
+pub const MIN_GUARDED_SECRET_LEN: usize = 8;
+
+struct Entry {
+    value: SecretString,
+    /// Provider API keys are guarded but never injected into tool requests.
+    injectable: bool,
+}
+
+/// Named secrets, read once at start-up. `Debug` shows names only.
+#[derive(Default)]
+pub struct SecretStore {
+    entries: BTreeMap<String, Entry>,
+}
+
+impl std::fmt::Debug for SecretStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.entries.keys()).finish()
+    }
+}
+
+impl SecretStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Add a secret. `injectable = false` keeps it out of every tool
+    /// request (the guard still looks for it): for the model provider's key.
+    pub fn insert(&mut self, name: &str, value: SecretString, injectable: bool) {
+        self.entries
+            .insert(name.to_string(), Entry { value, injectable });
+    }
+
+    /// Read each named variable from the process environment. Returns the
+    /// names that were not set (or not valid UTF-8).
+    pub fn load_env<'a>(
+        &mut self,
+        names: impl IntoIterator<Item = &'a str>,
+        injectable: bool,
+    ) -> Vec<String> {
+        let mut missing = Vec::new();
+        for name in names {
+            match std::env::var(name) {
+                Ok(v) if !v.is_empty() => self.insert(name, SecretString::from(v), injectable),
+                _ => missing.push(name.to_string()),
+            }
+        }
+        missing
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.entries.keys().map(String::as_str)
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.entries.contains_key(name)
+    }
+
+    pub fn is_injectable(&self, name: &str) -> bool {
+        self.entries.get(name).is_some_and(|e| e.injectable)
+    }
+
+    /// Whether the guard can recognize this secret (long enough).
+    pub fn is_guarded(&self, name: &str) -> bool {
+        self.entries
+            .get(name)
+            .is_some_and(|e| e.value.expose_secret().len() >= MIN_GUARDED_SECRET_LEN)
+    }
+
+    pub(crate) fn value(&self, name: &str) -> Option<&str> {
+        self.entries.get(name).map(|e| e.value.expose_secret())
+    }
+
+    /// The name of a secret whose value appears in `bytes` in any of the
+    /// guarded encodings, or `None`.
+    pub fn find_in(&self, bytes: &[u8]) -> Option<&str> {
+        if self.entries.is_empty() || bytes.is_empty() {
+            return None;
+        }
+        let found = |hay: &[u8]| self.raw_match(hay);
+        if let Some(name) = found(bytes).or_else(|| self.decoded_match(bytes)) {
+            return Some(name);
+        }
+        // As a server would read it: `%XX` decoded, and `+` either kept (a
+        // path, or base64 inside a query) or read as a space (a form).
+        if bytes.contains(&b'%') {
+            let decoded: Zeroizing<Vec<u8>> =
+                Zeroizing::new(percent_encoding::percent_decode(bytes).collect());
+            if let Some(name) = found(&decoded).or_else(|| self.decoded_match(&decoded)) {
+                return Some(name);
+            }
+        }
+        if bytes.contains(&b'+') {
+            let decoded = Zeroizing::new(form_decode(bytes));
+            return found(&decoded).or_else(|| self.decoded_match(&decoded));
+        }
+        None
+    }
+
+    /// `text` with every raw occurrence of a guarded secret replaced by a
+    /// marker naming the key: for anything shown to the model or logged
+    /// that came from outside (a page that echoes a request back).
+    pub fn redact(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for (name, e) in &self.entries {
+            let v = e.value.expose_secret();
+            if v.len() >= MIN_GUARDED_SECRET_LEN && out.contains(v) {
+                out = out.replace(v, &format!("[secret {name} redacted]"));
+            }
+        }
+        out
+    }
+
+    fn raw_match(&self, hay: &[u8]) -> Option<&str> {
+        self.entries.iter().find_map(|(name, e)| {
+            let v = e.value.expose_secret().as_bytes();
+            (v.len() >= MIN_GUARDED_SECRET_LEN && contains(hay, v)).then_some(name.as_str())
+        })
+    }
+
+    /// Decode every base64-looking and hex-looking run at every alignment
+    /// and search the result.
+    fn decoded_match(&self, bytes: &[u8]) -> Option<&str> {
+        let min_b64 = MIN_GUARDED_SECRET_LEN * 4 / 3;
+        for run in runs(bytes, is_base64_char, min_b64) {
+            let normalized: Zeroizing<Vec<u8>> = Zeroizing::new(
+                run.iter()
+                    .map(|b| match b {
+                        b'-' => b'+',
+                        b'_' => b'/',
+                        other => *other,
+                    })
+                    .collect(),
+            );
+            for offset in 0..4 {
+                let Some(rest) = normalized.get(offset..) else {
+                    continue;
+                };
+                // A trailing single character cannot encode a byte.
+                let usable = match rest.len() % 4 {
+                    1 => &rest[..rest.len() - 1],
+                    _ => rest,
+                };
+                if let Ok(decoded) = LENIENT_BASE64.decode(usable) {
+                    let decoded = Zeroizing::new(decoded);
+                    if let Some(name) = self.raw_match(&decoded) {
+                        return Some(name);
+                    }
+                }
+            }
+        }
+        for run in runs(bytes, |b| b.is_ascii_hexdigit(), MIN_GUARDED_SECRET_LEN * 2) {
+            for offset in 0..2 {
+                let rest = &run[offset..];
+                if let Ok(decoded) = hex::decode(&rest[..rest.len() / 2 * 2]) {
+                    let decoded = Zeroizing::new(decoded);
+                    if let Some(name) = self.raw_match(&decoded) {
+                        return Some(name);
+                    }
+                }
+            }
+        }
+        None
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
+}
+
+fn is_base64_char(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_')
+}
+
+/// Maximal runs of bytes satisfying `keep`, at least `min` long.
+fn runs(bytes: &[u8], keep: impl Fn(u8) -> bool, min: usize) -> impl Iterator<Item = &[u8]> {
+    bytes
+        .split(move |b| !keep(*b))
+        .filter(move |r| r.len() >= min)
+}
+
+/// Decodes unpadded runs cut anywhere: the final partial group's unused
+/// bits need not be zero, since the run may be a slice of a longer string.
+const LENIENT_BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    base64::engine::GeneralPurposeConfig::new()
+        .with_decode_allow_trailing_bits(true)
+        .with_decode_padding_mode(base64::engine::DecodePaddingMode::RequireNone),
+);
+
+/// `%XX` decoded and `+` read as a space, as a server reads a form.
+fn form_decode(bytes: &[u8]) -> Vec<u8> {
+    let plus_as_space: Zeroizing<Vec<u8>> = Zeroizing::new(
+        bytes
+            .iter()
+            .map(|b| if *b == b'+' { b' ' } else { *b })
+            .collect(),
+    );
+    percent_encoding::percent_decode(&plus_as_space).collect()
+}
