@@ -109,19 +109,11 @@ pub async fn preflight(home: &Home, agent_name: &str, model: Option<&str>) -> Re
             }
         },
     }
-    let grants = &loaded.manifest.credentials.grants;
-    if grants.is_empty() {
-        println!("note  credentials  no grants declared: this agent gets no credentials");
-    }
-    for (name, grant) in grants {
-        for key in &grant.keys {
-            if std::env::var_os(key).is_some() {
-                println!("ok    credential   grant `{name}`: {key} is set");
-            } else {
-                problems += 1;
-                println!("FAIL  credential   grant `{name}`: {key} is not set");
-            }
+    for finding in crate::cmd_credentials::findings(&global, &loaded) {
+        if finding.is_problem() {
+            problems += 1;
         }
+        println!("{:<5} credentials  {}", finding.status, finding.text);
     }
     if problems > 0 {
         return Err(Failure {
@@ -184,6 +176,28 @@ pub fn policy_explain(
         }
     );
     println!("{}", policy.explain());
+    println!("egress:");
+    let internal = global.internal_services();
+    if internal.is_empty() {
+        println!("  internal services: none ([egress] internal in config.toml)");
+    } else {
+        println!(
+            "  internal services (operator overrides: these exact host:port pairs may resolve to private addresses; metadata endpoints stay refused):"
+        );
+        for s in internal {
+            println!("    {s}");
+        }
+    }
+    println!("credentials:");
+    match loaded.manifest.credential_mode() {
+        bulwark_policy::CredentialMode::Strict => println!(
+            "  strict mode, {} grant(s) (bulwark credentials check {agent_name})",
+            loaded.manifest.credentials.grants.len()
+        ),
+        bulwark_policy::CredentialMode::Legacy => println!(
+            "  LEGACY mode, no grants: any [secrets] key may go to any reachable host (bulwark credentials check {agent_name})"
+        ),
+    }
     Ok(())
 }
 

@@ -9,11 +9,14 @@
 
 use crate::{Failure, usage_error};
 use anyhow::anyhow;
-use bulwark_kernel::{Home, LOCAL_USER, PolicyContext, ToolRegistry, effective_policy};
-use bulwark_net::{EgressPolicy, HttpLimits, SafeHttp, forbidden_range};
+use bulwark_kernel::{
+    Home, LOCAL_USER, NetSetup, PolicyContext, ToolRegistry, effective_policy, egress_client,
+};
+use bulwark_net::{EgressPolicy, HttpLimits, SafeHttp, SecretStore, StaticResolver};
 use bulwark_policy::Demand;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 fn parse_overrides(rules: &[String]) -> Result<BTreeMap<String, Vec<IpAddr>>, Failure> {
     let mut map: BTreeMap<String, Vec<IpAddr>> = BTreeMap::new();
@@ -58,9 +61,9 @@ pub async fn check(
     resolve: &[String],
 ) -> Result<(), Failure> {
     let overrides = parse_overrides(resolve)?;
-    let (egress, policy) = match agent {
+    let global = home.load_global().map_err(usage_error)?;
+    let (http, policy) = match agent {
         Some(name) => {
-            let global = home.load_global().map_err(usage_error)?;
             let access = home.load_access().map_err(usage_error)?;
             let loaded = home.load_agent(name).map_err(usage_error)?;
             let ctx = PolicyContext {
@@ -71,29 +74,34 @@ pub async fn check(
                 remote: false,
             };
             let policy = effective_policy(&ctx, &ToolRegistry::builtin()).map_err(usage_error)?;
-            let egress = EgressPolicy {
-                allowed_domains: policy.sandbox.allowed_domains.clone(),
-                allow_all: policy.sandbox.allow_all,
-            };
-            (egress, Some(policy))
+            // No secrets are loaded: nothing is sent, so nothing is injected.
+            let net = NetSetup::for_agent(&global, &loaded, Arc::new(SecretStore::new()));
+            let http = egress_client(&policy, &net).map_err(usage_error)?;
+            (http, Some(policy))
         }
-        // Without an agent only the address policy applies.
-        None => (
-            EgressPolicy {
-                allowed_domains: Vec::new(),
-                allow_all: true,
-            },
-            None,
-        ),
+        // Without an agent only the address policy (and the operator's
+        // internal services) apply.
+        None => {
+            let mut http = SafeHttp::new(
+                EgressPolicy {
+                    allowed_domains: Vec::new(),
+                    allow_all: true,
+                },
+                HttpLimits::default(),
+            )
+            .map_err(usage_error)?;
+            for service in global.internal_services() {
+                http.allow_internal_service(&service.host, service.port);
+            }
+            (http, None)
+        }
     };
-    let http = SafeHttp::new(egress, HttpLimits::default()).map_err(usage_error)?;
     let parsed = match http.check_url(url) {
         Ok(parsed) => parsed,
         Err(err) => return deny(url, format!("url: {err}")),
     };
-    let host = parsed
-        .host_str()
-        .unwrap_or_default()
+    let url_host = parsed.host_str().unwrap_or_default().to_string();
+    let host = url_host
         .trim_start_matches('[')
         .trim_end_matches(']')
         .to_ascii_lowercase();
@@ -118,34 +126,31 @@ pub async fn check(
         }
     }
 
-    let addresses: Vec<IpAddr> = if let Ok(ip) = host.parse::<IpAddr>() {
-        vec![ip]
-    } else if let Some(answers) = overrides.get(&host) {
-        answers.clone()
-    } else {
-        match tokio::net::lookup_host((host.as_str(), port)).await {
-            Ok(found) => found.map(|sa| sa.ip()).collect(),
-            Err(err) => {
-                return deny(
-                    url,
-                    format!("resolving {host} failed ({err}); unresolved names are refused"),
-                );
-            }
+    // The same single lookup a request would make, every answer checked.
+    let http = match overrides.get(host.trim_end_matches('.')) {
+        Some(answers) => {
+            let table = StaticResolver::new();
+            table.answer(&url_host, answers.clone());
+            http.with_resolver(Arc::new(table))
         }
+        None => http,
     };
-    if addresses.is_empty() {
-        return deny(url, format!("{host} resolved to no address; refused"));
-    }
-    // Every answer is checked, not only the first: a resolver may hand any
-    // of them to the connector.
-    for addr in &addresses {
-        if let Some(range) = forbidden_range(*addr) {
-            return deny(url, format!("{host} resolves to {addr}, in {range}"));
-        }
-    }
+    let addresses = match http.check_url_resolved(url).await {
+        Ok(addresses) => addresses,
+        Err(err) => return deny(url, format!("address: {err}")),
+    };
     println!("allowed {url}");
     let list: Vec<String> = addresses.iter().map(ToString::to_string).collect();
     println!("  {host}:{port} → {}", list.join(", "));
+    if global
+        .internal_services()
+        .iter()
+        .any(|s| s.host == url_host.trim_end_matches('.') && s.port == port)
+    {
+        println!(
+            "  {url_host}:{port} is an operator-declared internal service ([egress] internal)"
+        );
+    }
     match agent {
         Some(name) => {
             println!("  agent {name}: web:fetch granted, net_connect covers {host}:{port}")

@@ -6,9 +6,9 @@ use crate::{ChatArgs, Failure, RunArgs, usage_error};
 use anyhow::{Context, anyhow};
 use bulwark_audit::{AuditRecord, AuditSink, Decision};
 use bulwark_kernel::{
-    AgentRuntime, Door, Home, Kernel, KernelError, PolicyContext, PreApproved, Session,
+    AgentRuntime, Door, Home, Kernel, KernelError, NetSetup, PolicyContext, PreApproved, Session,
     SessionIdentity, SessionState, ToolLimits, ToolRegistry, TurnEnd, build_session,
-    effective_policy, resolve_model,
+    effective_policy, load_secrets, resolve_model,
 };
 use bulwark_llm::Message;
 use bulwark_store::{NewSession, Store};
@@ -74,6 +74,14 @@ fn prepare(
             ))
         })?;
     let resolved = resolve_model(&model, &global, &loaded.dir).map_err(kernel_failure)?;
+    let (secrets, missing) = load_secrets(&global, &loaded);
+    if !missing.is_empty() {
+        eprintln!(
+            "warning: credential keys not set in the environment: {}; requests that need them will be refused (see `bulwark credentials check {agent_name}`)",
+            missing.join(", ")
+        );
+    }
+    let net = NetSetup::for_agent(&global, &loaded, Arc::new(secrets));
 
     std::fs::create_dir_all(home.root())
         .with_context(|| format!("cannot create {}", home.root().display()))?;
@@ -123,6 +131,7 @@ fn prepare(
         Arc::new(policy),
         ToolLimits::default(),
         saved,
+        &net,
     )
     .map_err(kernel_failure)?;
     // Only a session that could be built is stored: a failed setup leaves

@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod approver;
+mod cmd_credentials;
 mod cmd_init;
 mod cmd_inspect;
 mod cmd_net;
@@ -84,6 +85,26 @@ enum Command {
     Net {
         #[command(subcommand)]
         command: NetCommand,
+    },
+    /// Credential grants: which keys an agent may have injected, and where.
+    Credentials {
+        #[command(subcommand)]
+        command: CredentialsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum CredentialsCommand {
+    /// Report an agent's credential mode, grants and missing keys (names
+    /// only, never values). Exit 1 if a granted key is not set.
+    #[command(
+        after_help = "Examples:\n  bulwark credentials check researcher\n  bulwark credentials check researcher --require-strict\n\nStrict mode: the agent declares [credentials.grants.<name>] with keys, tools,\nhosts and inject rules; keys reach only those hosts. Legacy mode (no grants):\nany [secrets] env key may be placed into any request the agent can make."
+    )]
+    Check {
+        agent: String,
+        /// Also fail (exit 1) if the agent runs in legacy mode.
+        #[arg(long)]
+        require_strict: bool,
     },
 }
 
@@ -283,6 +304,13 @@ fn main() -> ExitCode {
                         resolve,
                     },
             } => cmd_net::check(&home, &url, agent.as_deref(), &resolve).await,
+            Command::Credentials {
+                command:
+                    CredentialsCommand::Check {
+                        agent,
+                        require_strict,
+                    },
+            } => cmd_credentials::check(&home, &agent, require_strict),
             Command::Audit {
                 command:
                     AuditCommand::Tail {

@@ -81,7 +81,7 @@ fn explain(bw: &Bw, args: &[&str]) -> Explained {
     let (mut tools, mut capabilities, mut removed) = (Vec::new(), Vec::new(), Vec::new());
     for line in out.stdout.lines() {
         match line {
-            "tools:" | "capabilities:" | "removed:" => section = line,
+            "tools:" | "capabilities:" | "removed:" | "egress:" | "credentials:" => section = line,
             l if l.trim().is_empty() => {}
             l => match section {
                 "tools:" => tools.push(l.trim().to_string()),

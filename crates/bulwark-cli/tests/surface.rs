@@ -191,7 +191,7 @@ fn preflight_names_a_missing_credential() {
     out.expect_code(1);
     assert!(
         out.stdout
-            .contains("FAIL  credential   grant `github`: BULWARK_TEST_UNSET_TOKEN is not set"),
+            .contains("FAIL  credentials  grant github: BULWARK_TEST_UNSET_TOKEN is not set"),
         "{}",
         out.stdout
     );

@@ -6,8 +6,8 @@
 
 use bulwark_audit::{AuditSink, MemorySink};
 use bulwark_kernel::{
-    Door, Home, PreApproved, SessionIdentity, Tool, ToolCall, ToolContext, ToolError, ToolLimits,
-    ToolOutput, ToolRegistry, ToolSpec, build_session,
+    Door, Home, NetSetup, PreApproved, SessionIdentity, Tool, ToolCall, ToolContext, ToolError,
+    ToolLimits, ToolOutput, ToolRegistry, ToolSpec, build_session,
 };
 use bulwark_policy::{Demand, GlobalConfig, PolicyInputs, compute_effective, parse_manifest};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -92,6 +92,7 @@ fn bench_door(c: &mut Criterion) {
             Arc::new(policy.clone()),
             ToolLimits::default(),
             None,
+            &NetSetup::default(),
         )
         .expect("session");
         let input = json!({"n": 1});

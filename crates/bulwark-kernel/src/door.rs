@@ -12,10 +12,11 @@ use crate::scoped::{Access, ScopedFiles, ScopedHttp, ScopedMemory, ScopedProcess
 use crate::session::Session;
 use crate::tool::{ToolContext, ToolError, ToolOutput};
 use bulwark_audit::{AuditRecord, AuditSink, Decision};
+use bulwark_net::{CallContext, CredentialUse, UseOutcome};
 use bulwark_policy::taint_needs_approval;
 use bulwark_policy::{Demand, TaintLabel, Verdict};
 use serde_json::Value;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// A tool call proposed by the model.
@@ -145,6 +146,7 @@ fn error_detail(err: &ToolError) -> &'static str {
         ToolError::Path(_) => "a path argument was refused (absolute, '..', or invalid characters)",
         ToolError::NotGranted(_) => "the tool asked for a resource the door had not approved",
         ToolError::Egress(_) => "the egress client refused the destination",
+        ToolError::Exfiltration { .. } => "the request carried a secret value",
         ToolError::Failed(_) => "the tool ran and reported an error",
     }
 }
@@ -228,6 +230,10 @@ impl Door {
         match err {
             ToolError::Path(_) => Outcome::denied("path", err.to_string(), detail),
             ToolError::Egress(_) => Outcome::denied("egress", err.to_string(), detail),
+            ToolError::Exfiltration { ref key, .. } => {
+                let detail = format!("the request carried the value of secret {key}; refused");
+                Outcome::denied("exfiltration", err.to_string(), detail)
+            }
             other => Outcome::failed(other.reason(), other.to_string(), detail),
         }
     }
@@ -320,6 +326,7 @@ impl Door {
             .needs_approval(domain, operation)
             .then(|| "the agent's policy requires approval for this tool".to_string());
         let mut approved_for_session = false;
+        let mut human_approved = session.state.approved_for_session.contains(&approval_key);
         if let Some(why) = taint_why.or(policy_why)
             && !session.state.approved_for_session.contains(&approval_key)
         {
@@ -355,13 +362,25 @@ impl Door {
                         Outcome::denied("approval", message.clone(), message),
                     );
                 }
-                ApprovalAnswer::AllowSession => approved_for_session = true,
-                ApprovalAnswer::AllowOnce => {}
+                ApprovalAnswer::AllowSession => {
+                    approved_for_session = true;
+                    human_approved = true;
+                }
+                ApprovalAnswer::AllowOnce => human_approved = true,
             }
         }
 
         // Execute with a context that holds only what was approved.
-        let ctx = self.scope(session, &demands);
+        let credentials_used = Arc::new(Mutex::new(Vec::new()));
+        let ctx = self.scope(
+            session,
+            &demands,
+            CallContext {
+                tool: domain.to_string(),
+                human_approved,
+            },
+            credentials_used.clone(),
+        );
         let limit = session.resources.limits.call_timeout;
         let outcome = match tokio::time::timeout(limit, tool.call(&ctx, call.input)).await {
             Ok(outcome) => outcome,
@@ -370,6 +389,9 @@ impl Door {
                 limit.as_secs()
             ))),
         };
+        if let Some(failed) = self.audit_credential_uses(&audit, &credentials_used) {
+            return failed;
+        }
         let result = match outcome {
             Ok(ToolOutput { content, taint }) => {
                 let mut text = if taint.is_empty() {
@@ -406,8 +428,50 @@ impl Door {
         result
     }
 
+    /// One audit record per credential use of the call, by grant, key and
+    /// host names. If one cannot be written, the call's result is withheld
+    /// and the session stops.
+    fn audit_credential_uses(
+        &self,
+        audit: &CallAudit<'_>,
+        used: &Mutex<Vec<CredentialUse>>,
+    ) -> Option<DispatchResult> {
+        let uses = used.lock().map(|u| u.clone()).unwrap_or_default();
+        for u in uses {
+            let grant = u.grant.as_deref().unwrap_or("(legacy mode, no grant)");
+            let (decision, what) = match u.outcome {
+                UseOutcome::Injected => (Decision::Allowed, "injected"),
+                UseOutcome::Substituted => (Decision::Allowed, "substituted for a placeholder"),
+                UseOutcome::SkippedNeedsApproval => (
+                    Decision::Denied,
+                    "not used: the grant requires a human approval",
+                ),
+            };
+            let detail = format!(
+                "grant {grant}: keys {} to {}: {what}",
+                u.keys.join(","),
+                u.host
+            );
+            if let Err(err) =
+                self.audit
+                    .record(&audit.record("credential", decision, "credential", &detail))
+            {
+                let message = format!("a credential use could not be recorded: {err}");
+                let outcome = Outcome::failed("audit", message, "credential record failed");
+                return Some(self.finish(audit, outcome.stopping("audit sink failed".into())));
+            }
+        }
+        None
+    }
+
     /// Builds the per-call context: one narrowed handle per kind of demand.
-    fn scope(&self, session: &Session, demands: &[Demand]) -> ToolContext {
+    fn scope(
+        &self,
+        session: &Session,
+        demands: &[Demand],
+        call: CallContext,
+        credentials_used: Arc<Mutex<Vec<CredentialUse>>>,
+    ) -> ToolContext {
         let res = &session.resources;
         let mut files = Vec::new();
         let mut memory = Vec::new();
@@ -450,6 +514,8 @@ impl Door {
                 (Some(http), false) => Some(ScopedHttp {
                     http: http.clone(),
                     hosts,
+                    call,
+                    used: credentials_used,
                 }),
                 _ => None,
             },

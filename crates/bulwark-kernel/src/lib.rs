@@ -25,5 +25,8 @@ pub use providers::{ResolvedModel, resolve_model};
 pub use registry::ToolRegistry;
 pub use scoped::{ScopedFiles, ScopedHttp, ScopedMemory, ScopedProcess};
 pub use session::{Session, SessionIdentity, SessionResources, SessionState, ToolLimits};
-pub use setup::{LOCAL_USER, PolicyContext, build_session, effective_policy};
+pub use setup::{
+    LOCAL_USER, NetSetup, PolicyContext, build_session, effective_policy, egress_client,
+    load_secrets,
+};
 pub use tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};

@@ -5,11 +5,11 @@
 //! never drift apart, even if a tool misreports its demands.
 
 use crate::tool::ToolError;
-use bulwark_net::SafeHttp;
+use bulwark_net::{BodyMode, CallContext, CredentialUse, HttpRequest, SafeHttp};
 use bulwark_policy::WorkspacePath;
 use bulwark_sandbox::{FsError, ProcessOutput, ProcessSpec, Workspace};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,10 +169,14 @@ impl ScopedProcess {
     }
 }
 
-/// The egress client, limited to the host:port pairs the door approved.
+/// The egress client, limited to the host:port pairs the door approved,
+/// acting for one tool domain. Credential uses are logged by name for the
+/// door to audit after the call.
 pub struct ScopedHttp {
     pub(crate) http: Arc<SafeHttp>,
     pub(crate) hosts: Vec<(String, u16)>,
+    pub(crate) call: CallContext,
+    pub(crate) used: Arc<Mutex<Vec<CredentialUse>>>,
 }
 
 /// Policy refusals by the egress client are denials; timeouts, size caps
@@ -187,13 +191,29 @@ fn net_error(err: bulwark_net::NetError) -> ToolError {
         | E::NotAllowed { .. }
         | E::ForbiddenAddress { .. }
         | E::TooManyRedirects { .. }
-        | E::Downgrade { .. } => ToolError::Egress(err.to_string()),
+        | E::Downgrade { .. }
+        | E::Header { .. }
+        | E::Credential { .. } => ToolError::Egress(err.to_string()),
+        E::Exfiltration { ref key, .. } => ToolError::Exfiltration {
+            key: key.clone(),
+            message: err.to_string(),
+        },
         other => ToolError::Failed(other.to_string()),
     }
 }
 
 impl ScopedHttp {
     pub async fn get(&self, url: &str) -> Result<bulwark_net::HttpResponse, ToolError> {
+        self.get_with_headers(url, Vec::new()).await
+    }
+
+    /// GET with tool-supplied headers; a header value may name a credential
+    /// as `${KEY}`, which the client substitutes only where a grant allows.
+    pub async fn get_with_headers(
+        &self,
+        url: &str,
+        headers: Vec<(String, String)>,
+    ) -> Result<bulwark_net::HttpResponse, ToolError> {
         let parsed = self.http.check_url(url).map_err(net_error)?;
         let host = parsed.host_str().unwrap_or_default().to_ascii_lowercase();
         let port = parsed.port_or_known_default().unwrap_or(0);
@@ -202,6 +222,25 @@ impl ScopedHttp {
                 "{host}:{port} was not approved for this call"
             )));
         }
-        self.http.get(url).await.map_err(net_error)
+        let mut request = HttpRequest::get(url);
+        request.headers = headers;
+        let sent = self
+            .http
+            .send_as(&self.call, request, BodyMode::Prefix)
+            .await;
+        if let Ok(mut used) = self.used.lock() {
+            used.extend(sent.credentials);
+        }
+        sent.result.map_err(net_error)
+    }
+
+    /// `text` with every stored secret value replaced by its key's name:
+    /// for content that came back from a server (which may echo the
+    /// credential it was sent).
+    pub fn redact(&self, text: &str) -> String {
+        match self.http.credentials() {
+            Some(c) => c.store().redact(text),
+            None => text.to_string(),
+        }
     }
 }

@@ -6,12 +6,78 @@ use crate::agent::KernelError;
 use crate::home::{Home, LoadedAgent};
 use crate::registry::ToolRegistry;
 use crate::session::{Session, SessionIdentity, SessionResources, SessionState, ToolLimits};
-use bulwark_net::{EgressPolicy, HttpLimits, SafeHttp};
+use bulwark_net::{Credentials, EgressPolicy, HttpLimits, SafeHttp, SecretStore};
 use bulwark_policy::{
-    AccessFile, Capability, EffectivePolicy, GlobalConfig, PolicyInputs, compute_effective,
+    AccessFile, Capability, CredentialGrant, EffectivePolicy, GlobalConfig, InternalService,
+    PolicyInputs, compute_effective,
 };
 use bulwark_sandbox::{Workspace, minimal_env};
+use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// What a session's egress client is built from besides the policy: the
+/// operator's internal-service overrides, the agent's credential grants,
+/// and the runtime's secret store.
+#[derive(Debug, Default, Clone)]
+pub struct NetSetup {
+    pub internal: Vec<InternalService>,
+    pub grants: BTreeMap<String, CredentialGrant>,
+    pub secrets: Arc<SecretStore>,
+}
+
+/// The secret store for `agent`: `[secrets] env` and the agent's grant keys
+/// (injectable), and every provider's `api_key_env` (guarded, never
+/// injected), read from the environment. Returns the names not set.
+pub fn load_secrets(global: &GlobalConfig, agent: &LoadedAgent) -> (SecretStore, Vec<String>) {
+    let mut store = SecretStore::new();
+    let mut injectable: Vec<&str> = global.secrets.env.iter().map(String::as_str).collect();
+    for grant in agent.manifest.credentials.grants.values() {
+        injectable.extend(grant.keys.iter().map(String::as_str));
+    }
+    injectable.sort_unstable();
+    injectable.dedup();
+    let mut provider_keys: Vec<&str> = global
+        .providers
+        .values()
+        .filter_map(|p| p.api_key_env.as_deref())
+        .chain(["ANTHROPIC_API_KEY", "OPENAI_API_KEY"])
+        .filter(|k| !injectable.contains(k))
+        .collect();
+    provider_keys.sort_unstable();
+    provider_keys.dedup();
+    let missing = store.load_env(injectable, true);
+    // An unset provider key is normal (another provider is in use).
+    let _ = store.load_env(provider_keys, false);
+    (store, missing)
+}
+
+impl NetSetup {
+    pub fn for_agent(
+        global: &GlobalConfig,
+        agent: &LoadedAgent,
+        secrets: Arc<SecretStore>,
+    ) -> Self {
+        NetSetup {
+            internal: global.internal_services(),
+            grants: agent.manifest.credentials.grants.clone(),
+            secrets,
+        }
+    }
+}
+
+/// Allowlist entries for the egress client are hosts; a `host:port` entry
+/// contributes its host (the door's `net_connect` check enforces the port).
+fn allowlist_host(entry: &str) -> &str {
+    if let Some(rest) = entry.strip_prefix('[') {
+        return rest
+            .split_once(']')
+            .map_or(entry, |(h, _)| &entry[..h.len() + 2]);
+    }
+    match entry.split_once(':') {
+        Some((host, port)) if !port.contains(':') => host,
+        _ => entry,
+    }
+}
 
 /// The local terminal user when no `--user` is given.
 pub const LOCAL_USER: &str = "local";
@@ -54,6 +120,30 @@ fn open_dir(path: std::path::PathBuf) -> Result<Arc<Workspace>, KernelError> {
         .map_err(|e| KernelError::Setup(format!("cannot open {}: {e}", path.display())))
 }
 
+/// The egress client a session with `policy` gets: its allowlist, the
+/// operator's internal services, its credential grants and the secret store.
+pub fn egress_client(policy: &EffectivePolicy, net: &NetSetup) -> Result<SafeHttp, KernelError> {
+    let egress = EgressPolicy {
+        allowed_domains: policy
+            .sandbox
+            .allowed_domains
+            .iter()
+            .map(|d| allowlist_host(d).to_string())
+            .collect(),
+        allow_all: policy.sandbox.allow_all,
+    };
+    let setup_error =
+        |e: bulwark_net::NetError| KernelError::Setup(format!("cannot build the HTTP client: {e}"));
+    let credentials = Credentials::new(&net.grants, net.secrets.clone()).map_err(setup_error)?;
+    let mut client = SafeHttp::new(egress, HttpLimits::default())
+        .map_err(setup_error)?
+        .with_credentials(Arc::new(credentials));
+    for service in &net.internal {
+        client.allow_internal_service(&service.host, service.port);
+    }
+    Ok(client)
+}
+
 /// Opens the session's resources and builds the session around `policy`.
 pub fn build_session(
     home: &Home,
@@ -61,6 +151,7 @@ pub fn build_session(
     policy: Arc<EffectivePolicy>,
     limits: ToolLimits,
     saved: Option<SessionState>,
+    net: &NetSetup,
 ) -> Result<Session, KernelError> {
     let workspace = open_dir(home.workspace_dir(&identity.user, &identity.agent)?)?;
     let memory_agent = open_dir(home.agent_memory_dir(&identity.user, &identity.agent)?)?;
@@ -70,13 +161,7 @@ pub fn build_session(
         .iter()
         .any(|c| matches!(c, Capability::NetConnect { .. }));
     let http = if wants_net {
-        let egress = EgressPolicy {
-            allowed_domains: policy.sandbox.allowed_domains.clone(),
-            allow_all: policy.sandbox.allow_all,
-        };
-        let client = SafeHttp::new(egress, HttpLimits::default())
-            .map_err(|e| KernelError::Setup(format!("cannot build the HTTP client: {e}")))?;
-        Some(Arc::new(client))
+        Some(Arc::new(egress_client(&policy, net)?))
     } else {
         None
     };

@@ -58,6 +58,10 @@ pub enum ToolError {
     /// The tool asked its context for something the door did not grant.
     #[error("not granted: {0}")]
     NotGranted(String),
+    /// The request carried a secret value to a host no grant sends it to.
+    /// Holds the key's name, never its value.
+    #[error("{message}")]
+    Exfiltration { key: String, message: String },
     /// The egress client refused the request (scheme, address, allowlist,
     /// redirect); nothing was sent to the refused destination.
     #[error("egress refused: {0}")]
@@ -75,6 +79,7 @@ impl ToolError {
             ToolError::Path(_) => "path",
             ToolError::NotGranted(_) => "scope",
             ToolError::Egress(_) => "egress",
+            ToolError::Exfiltration { .. } => "exfiltration",
             ToolError::Failed(_) => "tool_error",
         }
     }

@@ -3,8 +3,8 @@
 
 use bulwark_audit::{AuditSink, MemorySink};
 use bulwark_kernel::{
-    Approver, Door, Home, PreApproved, Session, SessionIdentity, ToolLimits, ToolRegistry,
-    build_session,
+    Approver, Door, Home, NetSetup, PreApproved, Session, SessionIdentity, ToolLimits,
+    ToolRegistry, build_session,
 };
 use bulwark_policy::{
     EffectivePolicy, GlobalConfig, PolicyInputs, compute_effective, parse_manifest,
@@ -36,6 +36,7 @@ pub fn session(home: &Path, policy: EffectivePolicy) -> Session {
         Arc::new(policy),
         ToolLimits::default(),
         None,
+        &NetSetup::default(),
     )
     .expect("session builds")
 }

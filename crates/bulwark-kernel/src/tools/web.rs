@@ -27,6 +27,37 @@ fn target(url: &str) -> Result<(String, u16), ToolError> {
     Ok((host, port))
 }
 
+const MAX_HEADERS: usize = 20;
+const MAX_HEADER_BYTES: usize = 8 * 1024;
+
+/// The optional `headers` argument: names to string values, bounded.
+/// (Names and values are validated again by the client.)
+fn headers(args: &Value) -> Result<Vec<(String, String)>, ToolError> {
+    let Some(v) = args.get("headers") else {
+        return Ok(Vec::new());
+    };
+    let map = v
+        .as_object()
+        .ok_or_else(|| ToolError::InvalidArgs("`headers` must be an object of strings".into()))?;
+    if map.len() > MAX_HEADERS {
+        return Err(ToolError::InvalidArgs(format!(
+            "`headers` has {} entries; at most {MAX_HEADERS}",
+            map.len()
+        )));
+    }
+    map.iter()
+        .map(|(k, v)| match v.as_str() {
+            Some(s) if k.len() + s.len() <= MAX_HEADER_BYTES => Ok((k.clone(), s.to_string())),
+            Some(_) => Err(ToolError::InvalidArgs(format!(
+                "header `{k}` is longer than {MAX_HEADER_BYTES} bytes"
+            ))),
+            None => Err(ToolError::InvalidArgs(format!(
+                "header `{k}` must be a string"
+            ))),
+        })
+        .collect()
+}
+
 /// Width HTML is wrapped to when rendered as text.
 const HTML_WIDTH: usize = 100;
 
@@ -97,8 +128,20 @@ impl WebFetch {
                 name: "web_fetch",
                 domain: "web",
                 operation: "fetch",
-                description: "Fetch an http(s) URL and return its text. Only hosts the agent was granted are reachable.",
-                input_schema: json!({"type":"object","properties":{"url":{"type":"string"}},"required":["url"],"additionalProperties":false}),
+                description: "Fetch an http(s) URL and return its text. Only hosts the agent was granted are reachable. Credentials granted for a host are added automatically; to place one yourself, write ${KEY_NAME} in a header value (never the secret itself: requests carrying secret values are refused).",
+                input_schema: json!({
+                    "type": "object",
+                    "properties": {
+                        "url": {"type": "string"},
+                        "headers": {
+                            "type": "object",
+                            "additionalProperties": {"type": "string"},
+                            "maxProperties": MAX_HEADERS
+                        }
+                    },
+                    "required": ["url"],
+                    "additionalProperties": false
+                }),
             },
         }
     }
@@ -110,13 +153,15 @@ impl crate::tool::Tool for WebFetch {
         &self.spec
     }
     fn demands(&self, args: &Value) -> Result<Vec<Demand>, ToolError> {
-        check_keys(args, &["url"])?;
+        check_keys(args, &["url", "headers"])?;
+        headers(args)?;
         let (host, port) = target(arg_str(args, "url")?)?;
         Ok(vec![Demand::NetConnect { host, port }])
     }
     async fn call(&self, ctx: &ToolContext, args: &Value) -> Result<ToolOutput, ToolError> {
         let url = arg_str(args, "url")?;
-        let response = ctx.http()?.get(url).await?;
+        let http = ctx.http()?;
+        let response = http.get_with_headers(url, headers(args)?).await?;
         let mut text = format!(
             "HTTP {} {}\ncontent-type: {}\n\n",
             response.status,
@@ -127,7 +172,11 @@ impl crate::tool::Tool for WebFetch {
         if response.truncated {
             text.push_str("\n(body truncated)");
         }
-        Ok(ToolOutput::tainted(text, TaintLabel::External))
+        // A server may echo back the credential it was sent.
+        Ok(ToolOutput::tainted(
+            http.redact(&text),
+            TaintLabel::External,
+        ))
     }
     fn example_args(&self) -> Value {
         json!({"url": "https://example.com/"})
