@@ -2,8 +2,9 @@
 //! userinfo checks, the allowlist, and the address table (longest-prefix
 //! match with IPv4-in-IPv6 unwrapping). The target is under 2 µs.
 
-use bulwark_net::{EgressPolicy, HttpLimits, SafeHttp, forbidden_range};
+use bulwark_net::{EgressPolicy, HttpLimits, SafeHttp, SecretStore, forbidden_range};
 use criterion::{Criterion, criterion_group, criterion_main};
+use secrecy::SecretString;
 use std::hint::black_box;
 use std::net::IpAddr;
 
@@ -48,5 +49,31 @@ fn bench(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench);
+/// The exfiltration guard's cost on what a request usually carries: a URL
+/// with a query, and a 4 KiB JSON body, against a store of five secrets.
+fn guard(c: &mut Criterion) {
+    let mut store = SecretStore::new();
+    for (name, value) in [
+        ("GH_TOKEN", "ghp_aaaaBBBBccccDDDDeeeeFFFF0000"),
+        ("MAPS_KEY", "maps-1234567890abcdef"),
+        ("SLACK_TOKEN", "xoxb-1111-2222-abcdefghij"),
+        ("ANTHROPIC_API_KEY", "sk-ant-api03-zzzzyyyyxxxxwwww"),
+        ("DB_PASSWORD", "correct horse battery staple"),
+    ] {
+        store.insert(name, SecretString::from(value), true);
+    }
+    let url = "https://api.github.com/repos/rust-lang/rust/issues?state=open&labels=C-bug&per_page=50&page=2";
+    let body: String = (0..80)
+        .map(|i| format!("{{\"id\":{i},\"title\":\"issue number {i} text\"}},"))
+        .collect();
+    c.bench_function("egress/guard/url_with_query", |b| {
+        b.iter(|| black_box(store.find_in(black_box(url.as_bytes()))))
+    });
+    c.bench_function(
+        &format!("egress/guard/json_body_{}_bytes", body.len()),
+        |b| b.iter(|| black_box(store.find_in(black_box(body.as_bytes())))),
+    );
+}
+
+criterion_group!(benches, bench, guard);
 criterion_main!(benches);

@@ -40,6 +40,16 @@ impl SafeHttp {
             });
         }
         let host = url.host_str().unwrap_or_default().to_string();
+        if host.len() > crate::MAX_HOST_BYTES {
+            return Err(NetError::InvalidUrl {
+                url: clip(url.as_str()),
+                detail: format!(
+                    "the host is {} bytes long; host names are at most {} bytes",
+                    host.len(),
+                    crate::MAX_HOST_BYTES
+                ),
+            });
+        }
         let port = url.port_or_known_default().unwrap_or(0);
         let literal = match url.host() {
             None => {

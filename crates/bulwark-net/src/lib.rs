@@ -42,6 +42,30 @@ pub use secrets::{MIN_GUARDED_SECRET_LEN, SecretStore};
 /// huge URL cannot flood logs or the model's context.
 const MAX_URL_IN_ERROR: usize = 512;
 
+/// Longest URL accepted (from a tool or a redirect). Far above any real
+/// page address, far below what would let a URL smuggle a document out.
+pub const MAX_URL_BYTES: usize = 8 * 1024;
+
+/// Longest host name (RFC 1035: 253 characters in presentation form).
+const MAX_HOST_BYTES: usize = 253;
+
+/// Parse with the WHATWG parser after the length bound.
+pub(crate) fn parse_url(url: &str) -> Result<Url, NetError> {
+    if url.len() > MAX_URL_BYTES {
+        return Err(NetError::InvalidUrl {
+            url: clip(url),
+            detail: format!(
+                "{} bytes long; URLs are limited to {MAX_URL_BYTES} bytes",
+                url.len()
+            ),
+        });
+    }
+    Url::parse(url).map_err(|e| NetError::InvalidUrl {
+        url: clip(url),
+        detail: e.to_string(),
+    })
+}
+
 /// Which hosts may be contacted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EgressPolicy {
@@ -296,22 +320,14 @@ impl SafeHttp {
     /// The full pre-flight decision for `url`, without resolving or sending
     /// anything.
     pub fn check_url(&self, url: &str) -> Result<Url, NetError> {
-        let parsed = Url::parse(url).map_err(|e| NetError::InvalidUrl {
-            url: clip(url),
-            detail: e.to_string(),
-        })?;
-        self.decide(parsed).map(|t| t.url)
+        self.decide(parse_url(url)?).map(|t| t.url)
     }
 
     /// [`SafeHttp::check_url`] plus the lookup the request would make (one
     /// lookup, every answer checked), still without connecting. Returns the
     /// addresses a request would dial.
     pub async fn check_url_resolved(&self, url: &str) -> Result<Vec<std::net::IpAddr>, NetError> {
-        let parsed = Url::parse(url).map_err(|e| NetError::InvalidUrl {
-            url: clip(url),
-            detail: e.to_string(),
-        })?;
-        let target = self.decide(parsed)?;
+        let target = self.decide(parse_url(url)?)?;
         self.addresses(&target).await
     }
 

@@ -66,11 +66,7 @@ impl SafeHttp {
         mode: BodyMode,
         uses: &mut Vec<CredentialUse>,
     ) -> Result<HttpResponse, NetError> {
-        let parsed = Url::parse(&request.url).map_err(|e| NetError::InvalidUrl {
-            url: clip(&request.url),
-            detail: e.to_string(),
-        })?;
-        let mut target = self.decide(parsed)?;
+        let mut target = self.decide(crate::parse_url(&request.url)?)?;
         let mut hop = Hop {
             method: http::Method::from_bytes(request.method.to_ascii_uppercase().as_bytes())
                 .map_err(|_| NetError::InvalidUrl {
@@ -448,6 +444,12 @@ fn build_request(
 /// https→http downgrade (which would expose the request to the network).
 /// The result still has to pass the full per-hop decision.
 pub(crate) fn next_hop(current: &Url, location: &str) -> Result<Url, NetError> {
+    if location.len() > crate::MAX_URL_BYTES {
+        return Err(NetError::InvalidUrl {
+            url: clip(location),
+            detail: format!("redirect target longer than {} bytes", crate::MAX_URL_BYTES),
+        });
+    }
     let next = current.join(location).map_err(|e| NetError::InvalidUrl {
         url: clip(location),
         detail: format!("bad redirect target from {}: {e}", clip(current.as_str())),

@@ -375,3 +375,24 @@ async fn slow_server_times_out() {
     let r = http.get(&format!("http://127.0.0.1:{port}/")).await;
     assert!(matches!(r, Err(NetError::Timeout { .. })), "{r:?}");
 }
+
+#[test]
+fn length_bounds() {
+    let http = client(&[], true);
+    let long_path = format!(
+        "https://example.com/{}",
+        "a".repeat(bulwark_net::MAX_URL_BYTES)
+    );
+    assert!(matches!(
+        http.check_url(&long_path),
+        Err(NetError::InvalidUrl { .. })
+    ));
+    let ok_path = format!("https://example.com/{}", "a".repeat(4000));
+    assert!(http.check_url(&ok_path).is_ok());
+    let long_host = format!("https://{}.example.com/", ["abcdefghij"; 25].join("."));
+    let r = http.check_url(&long_host);
+    assert!(
+        matches!(&r, Err(NetError::InvalidUrl { detail, .. }) if detail.contains("host")),
+        "{r:?}"
+    );
+}
