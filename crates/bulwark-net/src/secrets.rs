@@ -182,7 +182,7 @@ impl SecretStore {
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
+    memchr::memmem::find(hay, needle).is_some()
 }
 
 fn is_base64_char(b: u8) -> bool {
