@@ -4,9 +4,10 @@
 
 use crate::{Failure, usage_error};
 use anyhow::anyhow;
-use bulwark_kernel::{Home, LoadedAgent, load_secrets};
+use bulwark_kernel::{Home, LoadedAgent, environment, load_secrets};
 use bulwark_net::MIN_GUARDED_SECRET_LEN;
 use bulwark_policy::{CredentialMode, GlobalConfig, GrantApproval, InjectionTarget};
+use secrecy::ExposeSecret;
 
 /// One finding, printed as `status  topic  text` like `preflight`.
 pub struct Finding {
@@ -24,9 +25,10 @@ impl Finding {
 }
 
 fn key_state(name: &str) -> (&'static str, String) {
-    match std::env::var(name) {
-        Ok(v) if v.len() >= MIN_GUARDED_SECRET_LEN => ("ok", format!("{name} is set")),
-        Ok(v) if !v.is_empty() => (
+    let len = environment().get(name).map(|v| v.expose_secret().len());
+    match len {
+        Some(n) if n >= MIN_GUARDED_SECRET_LEN => ("ok", format!("{name} is set")),
+        Some(_) => (
             "WARN",
             format!(
                 "{name} is set but shorter than {MIN_GUARDED_SECRET_LEN} characters, too short for the exfiltration guard to recognize"

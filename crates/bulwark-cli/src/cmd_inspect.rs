@@ -92,7 +92,9 @@ pub async fn preflight(home: &Home, agent_name: &str, model: Option<&str>) -> Re
             }
             Ok(resolved) => {
                 let key = match &resolved.key_env {
-                    Some(var) if std::env::var_os(var).is_some() => format!("key from {var}"),
+                    Some(var) if bulwark_kernel::environment().is_set(var) => {
+                        format!("key from {var}")
+                    }
                     Some(var) => format!("no key ({var} unset)"),
                     None => "no key needed".into(),
                 };

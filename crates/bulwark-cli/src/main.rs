@@ -252,6 +252,9 @@ fn home(cli_home: Option<PathBuf>) -> Result<bulwark_kernel::Home, Failure> {
 }
 
 fn main() -> ExitCode {
+    // Capture the environment (and the secrets in it) before anything else
+    // runs; readers of secrets use this snapshot.
+    bulwark_kernel::environment();
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(

@@ -9,7 +9,6 @@
 use crate::agent::KernelError;
 use bulwark_llm::{AnthropicDriver, LlmDriver, OpenAiDriver, ProviderConfig, ScriptDriver};
 use bulwark_policy::{GlobalConfig, ProviderKind, parse_model_ref};
-use secrecy::SecretString;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -91,8 +90,8 @@ pub fn resolve_model(
     }
     let ep = endpoint(&model_ref.provider, global)?;
     let api_key = match &ep.key_env {
-        Some(var) => match std::env::var(var) {
-            Ok(value) if !value.is_empty() => Some(SecretString::from(value)),
+        Some(var) => match crate::environment().get(var) {
+            Some(value) => Some(value.clone()),
             _ if ep.kind == ProviderKind::Anthropic || model_ref.provider == "openai" => {
                 return Err(KernelError::Setup(format!(
                     "provider `{}` needs an API key: set {var} (or choose another model with --model, e.g. `ollama:<name>` or `script:<file>`)",

@@ -45,9 +45,11 @@ pub fn load_secrets(global: &GlobalConfig, agent: &LoadedAgent) -> (SecretStore,
         .collect();
     provider_keys.sort_unstable();
     provider_keys.dedup();
-    let missing = store.load_env(injectable, true);
+    let env = crate::environment();
+    let lookup = |name: &str| env.get(name).cloned();
+    let missing = store.load_with(injectable, true, lookup);
     // An unset provider key is normal (another provider is in use).
-    let _ = store.load_env(provider_keys, false);
+    let _ = store.load_with(provider_keys, false, lookup);
     (store, missing)
 }
 

@@ -48,18 +48,19 @@ impl SecretStore {
             .insert(name.to_string(), Entry { value, injectable });
     }
 
-    /// Read each named variable from the process environment. Returns the
-    /// names that were not set (or not valid UTF-8).
-    pub fn load_env<'a>(
+    /// Add each named secret that `lookup` knows (the runtime passes its
+    /// start-up environment snapshot). Returns the names it did not know.
+    pub fn load_with<'a>(
         &mut self,
         names: impl IntoIterator<Item = &'a str>,
         injectable: bool,
+        lookup: impl Fn(&str) -> Option<SecretString>,
     ) -> Vec<String> {
         let mut missing = Vec::new();
         for name in names {
-            match std::env::var(name) {
-                Ok(v) if !v.is_empty() => self.insert(name, SecretString::from(v), injectable),
-                _ => missing.push(name.to_string()),
+            match lookup(name) {
+                Some(v) => self.insert(name, v, injectable),
+                None => missing.push(name.to_string()),
             }
         }
         missing
