@@ -14,6 +14,9 @@ mod config;
 mod credentials;
 mod egress;
 mod error;
+mod exec_policy;
+mod exec_script;
+mod exec_wrappers;
 mod glob;
 mod layering;
 mod loop_guard;
@@ -32,6 +35,10 @@ pub use credentials::{
 };
 pub use egress::{EgressSection, InternalService};
 pub use error::ConfigError;
+pub use exec_policy::{
+    ExecApproval, ExecDenial, ExecDenyReason, ExecMode, ExecPolicy, ExecPolicyError, ExecRule,
+    ExecSection, MAX_EXEC_DEPTH,
+};
 pub use layering::{
     Denial, DenyReason, EffectivePolicy, Layer, PolicyInputs, Removal, ToolCatalog,
     compute_effective,

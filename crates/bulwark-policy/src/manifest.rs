@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::capability::Capability;
 use crate::credentials::{self, CredentialsSection};
 use crate::error::{ConfigError, Located, Seg};
+use crate::exec_policy::{ExecPolicy, ExecSection};
 use crate::loop_guard::LoopGuardConfig;
 use crate::validate;
 
@@ -33,6 +34,28 @@ pub struct Manifest {
     pub approval: ApprovalSection,
     #[serde(default)]
     pub loop_guard: Option<LoopGuardConfig>,
+    /// Which commands may run (`[exec]`). Absent: the `shell_exec`
+    /// capabilities alone decide, with wrappers still seen through for
+    /// escalators and uncheckable scripts (see [`Manifest::exec_policy`]).
+    #[serde(default)]
+    pub exec: Option<ExecSection>,
+}
+
+impl Manifest {
+    /// The compiled exec policy. Without an `[exec]` section this is full
+    /// mode: every command the capabilities allow, but never `sudo`-like
+    /// escalators or shell scripts that cannot be checked. The capability
+    /// check (argv globs) applies in every mode.
+    pub fn exec_policy(&self) -> ExecPolicy {
+        let full = ExecSection {
+            mode: crate::exec_policy::ExecMode::Full,
+            allow: Vec::new(),
+        };
+        let section = self.exec.as_ref().unwrap_or(&full);
+        // Validated by parse_manifest; a manifest built another way that
+        // does not compile runs nothing.
+        ExecPolicy::from_section(section).unwrap_or_else(|_| ExecPolicy::deny())
+    }
 }
 
 fn default_max_turns() -> u32 {
@@ -250,6 +273,9 @@ pub fn parse_manifest(src: &str, origin: &str) -> Result<Manifest, ConfigError> 
     if let Some(lg) = &m.loop_guard {
         lg.validate()
             .map_err(|(field, msg)| loc.at(&[Key("loop_guard"), Key(field)], msg))?;
+    }
+    if let Some(exec) = &m.exec {
+        ExecPolicy::from_section(exec).map_err(|e| loc.at(&e.field(), e))?;
     }
     Ok(m)
 }
