@@ -9,19 +9,40 @@
 //!   Linux). String checks on the path run first as defense in depth, but the
 //!   kernel-enforced handle is the real boundary, so a symlink, a symlinked
 //!   parent, or a race between check and use cannot leave the root.
-//! * [`run_process`]: children run with an empty environment, no stdin, their
-//!   own process group and bounded output, and the whole group is killed on
-//!   timeout so background grandchildren do not outlive the tool call.
-//!
-//! Landlock, seccomp, namespaces and rlimits are added by a later issue on top
-//! of the same entry points.
-#![forbid(unsafe_code)]
+//! * [`run_sandboxed`]: a command runs under a helper process
+//!   ([`helper_main`]) that confines itself before exec: pids cgroup,
+//!   rlimits, user + network namespaces, `no_new_privs`, Landlock (the file
+//!   system it may see), seccomp (kernel interfaces it may not use), and an
+//!   environment of exactly what the caller passed. The runner kills the
+//!   whole process group (and cgroup) on timeout and after exit.
+//!   [`probe`] reports which of these the machine provides.
+//! * [`run_process`]: the unconfined runner (cleared environment, no stdin,
+//!   own process group, bounded output, group kill) for trusted commands.
+#![deny(unsafe_code)]
 
+mod cgroup;
+mod enforcement;
+mod helper;
+mod landlock_rules;
 mod path;
+mod probe;
 mod process;
+mod runner;
+mod seccomp_filter;
+mod spec;
+mod supervise;
+mod userns;
 mod workspace;
 
+pub use enforcement::{
+    DIAGNOSTIC_PREFIX, EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_SANDBOX_UNAVAILABLE,
+};
+pub use helper::helper_main;
+pub use landlock_rules::{ETC_ENTRIES, SYSTEM_DIRS};
+pub use probe::{SandboxSupport, Support, probe};
 pub use process::{ProcessOutput, ProcessSpec, SpawnError, minimal_env, run_process};
+pub use runner::{SandboxError, SandboxOutput, TERM_GRACE, run_sandboxed};
+pub use spec::{Enforcement, HELPER_ARG, MAX_SPEC_BYTES, ResourceLimits, SPEC_ENV, SandboxSpec};
 pub use workspace::{
     EDIT_MAX_BYTES, EntryInfo, EntryKind, FsError, SEARCH_MAX_FILE_BYTES, SearchHit, Workspace,
 };

@@ -14,14 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process_group, waitid};
-use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::sync::watch;
-
-/// How long to keep draining stdout/stderr after the process group is dead.
-/// Only a process that escaped the group (e.g. via `setsid`) can still hold
-/// the pipes open; we stop waiting for it after this grace period.
-const DRAIN_GRACE: Duration = Duration::from_secs(2);
+use crate::supervise::{Limits, supervise};
 
 /// What to run. `argv[0]` is looked up in the `PATH` given in `env` (not the
 /// parent's), and nothing is interpreted by a shell.
@@ -84,22 +77,6 @@ pub fn minimal_env(home: &Path) -> Vec<(String, String)> {
     ]
 }
 
-/// Kills the process group when dropped while armed, so cancelling the
-/// future (e.g. the session ends mid-command) also ends grandchildren;
-/// tokio's `kill_on_drop` alone would only kill the leader.
-struct GroupGuard {
-    pgid: Pid,
-    armed: bool,
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        if self.armed {
-            let _ = kill_process_group(self.pgid, Signal::KILL);
-        }
-    }
-}
-
 fn validate(spec: &ProcessSpec) -> Result<&str, SpawnError> {
     let program = spec.argv.first().ok_or(SpawnError::EmptyArgv)?;
     let invalid = |detail: String| SpawnError::InvalidSpec { detail };
@@ -138,6 +115,10 @@ fn validate(spec: &ProcessSpec) -> Result<&str, SpawnError> {
 
 /// Run `spec.argv` directly (no shell) and collect its bounded output.
 ///
+/// This runner does not confine the command (no Landlock, seccomp or
+/// namespaces): use [`run_sandboxed`](crate::run_sandboxed) for anything an
+/// agent chose to run.
+///
 /// The child gets: `env_clear()` plus exactly `spec.env`; stdin from
 /// `/dev/null`; its own process group; stdout/stderr read concurrently, each
 /// capped at `spec.max_output` bytes (the rest is read and discarded so the
@@ -161,7 +142,7 @@ pub async fn run_process(spec: &ProcessSpec) -> Result<ProcessOutput, SpawnError
         program: program.to_string(),
         source,
     };
-    let mut child = cmd.spawn().map_err(|e| {
+    let child = cmd.spawn().map_err(|e| {
         if e.kind() == io::ErrorKind::NotFound {
             SpawnError::NotFound {
                 program: program.to_string(),
@@ -170,119 +151,24 @@ pub async fn run_process(spec: &ProcessSpec) -> Result<ProcessOutput, SpawnError
             io_err(e)
         }
     })?;
-    let pid = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .and_then(Pid::from_raw)
-        .ok_or_else(|| io_err(io::Error::other("spawned child has no process id")))?;
-    // process_group(0) makes the child's pid its process group id.
-    let mut guard = GroupGuard {
-        pgid: pid,
-        armed: true,
-    };
-
-    let (cancel_tx, cancel_rx) = watch::channel(false);
-    let cap = spec.max_output;
-    let stdout = child.stdout.take().map(|r| {
-        let rx = cancel_rx.clone();
-        tokio::spawn(read_capped(r, cap, rx))
-    });
-    let stderr = child.stderr.take().map(|r| {
-        let rx = cancel_rx.clone();
-        tokio::spawn(read_capped(r, cap, rx))
-    });
-
-    // Wait for the leader to exit WITHOUT reaping it (WNOWAIT): while it is
-    // an unreaped zombie its pid cannot be reused, so the group kill below
-    // can never hit an unrelated process group.
-    let mut exited = tokio::task::spawn_blocking(move || wait_exit_no_reap(pid));
-    let timed_out = tokio::time::timeout(spec.timeout, &mut exited)
-        .await
-        .is_err();
-    let _ = kill_process_group(pid, Signal::KILL);
-    if timed_out {
-        // The SIGKILL makes the blocking waitid return promptly.
-        let _ = exited.await;
-    }
-    guard.armed = false;
-    let status = child.wait().await.map_err(io_err)?;
-
-    let deadline = tokio::time::Instant::now() + DRAIN_GRACE;
-    let (stdout, out_trunc) = finish_reader(stdout, deadline, &cancel_tx).await;
-    let (stderr, err_trunc) = finish_reader(stderr, deadline, &cancel_tx).await;
-
+    let finished = supervise(
+        child,
+        &Limits {
+            timeout: spec.timeout,
+            term_grace: None,
+            max_output: spec.max_output,
+        },
+        || {},
+    )
+    .await
+    .map_err(io_err)?;
     Ok(ProcessOutput {
-        exit_code: status.code(),
-        signal: status.signal(),
-        stdout,
-        stderr,
-        timed_out,
-        truncated: out_trunc || err_trunc,
+        exit_code: finished.status.code(),
+        signal: finished.status.signal(),
+        stdout: String::from_utf8_lossy(&finished.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&finished.stderr).into_owned(),
+        timed_out: finished.timed_out,
+        truncated: finished.stdout_truncated || finished.stderr_truncated,
         duration: start.elapsed(),
     })
-}
-
-/// Block until `pid` has exited, leaving it waitable for tokio to reap.
-fn wait_exit_no_reap(pid: Pid) {
-    loop {
-        match waitid(
-            WaitId::Pid(pid),
-            WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
-        ) {
-            Err(rustix::io::Errno::INTR) => continue,
-            // Exited, or an error such as ECHILD (already reaped): either
-            // way there is nothing left to wait for.
-            _ => return,
-        }
-    }
-}
-
-/// Wait for a reader until `deadline`, then cancel it and take what it read.
-async fn finish_reader(
-    handle: Option<tokio::task::JoinHandle<(Vec<u8>, bool)>>,
-    deadline: tokio::time::Instant,
-    cancel: &watch::Sender<bool>,
-) -> (String, bool) {
-    let Some(mut handle) = handle else {
-        return (String::new(), false);
-    };
-    let result = match tokio::time::timeout_at(deadline, &mut handle).await {
-        Ok(r) => r,
-        Err(_) => {
-            let _ = cancel.send(true);
-            handle.await
-        }
-    };
-    match result {
-        Ok((bytes, truncated)) => (String::from_utf8_lossy(&bytes).into_owned(), truncated),
-        Err(_) => (String::new(), false),
-    }
-}
-
-/// Read until EOF or cancellation, keeping the first `cap` bytes and
-/// discarding the rest (still reading, so the writer never blocks).
-async fn read_capped<R: AsyncRead + Unpin>(
-    mut reader: R,
-    cap: usize,
-    mut cancel: watch::Receiver<bool>,
-) -> (Vec<u8>, bool) {
-    let mut out = Vec::with_capacity(cap.min(64 * 1024));
-    let mut truncated = false;
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        let n = tokio::select! {
-            biased;
-            _ = cancel.changed() => break,
-            r = reader.read(&mut buf) => match r {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            },
-        };
-        let room = cap.saturating_sub(out.len());
-        if n > room {
-            truncated = true;
-        }
-        out.extend_from_slice(&buf[..n.min(room)]);
-    }
-    (out, truncated)
 }

@@ -1,0 +1,240 @@
+//! Helper mode: the process that confines itself and then becomes the
+//! command (`bulwark __sandbox-exec`).
+//!
+//! Confinement is applied by the process that will exec the command, not by
+//! the parent between fork and exec: building a Landlock ruleset and a BPF
+//! program allocates, which is not allowed after `fork` in a multi-threaded
+//! parent such as the tokio runtime. The helper is a fresh single-threaded
+//! process where every step can use ordinary, safe Rust.
+
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use rustix::process::{Pid, Resource, Rlimit, Signal};
+
+use crate::enforcement::{
+    DIAGNOSTIC_PREFIX, Decision, EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_SANDBOX_UNAVAILABLE,
+    Feature, decide,
+};
+use crate::spec::{Enforcement, HELPER_ARG, MAX_SPEC_BYTES, SPEC_ENV, SandboxSpec, check_shape};
+use crate::{landlock_rules, seccomp_filter, userns};
+
+/// Entry point of helper mode. The `bulwark` binary calls this first thing
+/// in `main` when its first argument is `__sandbox-exec`; the spec comes as
+/// JSON in `BULWARK_SANDBOX_SPEC`.
+///
+/// In order: mark inherited fds close-on-exec; join the pids cgroup; set
+/// the parent-death signal; rlimits; without network a new user namespace
+/// (own ids mapped) and network namespace, then `RLIMIT_NPROC`;
+/// `no_new_privs`; Landlock; seccomp; then the environment is replaced by
+/// exactly `spec.env`, the cwd entered and the command exec'd.
+///
+/// Never returns: exits 125 when the spec is unusable or a required feature
+/// is missing in strict mode, 127 when the command is not found, 126 when
+/// it cannot be executed, and otherwise becomes the command.
+pub fn helper_main() -> ! {
+    let code = match std::env::args_os().nth(1) {
+        Some(arg) if arg == HELPER_ARG => run(),
+        _ => {
+            eprintln!(
+                "{DIAGNOSTIC_PREFIX} invalid invocation: expected `{HELPER_ARG}` as the first \
+                 argument; this mode is started by bulwark itself"
+            );
+            EXIT_SANDBOX_UNAVAILABLE
+        }
+    };
+    std::process::exit(code)
+}
+
+fn run() -> i32 {
+    // Read before anything else, so a parent that dies while we set up is
+    // noticed after the parent-death signal is armed.
+    let parent = rustix::process::getppid();
+    let spec = match load_spec() {
+        Ok(spec) => spec,
+        Err(msg) => {
+            eprintln!("{DIAGNOSTIC_PREFIX} invalid spec: {msg}");
+            return EXIT_SANDBOX_UNAVAILABLE;
+        }
+    };
+    match confine(&spec, parent) {
+        Ok(()) => exec(&spec),
+        Err(code) => code,
+    }
+}
+
+fn load_spec() -> Result<SandboxSpec, String> {
+    let raw = std::env::var(SPEC_ENV).map_err(|e| format!("{SPEC_ENV}: {e}"))?;
+    if raw.len() > MAX_SPEC_BYTES {
+        return Err(format!("{SPEC_ENV} is longer than {MAX_SPEC_BYTES} bytes"));
+    }
+    let spec: SandboxSpec = serde_json::from_str(&raw).map_err(|e| format!("{SPEC_ENV}: {e}"))?;
+    check_shape(&spec)?;
+    Ok(spec)
+}
+
+/// Apply one step's outcome under the spec's enforcement mode: `Err` holds
+/// the exit code when the helper must stop.
+fn step(enforcement: Enforcement, feature: Feature, result: Result<(), String>) -> Result<(), i32> {
+    let Err(reason) = result else { return Ok(()) };
+    match decide(enforcement, feature, &reason) {
+        Decision::Abort(line) => {
+            eprintln!("{line}");
+            Err(EXIT_SANDBOX_UNAVAILABLE)
+        }
+        Decision::Warn(line) => {
+            eprintln!("{line}");
+            Ok(())
+        }
+    }
+}
+
+fn confine(spec: &SandboxSpec, parent: Option<Pid>) -> Result<(), i32> {
+    let e = spec.enforcement;
+    step(e, Feature::FdCleanup, cloexec_inherited_fds())?;
+    let mut in_cgroup = false;
+    if let Some(cg) = &spec.pids_cgroup {
+        let own = std::process::id().to_string();
+        let joined = std::fs::write(cg.join("cgroup.procs"), own)
+            .map_err(|err| format!("joining {}: {err}", cg.display()));
+        in_cgroup = joined.is_ok();
+        step(e, Feature::PidsCgroup, joined)?;
+    }
+    step(e, Feature::ParentDeathSignal, parent_death_signal(parent))?;
+    step(e, Feature::ResourceLimits, base_rlimits(spec))?;
+    if rustix::process::geteuid().is_root() && !in_cgroup {
+        step(
+            e,
+            Feature::ProcessLimit,
+            Err("running as uid 0, which RLIMIT_NPROC does not bind, outside a pids cgroup".into()),
+        )?;
+    }
+    if !spec.network {
+        let maps = userns::IdMaps::own();
+        let user = userns::enter_user_ns(&maps).map_err(|err| err.to_string());
+        step(e, Feature::UserNamespace, user)?;
+        // Tried even without a user namespace: root can still unshare it.
+        let net = userns::enter_net_ns().map_err(|err| err.to_string());
+        step(e, Feature::NetworkNamespace, net)?;
+    }
+    // After the user namespace: there the kernel counts only the sandbox's
+    // own processes against it, instead of every process of our uid.
+    let nproc = spec.limits.max_processes;
+    step(
+        e,
+        Feature::ResourceLimits,
+        set_limit(Resource::Nproc, nproc, nproc),
+    )?;
+    let nnp = rustix::thread::set_no_new_privs(true).map_err(|err| format!("prctl: {err}"));
+    step(e, Feature::NoNewPrivs, nnp)?;
+    match landlock_rules::restrict(spec) {
+        Ok(applied) => {
+            if !spec.network && !applied.tcp_denied {
+                let why = format!("kernel Landlock ABI {} < 4", applied.kernel_abi);
+                step(e, Feature::LandlockNetwork, Err(why))?;
+            }
+            if !applied.scoped {
+                let why = format!("kernel Landlock ABI {} < 6", applied.kernel_abi);
+                step(e, Feature::LandlockScope, Err(why))?;
+            }
+        }
+        Err(reason) => step(e, Feature::Landlock, Err(reason))?,
+    }
+    step(e, Feature::Seccomp, seccomp_filter::install(spec.network))?;
+    if let Err(err) = std::env::set_current_dir(&spec.cwd) {
+        eprintln!(
+            "{DIAGNOSTIC_PREFIX} invalid spec: cannot enter working directory {}: {err}",
+            spec.cwd.display()
+        );
+        return Err(EXIT_SANDBOX_UNAVAILABLE);
+    }
+    Ok(())
+}
+
+/// Replace the helper with the command. Only returns (as an exit code) if
+/// exec fails.
+fn exec(spec: &SandboxSpec) -> i32 {
+    let program = &spec.argv[0];
+    let err = Command::new(program)
+        .args(&spec.argv[1..])
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .exec();
+    if err.kind() == std::io::ErrorKind::NotFound {
+        eprintln!(
+            "{DIAGNOSTIC_PREFIX} cannot run {program:?}: command not found; check the name and \
+             the PATH passed in the environment"
+        );
+        EXIT_NOT_FOUND
+    } else {
+        eprintln!(
+            "{DIAGNOSTIC_PREFIX} cannot run {program:?}: {err}; the sandbox may deny executing \
+             it (grant its directory read-only)"
+        );
+        EXIT_CANNOT_EXECUTE
+    }
+}
+
+/// Mark every descriptor above stderr close-on-exec. One the runner's
+/// process leaked without `O_CLOEXEC` (a database, a socket) would
+/// otherwise reach the command, and Landlock only checks opens.
+fn cloexec_inherited_fds() -> Result<(), String> {
+    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC closes nothing; it only
+    // sets FD_CLOEXEC on the range, so no Rust owner's fd is invalidated.
+    #[allow(unsafe_code)]
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(format!("close_range: {}", std::io::Error::last_os_error()))
+    }
+}
+
+/// SIGKILL us (and so the command, which keeps the setting across exec)
+/// when the parent thread that spawned us dies, then check the parent did
+/// not die before the signal was armed.
+fn parent_death_signal(parent: Option<Pid>) -> Result<(), String> {
+    rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
+        .map_err(|e| format!("prctl(PR_SET_PDEATHSIG): {e}"))?;
+    if rustix::process::getppid() != parent {
+        // Not a missing feature: the caller is gone, so stop outright.
+        std::process::exit(EXIT_SANDBOX_UNAVAILABLE);
+    }
+    Ok(())
+}
+
+fn base_rlimits(spec: &SandboxSpec) -> Result<(), String> {
+    let l = &spec.limits;
+    set_limit(Resource::Core, 0, 0)?;
+    // One second between the soft limit (SIGXCPU) and the hard (SIGKILL),
+    // so a process that ignores SIGXCPU still dies.
+    set_limit(
+        Resource::Cpu,
+        l.cpu_seconds,
+        l.cpu_seconds.saturating_add(1),
+    )?;
+    set_limit(Resource::As, l.address_space_bytes, l.address_space_bytes)?;
+    set_limit(Resource::Fsize, l.file_size_bytes, l.file_size_bytes)?;
+    set_limit(Resource::Nofile, l.open_files, l.open_files)?;
+    Ok(())
+}
+
+/// Set a limit, never above the current hard limit (raising it would fail
+/// for non-root and loosen a limit the operator set).
+fn set_limit(resource: Resource, soft: u64, hard: u64) -> Result<(), String> {
+    let current = rustix::process::getrlimit(resource);
+    let cap = |v: u64| current.maximum.map_or(v, |max| v.min(max));
+    let hard = cap(hard);
+    let new = Rlimit {
+        current: Some(cap(soft).min(hard)),
+        maximum: Some(hard),
+    };
+    rustix::process::setrlimit(resource, new).map_err(|e| format!("setrlimit({resource:?}): {e}"))
+}
