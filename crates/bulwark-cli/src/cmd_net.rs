@@ -10,7 +10,7 @@
 use crate::{Failure, usage_error};
 use anyhow::anyhow;
 use bulwark_kernel::{
-    Home, LOCAL_USER, NetSetup, PolicyContext, ToolRegistry, effective_policy, egress_client,
+    AgentSetup, Home, LOCAL_USER, PolicyContext, ToolRegistry, effective_policy, egress_client,
 };
 use bulwark_net::{EgressPolicy, HttpLimits, SafeHttp, SecretStore, StaticResolver};
 use bulwark_policy::Demand;
@@ -75,7 +75,7 @@ pub async fn check(
             };
             let policy = effective_policy(&ctx, &ToolRegistry::builtin()).map_err(usage_error)?;
             // No secrets are loaded: nothing is sent, so nothing is injected.
-            let net = NetSetup::for_agent(&global, &loaded, Arc::new(SecretStore::new()));
+            let net = AgentSetup::for_agent(&global, &loaded, Arc::new(SecretStore::new()));
             let http = egress_client(&policy, &net).map_err(usage_error)?;
             (http, Some(policy))
         }

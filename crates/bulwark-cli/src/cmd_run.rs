@@ -6,7 +6,7 @@ use crate::{ChatArgs, Failure, RunArgs, usage_error};
 use anyhow::{Context, anyhow};
 use bulwark_audit::{AuditRecord, AuditSink, Decision};
 use bulwark_kernel::{
-    AgentRuntime, Door, Home, Kernel, KernelError, NetSetup, PolicyContext, PreApproved, Session,
+    AgentRuntime, AgentSetup, Door, Home, Kernel, KernelError, PolicyContext, PreApproved, Session,
     SessionIdentity, SessionState, ToolLimits, ToolRegistry, TurnEnd, build_session,
     effective_policy, load_secrets, resolve_model,
 };
@@ -81,7 +81,7 @@ fn prepare(
             missing.join(", ")
         );
     }
-    let net = NetSetup::for_agent(&global, &loaded, Arc::new(secrets));
+    let net = AgentSetup::for_agent(&global, &loaded, Arc::new(secrets));
 
     std::fs::create_dir_all(home.root())
         .with_context(|| format!("cannot create {}", home.root().display()))?;

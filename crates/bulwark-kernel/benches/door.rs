@@ -6,7 +6,7 @@
 
 use bulwark_audit::{AuditSink, MemorySink};
 use bulwark_kernel::{
-    Door, Home, NetSetup, PreApproved, SessionIdentity, Tool, ToolCall, ToolContext, ToolError,
+    AgentSetup, Door, Home, PreApproved, SessionIdentity, Tool, ToolCall, ToolContext, ToolError,
     ToolLimits, ToolOutput, ToolRegistry, ToolSpec, build_session,
 };
 use bulwark_policy::{Demand, GlobalConfig, PolicyInputs, compute_effective, parse_manifest};
@@ -92,7 +92,7 @@ fn bench_door(c: &mut Criterion) {
             Arc::new(policy.clone()),
             ToolLimits::default(),
             None,
-            &NetSetup::default(),
+            &AgentSetup::default(),
         )
         .expect("session");
         let input = json!({"n": 1});

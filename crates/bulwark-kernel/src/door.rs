@@ -316,6 +316,21 @@ impl Door {
                     Outcome::denied(denial.reason.as_str(), denial.message, detail),
                 );
             }
+            if let Demand::ShellExec(argv) = demand
+                && let Err(denial) = session.resources.exec_policy.check(argv)
+            {
+                // The reason class, never the argv (arguments stay out of
+                // the audit log).
+                let detail = format!(
+                    "the exec policy ({} mode) refused the command: {:?}",
+                    session.resources.exec_policy.mode(),
+                    denial.reason
+                );
+                return self.finish(
+                    &audit,
+                    Outcome::denied("exec_policy", denial.message, detail),
+                );
+            }
         }
 
         // Taint and approval.

@@ -28,7 +28,7 @@ pub use registry::ToolRegistry;
 pub use scoped::{ScopedFiles, ScopedHttp, ScopedMemory, ScopedProcess};
 pub use session::{Session, SessionIdentity, SessionResources, SessionState, ToolLimits};
 pub use setup::{
-    LOCAL_USER, NetSetup, PolicyContext, build_session, effective_policy, egress_client,
+    AgentSetup, LOCAL_USER, PolicyContext, build_session, effective_policy, egress_client,
     load_secrets,
 };
 pub use tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};

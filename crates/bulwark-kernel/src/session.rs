@@ -4,7 +4,7 @@
 
 use crate::boundary::Boundary;
 use bulwark_net::SafeHttp;
-use bulwark_policy::{EffectivePolicy, LoopGuard, TaintLabel};
+use bulwark_policy::{EffectivePolicy, ExecPolicy, LoopGuard, TaintLabel};
 use bulwark_sandbox::Workspace;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -51,6 +51,8 @@ pub struct SessionResources {
     pub memory_user: Arc<Workspace>,
     /// Absent when the session holds no network grant at all.
     pub http: Option<Arc<SafeHttp>>,
+    /// Checked for every command, in addition to the capabilities.
+    pub exec_policy: ExecPolicy,
     /// The working directory of child processes (the workspace root).
     pub process_cwd: PathBuf,
     /// The full environment of child processes: nothing is inherited.

@@ -8,21 +8,35 @@ use crate::registry::ToolRegistry;
 use crate::session::{Session, SessionIdentity, SessionResources, SessionState, ToolLimits};
 use bulwark_net::{Credentials, EgressPolicy, HttpLimits, SafeHttp, SecretStore};
 use bulwark_policy::{
-    AccessFile, Capability, CredentialGrant, EffectivePolicy, GlobalConfig, InternalService,
-    PolicyInputs, compute_effective,
+    AccessFile, Capability, CredentialGrant, EffectivePolicy, ExecPolicy, GlobalConfig,
+    InternalService, Manifest, PolicyInputs, compute_effective,
 };
 use bulwark_sandbox::{Workspace, minimal_env};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// What a session's egress client is built from besides the policy: the
+/// What a session is built from besides the effective policy: the
 /// operator's internal-service overrides, the agent's credential grants,
-/// and the runtime's secret store.
-#[derive(Debug, Default, Clone)]
-pub struct NetSetup {
+/// the runtime's secret store, and the agent's exec policy.
+#[derive(Debug, Clone)]
+pub struct AgentSetup {
     pub internal: Vec<InternalService>,
     pub grants: BTreeMap<String, CredentialGrant>,
     pub secrets: Arc<SecretStore>,
+    pub exec: ExecPolicy,
+}
+
+impl Default for AgentSetup {
+    /// No overrides, grants or secrets; the exec policy of a manifest with
+    /// no `[exec]` section (capabilities decide, escalators refused).
+    fn default() -> Self {
+        AgentSetup {
+            internal: Vec::new(),
+            grants: BTreeMap::new(),
+            secrets: Arc::default(),
+            exec: Manifest::default_exec_policy(),
+        }
+    }
 }
 
 /// The secret store for `agent`: `[secrets] env` and the agent's grant keys
@@ -53,16 +67,17 @@ pub fn load_secrets(global: &GlobalConfig, agent: &LoadedAgent) -> (SecretStore,
     (store, missing)
 }
 
-impl NetSetup {
+impl AgentSetup {
     pub fn for_agent(
         global: &GlobalConfig,
         agent: &LoadedAgent,
         secrets: Arc<SecretStore>,
     ) -> Self {
-        NetSetup {
+        AgentSetup {
             internal: global.internal_services(),
             grants: agent.manifest.credentials.grants.clone(),
             secrets,
+            exec: agent.manifest.exec_policy(),
         }
     }
 }
@@ -124,7 +139,7 @@ fn open_dir(path: std::path::PathBuf) -> Result<Arc<Workspace>, KernelError> {
 
 /// The egress client a session with `policy` gets: its allowlist, the
 /// operator's internal services, its credential grants and the secret store.
-pub fn egress_client(policy: &EffectivePolicy, net: &NetSetup) -> Result<SafeHttp, KernelError> {
+pub fn egress_client(policy: &EffectivePolicy, net: &AgentSetup) -> Result<SafeHttp, KernelError> {
     let egress = EgressPolicy {
         allowed_domains: policy
             .sandbox
@@ -153,7 +168,7 @@ pub fn build_session(
     policy: Arc<EffectivePolicy>,
     limits: ToolLimits,
     saved: Option<SessionState>,
-    net: &NetSetup,
+    net: &AgentSetup,
 ) -> Result<Session, KernelError> {
     let workspace = open_dir(home.workspace_dir(&identity.user, &identity.agent)?)?;
     let memory_agent = open_dir(home.agent_memory_dir(&identity.user, &identity.agent)?)?;
@@ -175,6 +190,7 @@ pub fn build_session(
         memory_agent,
         memory_user,
         http,
+        exec_policy: net.exec.clone(),
         limits,
     };
     Ok(Session::new(identity, policy, resources, saved))

@@ -3,7 +3,7 @@
 
 use bulwark_audit::{AuditSink, MemorySink};
 use bulwark_kernel::{
-    Approver, Door, Home, NetSetup, PreApproved, Session, SessionIdentity, ToolLimits,
+    AgentSetup, Approver, Door, Home, PreApproved, Session, SessionIdentity, ToolLimits,
     ToolRegistry, build_session,
 };
 use bulwark_policy::{
@@ -25,6 +25,11 @@ pub fn policy(registry: &ToolRegistry, manifest: &str) -> EffectivePolicy {
 }
 
 pub fn session(home: &Path, policy: EffectivePolicy) -> Session {
+    session_with(home, policy, &AgentSetup::default())
+}
+
+/// A session whose exec policy (and other setup) comes from `setup`.
+pub fn session_with(home: &Path, policy: EffectivePolicy, setup: &AgentSetup) -> Session {
     let identity = SessionIdentity {
         id: "s1".into(),
         agent: "tester".into(),
@@ -36,7 +41,7 @@ pub fn session(home: &Path, policy: EffectivePolicy) -> Session {
         Arc::new(policy),
         ToolLimits::default(),
         None,
-        &NetSetup::default(),
+        setup,
     )
     .expect("session builds")
 }

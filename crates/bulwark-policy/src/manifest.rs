@@ -47,14 +47,23 @@ impl Manifest {
     /// escalators or shell scripts that cannot be checked. The capability
     /// check (argv globs) applies in every mode.
     pub fn exec_policy(&self) -> ExecPolicy {
+        match &self.exec {
+            // Validated by parse_manifest; a manifest built another way
+            // that does not compile runs nothing.
+            Some(section) => {
+                ExecPolicy::from_section(section).unwrap_or_else(|_| ExecPolicy::deny())
+            }
+            None => Self::default_exec_policy(),
+        }
+    }
+
+    /// The policy of a manifest without `[exec]`: full mode.
+    pub fn default_exec_policy() -> ExecPolicy {
         let full = ExecSection {
             mode: crate::exec_policy::ExecMode::Full,
             allow: Vec::new(),
         };
-        let section = self.exec.as_ref().unwrap_or(&full);
-        // Validated by parse_manifest; a manifest built another way that
-        // does not compile runs nothing.
-        ExecPolicy::from_section(section).unwrap_or_else(|_| ExecPolicy::deny())
+        ExecPolicy::from_section(&full).unwrap_or_else(|_| ExecPolicy::deny())
     }
 }
 
