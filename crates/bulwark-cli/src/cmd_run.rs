@@ -82,6 +82,10 @@ fn prepare(
         );
     }
     let net = AgentSetup::for_agent(&global, &loaded, Arc::new(secrets));
+    let mut limits = ToolLimits::default();
+    if let Some(secs) = global.sandbox.timeout_secs {
+        limits.shell_timeout = std::time::Duration::from_secs(secs);
+    }
 
     std::fs::create_dir_all(home.root())
         .with_context(|| format!("cannot create {}", home.root().display()))?;
@@ -125,15 +129,8 @@ fn prepare(
         agent: agent_name.into(),
         user: user.into(),
     };
-    let session = build_session(
-        home,
-        identity,
-        Arc::new(policy),
-        ToolLimits::default(),
-        saved,
-        &net,
-    )
-    .map_err(kernel_failure)?;
+    let session = build_session(home, identity, Arc::new(policy), limits, saved, &net)
+        .map_err(kernel_failure)?;
     // Only a session that could be built is stored: a failed setup leaves
     // no half-made session behind.
     if is_new {

@@ -7,6 +7,7 @@ mod cmd_init;
 mod cmd_inspect;
 mod cmd_net;
 mod cmd_run;
+mod cmd_sandbox;
 mod printer;
 mod terminal;
 
@@ -90,6 +91,48 @@ enum Command {
     Credentials {
         #[command(subcommand)]
         command: CredentialsCommand,
+    },
+    /// The process sandbox: what this machine enforces, and running commands in it.
+    Sandbox {
+        #[command(subcommand)]
+        command: SandboxCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum SandboxCommand {
+    /// Show which confinement layers this machine supports and which are
+    /// enforced (exit 1 if strict mode cannot run commands here).
+    #[command(after_help = "Example:\n  bulwark sandbox check")]
+    Check,
+    /// Run a command inside the sandbox agents' shell commands get: the
+    /// workspace (default: the current directory) read-write, system paths
+    /// read-only, nothing else; no network unless --net.
+    #[command(
+        after_help = "Examples:\n  bulwark sandbox exec -- ls /usr/lib\n  bulwark sandbox exec --workspace ./ws -- sh -c 'cc a.c -o a && ./a'\n  bulwark sandbox exec --net --write /tmp/out -- curl -o /tmp/out/x https://example.com/\n\nExit status: the command's own; 128+N if killed by signal N; 124 on timeout;\n125 when the sandbox cannot be set up (strict mode) and says what is missing."
+    )]
+    Exec {
+        /// The directory the command may read and write (default: current directory).
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<std::path::PathBuf>,
+        /// Another directory the command may write (repeatable).
+        #[arg(long, value_name = "DIR")]
+        write: Vec<std::path::PathBuf>,
+        /// Another directory the command may read (repeatable).
+        #[arg(long, value_name = "DIR")]
+        read: Vec<std::path::PathBuf>,
+        /// Allow network access (no network namespace, inet sockets allowed).
+        #[arg(long)]
+        net: bool,
+        /// Run even if a confinement layer is missing, with a warning.
+        #[arg(long)]
+        permissive: bool,
+        /// Kill the command's process group after this many seconds.
+        #[arg(long, default_value_t = 60, value_name = "SECONDS")]
+        timeout: u64,
+        /// The command and its arguments (after `--`).
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
     },
 }
 
@@ -252,9 +295,23 @@ fn home(cli_home: Option<PathBuf>) -> Result<bulwark_kernel::Home, Failure> {
 }
 
 fn main() -> ExitCode {
-    // Capture the environment (and the secrets in it) before anything else
-    // runs; readers of secrets use this snapshot.
+    // `bulwark __sandbox-exec`: confine this process and exec the command
+    // (see bulwark-sandbox). Nothing else of the CLI runs in that mode.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == bulwark_sandbox::HELPER_ARG)
+    {
+        bulwark_sandbox::helper_main();
+    }
+    // Self-hardening, while the process has one thread: no injected
+    // libraries, not dumpable, no core files; the environment (and the
+    // secrets in it) is captured once, then scrubbed from the process.
+    if let Err(err) = bulwark_sandbox::harden_process() {
+        eprintln!("bulwark: {err}");
+        return ExitCode::from(2);
+    }
     bulwark_kernel::environment();
+    bulwark_sandbox::scrub_environment(bulwark_kernel::KEPT_VARIABLES);
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -314,6 +371,32 @@ fn main() -> ExitCode {
                         require_strict,
                     },
             } => cmd_credentials::check(&home, &agent, require_strict),
+            Command::Sandbox {
+                command: SandboxCommand::Check,
+            } => cmd_sandbox::check(&home),
+            Command::Sandbox {
+                command:
+                    SandboxCommand::Exec {
+                        workspace,
+                        write,
+                        read,
+                        net,
+                        permissive,
+                        timeout,
+                        command,
+                    },
+            } => {
+                cmd_sandbox::exec(cmd_sandbox::ExecArgs {
+                    workspace: workspace.as_deref(),
+                    write: &write,
+                    read: &read,
+                    net,
+                    permissive,
+                    timeout_secs: timeout,
+                    argv: &command,
+                })
+                .await
+            }
             Command::Audit {
                 command:
                     AuditCommand::Tail {

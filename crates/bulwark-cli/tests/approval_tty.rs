@@ -36,21 +36,6 @@ const SCRIPT: &str = r#"{"tool_calls": [{"name": "file_write", "input": {"path":
 {"text": "all three handled"}
 "#;
 
-/// Same as `common`'s scrub list: nothing from the machine leaks in.
-const SCRUBBED: &[&str] = &[
-    "BULWARK_HOME",
-    "BULWARK_LOG",
-    "XDG_DATA_HOME",
-    "ANTHROPIC_API_KEY",
-    "OPENAI_API_KEY",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-];
-
 /// util-linux `script` on PATH. Its absence is a failure, not a skip: the
 /// interactive approval path would otherwise go untested.
 fn script_binary() -> PathBuf {
@@ -106,7 +91,7 @@ fn chat_on_tty(bw: &Bw, agent: &str, lines: &[&str]) -> TtyOut {
     let mut cmd = Command::new(script_binary());
     // -q quiet, -f flush, -e child's exit status, -c command; no typescript.
     cmd.args(["-q", "-f", "-e", "-c", &command, "/dev/null"]);
-    for var in SCRUBBED {
+    for var in common::SCRUBBED {
         cmd.env_remove(var);
     }
     cmd.env("SHELL", "/bin/sh")

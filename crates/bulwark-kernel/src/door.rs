@@ -147,6 +147,7 @@ fn error_detail(err: &ToolError) -> &'static str {
         ToolError::NotGranted(_) => "the tool asked for a resource the door had not approved",
         ToolError::Egress(_) => "the egress client refused the destination",
         ToolError::Exfiltration { .. } => "the request carried a secret value",
+        ToolError::Sandbox(_) => "the process sandbox could not be set up; nothing ran",
         ToolError::Failed(_) => "the tool ran and reported an error",
     }
 }
@@ -387,6 +388,7 @@ impl Door {
 
         // Execute with a context that holds only what was approved.
         let credentials_used = Arc::new(Mutex::new(Vec::new()));
+        let sandbox_warnings = Arc::new(Mutex::new(Vec::new()));
         let ctx = self.scope(
             session,
             &demands,
@@ -395,6 +397,7 @@ impl Door {
                 human_approved,
             },
             credentials_used.clone(),
+            sandbox_warnings.clone(),
         );
         let limit = session.resources.limits.call_timeout;
         let outcome = match tokio::time::timeout(limit, tool.call(&ctx, call.input)).await {
@@ -407,8 +410,15 @@ impl Door {
         if let Some(failed) = self.audit_credential_uses(&audit, &credentials_used) {
             return failed;
         }
+        if let Some(failed) = self.audit_sandbox_warnings(&audit, &sandbox_warnings) {
+            return failed;
+        }
         let result = match outcome {
-            Ok(ToolOutput { content, taint }) => {
+            Ok(ToolOutput {
+                content,
+                taint,
+                audit_note,
+            }) => {
                 let mut text = if taint.is_empty() {
                     content
                 } else {
@@ -421,7 +431,7 @@ impl Door {
                     decision: Decision::Allowed,
                     reason: "ok".into(),
                     message: text,
-                    audit_detail: String::new(),
+                    audit_detail: audit_note,
                     taint,
                     stop: None,
                 };
@@ -479,6 +489,27 @@ impl Door {
         None
     }
 
+    /// One `sandbox` record per warning of a permissive-mode run (which
+    /// confinement layer was missing), or the refusal line of a strict run.
+    fn audit_sandbox_warnings(
+        &self,
+        audit: &CallAudit<'_>,
+        warnings: &Mutex<Vec<String>>,
+    ) -> Option<DispatchResult> {
+        let lines = warnings.lock().map(|w| w.clone()).unwrap_or_default();
+        for line in lines {
+            if let Err(err) =
+                self.audit
+                    .record(&audit.record("sandbox", Decision::Warned, "sandbox", &line))
+            {
+                let message = format!("a sandbox warning could not be recorded: {err}");
+                let outcome = Outcome::failed("audit", message, "sandbox record failed");
+                return Some(self.finish(audit, outcome.stopping("audit sink failed".into())));
+            }
+        }
+        None
+    }
+
     /// Builds the per-call context: one narrowed handle per kind of demand.
     fn scope(
         &self,
@@ -486,6 +517,7 @@ impl Door {
         demands: &[Demand],
         call: CallContext,
         credentials_used: Arc<Mutex<Vec<CredentialUse>>>,
+        sandbox_warnings: Arc<Mutex<Vec<String>>>,
     ) -> ToolContext {
         let res = &session.resources;
         let mut files = Vec::new();
@@ -524,6 +556,8 @@ impl Door {
                 env: res.process_env.clone(),
                 timeout: res.limits.shell_timeout,
                 max_output: res.limits.shell_max_output,
+                sandbox: res.sandbox.clone(),
+                warnings: sandbox_warnings,
             }),
             http: match (&res.http, hosts.is_empty()) {
                 (Some(http), false) => Some(ScopedHttp {

@@ -31,6 +31,9 @@ pub const KEPT_VARIABLES: &[&str] = &[
     "XDG_DATA_HOME",
     "XDG_CONFIG_HOME",
     "TMPDIR",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "RUST_BACKTRACE",
 ];
 
 pub struct Environment {

@@ -28,7 +28,7 @@ pub use registry::ToolRegistry;
 pub use scoped::{ScopedFiles, ScopedHttp, ScopedMemory, ScopedProcess};
 pub use session::{Session, SessionIdentity, SessionResources, SessionState, ToolLimits};
 pub use setup::{
-    AgentSetup, LOCAL_USER, PolicyContext, build_session, effective_policy, egress_client,
-    load_secrets,
+    AgentSetup, LOCAL_USER, PolicyContext, ProcessSandbox, build_session, effective_policy,
+    egress_client, load_secrets,
 };
 pub use tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};

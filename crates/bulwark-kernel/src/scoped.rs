@@ -4,10 +4,11 @@
 //! anything else is refused here, so the capability check and the effect can
 //! never drift apart, even if a tool misreports its demands.
 
+use crate::setup::ProcessSandbox;
 use crate::tool::ToolError;
 use bulwark_net::{BodyMode, CallContext, CredentialUse, HttpRequest, SafeHttp};
 use bulwark_policy::WorkspacePath;
-use bulwark_sandbox::{FsError, ProcessOutput, ProcessSpec, Workspace};
+use bulwark_sandbox::{FsError, ProcessOutput, ProcessSpec, SandboxSpec, Workspace};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -140,13 +141,16 @@ impl ScopedMemory {
 }
 
 /// Runs exactly the argv the door approved, in the workspace, with the
-/// minimal environment.
+/// minimal environment, inside the session's process sandbox. Sandbox
+/// warnings (permissive mode) are logged for the door to audit.
 pub struct ScopedProcess {
     pub(crate) argv: Vec<String>,
     pub(crate) cwd: PathBuf,
     pub(crate) env: Vec<(String, String)>,
     pub(crate) timeout: Duration,
     pub(crate) max_output: usize,
+    pub(crate) sandbox: ProcessSandbox,
+    pub(crate) warnings: Arc<Mutex<Vec<String>>>,
 }
 
 impl ScopedProcess {
@@ -156,16 +160,66 @@ impl ScopedProcess {
                 "this argv was not approved for this call".into(),
             ));
         }
-        let spec = ProcessSpec {
+        let (helper, enforcement, limits) = match &self.sandbox {
+            ProcessSandbox::Unconfined => {
+                let spec = ProcessSpec {
+                    argv: argv.to_vec(),
+                    cwd: self.cwd.clone(),
+                    env: self.env.clone(),
+                    timeout: self.timeout,
+                    max_output: self.max_output,
+                };
+                return bulwark_sandbox::run_process(&spec)
+                    .await
+                    .map_err(|e| ToolError::Failed(e.to_string()));
+            }
+            ProcessSandbox::Confined {
+                helper,
+                enforcement,
+                limits,
+            } => (helper, *enforcement, *limits),
+        };
+        // /tmp is outside the sandbox: temporary files go to the workspace.
+        let tmp = self.cwd.join(".tmp");
+        std::fs::create_dir_all(&tmp)
+            .map_err(|e| ToolError::Failed(format!("cannot create {}: {e}", tmp.display())))?;
+        let mut env = self.env.clone();
+        env.push(("TMPDIR".into(), tmp.display().to_string()));
+        let spec = SandboxSpec {
             argv: argv.to_vec(),
             cwd: self.cwd.clone(),
-            env: self.env.clone(),
-            timeout: self.timeout,
-            max_output: self.max_output,
+            workspace: self.cwd.clone(),
+            read_write: Vec::new(),
+            read_only: Vec::new(),
+            env,
+            network: false,
+            limits,
+            enforcement,
+            pids_cgroup: None,
         };
-        bulwark_sandbox::run_process(&spec)
+        let out = bulwark_sandbox::run_sandboxed(helper, &spec, self.timeout, self.max_output)
             .await
-            .map_err(|e| ToolError::Failed(e.to_string()))
+            .map_err(|e| ToolError::Failed(format!("the sandbox could not start: {e}")))?;
+        if let Ok(mut w) = self.warnings.lock() {
+            w.extend(out.warnings.iter().cloned());
+        }
+        if out.refused() {
+            let why = out
+                .warnings
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "the sandbox refused to start".into());
+            return Err(ToolError::Sandbox(why));
+        }
+        Ok(ProcessOutput {
+            exit_code: out.exit_code,
+            signal: out.signal,
+            stdout: out.stdout,
+            stderr: out.stderr,
+            timed_out: out.timed_out,
+            truncated: out.stdout_truncated || out.stderr_truncated,
+            duration: out.duration,
+        })
     }
 }
 

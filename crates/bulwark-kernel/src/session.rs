@@ -53,6 +53,7 @@ pub struct SessionResources {
     pub http: Option<Arc<SafeHttp>>,
     /// Checked for every command, in addition to the capabilities.
     pub exec_policy: ExecPolicy,
+    pub sandbox: crate::setup::ProcessSandbox,
     /// The working directory of child processes (the workspace root).
     pub process_cwd: PathBuf,
     /// The full environment of child processes: nothing is inherited.

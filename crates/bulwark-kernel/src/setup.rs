@@ -9,8 +9,9 @@ use crate::session::{Session, SessionIdentity, SessionResources, SessionState, T
 use bulwark_net::{Credentials, EgressPolicy, HttpLimits, SafeHttp, SecretStore};
 use bulwark_policy::{
     AccessFile, Capability, CredentialGrant, EffectivePolicy, ExecPolicy, GlobalConfig,
-    InternalService, Manifest, PolicyInputs, compute_effective,
+    InternalService, Manifest, PolicyInputs, SandboxEnforcement, compute_effective,
 };
+use bulwark_sandbox::{Enforcement, ResourceLimits};
 use bulwark_sandbox::{Workspace, minimal_env};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,6 +25,52 @@ pub struct AgentSetup {
     pub grants: BTreeMap<String, CredentialGrant>,
     pub secrets: Arc<SecretStore>,
     pub exec: ExecPolicy,
+    pub sandbox: ProcessSandbox,
+}
+
+/// How a session's child processes run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcessSandbox {
+    /// Through the sandbox helper (`<helper> __sandbox-exec`): Landlock,
+    /// seccomp, namespaces, rlimits, a pids cgroup. The `bulwark` binary
+    /// is its own helper.
+    Confined {
+        helper: std::path::PathBuf,
+        enforcement: Enforcement,
+        limits: ResourceLimits,
+    },
+    /// Environment cleared, process group killed on timeout, output capped,
+    /// and nothing more. Only for embedding tests that exercise policy and
+    /// have no helper binary; the CLI always confines.
+    Unconfined,
+}
+
+impl ProcessSandbox {
+    /// Confined by this very executable (the `bulwark` binary).
+    pub fn this_binary(enforcement: Enforcement, limits: ResourceLimits) -> Self {
+        ProcessSandbox::Confined {
+            helper: std::env::current_exe()
+                .unwrap_or_else(|_| std::path::PathBuf::from("/proc/self/exe")),
+            enforcement,
+            limits,
+        }
+    }
+
+    /// The sandbox config.toml asks for.
+    pub fn from_config(global: &GlobalConfig) -> Self {
+        let mut limits = ResourceLimits::default();
+        if let Some(mib) = global.sandbox.memory_mib {
+            limits.address_space_bytes = mib.saturating_mul(1024 * 1024);
+        }
+        if let Some(n) = global.sandbox.max_processes {
+            limits.max_processes = n;
+        }
+        let enforcement = match global.sandbox.enforcement {
+            SandboxEnforcement::Strict => Enforcement::Strict,
+            SandboxEnforcement::Permissive => Enforcement::Permissive,
+        };
+        Self::this_binary(enforcement, limits)
+    }
 }
 
 impl Default for AgentSetup {
@@ -35,6 +82,7 @@ impl Default for AgentSetup {
             grants: BTreeMap::new(),
             secrets: Arc::default(),
             exec: Manifest::default_exec_policy(),
+            sandbox: ProcessSandbox::this_binary(Enforcement::Strict, ResourceLimits::default()),
         }
     }
 }
@@ -78,6 +126,7 @@ impl AgentSetup {
             grants: agent.manifest.credentials.grants.clone(),
             secrets,
             exec: agent.manifest.exec_policy(),
+            sandbox: ProcessSandbox::from_config(global),
         }
     }
 }
@@ -191,6 +240,7 @@ pub fn build_session(
         memory_user,
         http,
         exec_policy: net.exec.clone(),
+        sandbox: net.sandbox.clone(),
         limits,
     };
     Ok(Session::new(identity, policy, resources, saved))

@@ -30,19 +30,28 @@ pub struct ToolOutput {
     pub content: String,
     /// Where the content came from; decides which sinks it may flow into.
     pub taint: Vec<TaintLabel>,
+    /// An audit-safe summary of the outcome (an exit status, a byte count;
+    /// never argument values or content), recorded with the call.
+    pub audit_note: String,
 }
 
 impl ToolOutput {
+    pub fn with_audit_note(mut self, note: impl Into<String>) -> Self {
+        self.audit_note = note.into();
+        self
+    }
     pub fn text(content: impl Into<String>) -> Self {
         Self {
             content: content.into(),
             taint: Vec::new(),
+            audit_note: String::new(),
         }
     }
     pub fn tainted(content: impl Into<String>, label: TaintLabel) -> Self {
         Self {
             content: content.into(),
             taint: vec![label],
+            audit_note: String::new(),
         }
     }
 }
@@ -58,6 +67,10 @@ pub enum ToolError {
     /// The tool asked its context for something the door did not grant.
     #[error("not granted: {0}")]
     NotGranted(String),
+    /// The process sandbox could not be set up (strict mode): the command
+    /// did not run.
+    #[error("sandbox unavailable: {0}")]
+    Sandbox(String),
     /// The request carried a secret value to a host no grant sends it to.
     /// Holds the key's name, never its value.
     #[error("{message}")]
@@ -80,6 +93,7 @@ impl ToolError {
             ToolError::NotGranted(_) => "scope",
             ToolError::Egress(_) => "egress",
             ToolError::Exfiltration { .. } => "exfiltration",
+            ToolError::Sandbox(_) => "sandbox",
             ToolError::Failed(_) => "tool_error",
         }
     }

@@ -3,8 +3,8 @@
 
 use bulwark_audit::{AuditSink, MemorySink};
 use bulwark_kernel::{
-    AgentSetup, Approver, Door, Home, PreApproved, Session, SessionIdentity, ToolLimits,
-    ToolRegistry, build_session,
+    AgentSetup, Approver, Door, Home, PreApproved, ProcessSandbox, Session, SessionIdentity,
+    ToolLimits, ToolRegistry, build_session,
 };
 use bulwark_policy::{
     EffectivePolicy, GlobalConfig, PolicyInputs, compute_effective, parse_manifest,
@@ -25,7 +25,17 @@ pub fn policy(registry: &ToolRegistry, manifest: &str) -> EffectivePolicy {
 }
 
 pub fn session(home: &Path, policy: EffectivePolicy) -> Session {
-    session_with(home, policy, &AgentSetup::default())
+    session_with(home, policy, &unconfined())
+}
+
+/// These tests exercise the door's policy; a test binary is no sandbox
+/// helper. Confinement itself is tested in bulwark-sandbox and, through
+/// the real binary, in bulwark-cli.
+pub fn unconfined() -> AgentSetup {
+    AgentSetup {
+        sandbox: ProcessSandbox::Unconfined,
+        ..AgentSetup::default()
+    }
 }
 
 /// A session whose exec policy (and other setup) comes from `setup`.

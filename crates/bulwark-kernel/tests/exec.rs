@@ -35,7 +35,7 @@ async fn wrapped_commands_are_checked_and_refusals_audited() {
     let manifest = parse_manifest(MANIFEST, "agent.toml").unwrap();
     let setup = AgentSetup {
         exec: manifest.exec_policy(),
-        ..AgentSetup::default()
+        ..unconfined()
     };
     let sink = Arc::new(MemorySink::new());
     let door = door(registry.clone(), sink.clone(), deny_all());

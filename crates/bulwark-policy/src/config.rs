@@ -40,6 +40,37 @@ pub struct GlobalConfig {
     /// Environment variables the runtime treats as secrets.
     #[serde(default)]
     pub secrets: SecretsSection,
+    /// How child processes are confined.
+    #[serde(default)]
+    pub sandbox: GlobalSandbox,
+}
+
+/// `[sandbox]` of config.toml.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GlobalSandbox {
+    /// `strict` (default): a command does not run when a confinement layer
+    /// is unavailable on this machine. `permissive`: it runs, with a warning
+    /// on stderr and an audit record naming what is missing.
+    #[serde(default)]
+    pub enforcement: SandboxEnforcement,
+    /// Wall-clock limit of one command, seconds (default 60).
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+    /// Address-space limit of each process, MiB (default 4096).
+    #[serde(default)]
+    pub memory_mib: Option<u64>,
+    /// Processes (and threads) one command may have at once (default 256).
+    #[serde(default)]
+    pub max_processes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxEnforcement {
+    #[default]
+    Strict,
+    Permissive,
 }
 
 /// Policy applied on top of everything else when the session is remote.
@@ -104,6 +135,20 @@ pub fn parse_global_config(src: &str, origin: &str) -> Result<GlobalConfig, Conf
     }
     if let Some(model) = &c.default_model {
         parse_model_ref(model).map_err(|e| loc.at(&[Key("default_model")], e))?;
+    }
+    for (field, value, max) in [
+        ("timeout_secs", c.sandbox.timeout_secs, 24 * 3600),
+        ("memory_mib", c.sandbox.memory_mib, 1 << 20),
+        ("max_processes", c.sandbox.max_processes, 1 << 16),
+    ] {
+        if let Some(v) = value
+            && !(1..=max).contains(&v)
+        {
+            return Err(loc.at(
+                &[Key("sandbox"), Key(field)],
+                format_args!("{v} is out of range; use 1 to {max}"),
+            ));
+        }
     }
     c.loop_guard
         .validate()

@@ -28,7 +28,10 @@ mod validate;
 
 pub use access::{AccessFile, UserEntry, UserRole, parse_access, user_may_use_agent};
 pub use capability::{CAPABILITY_KINDS, Capability, CapabilitySet, Demand, HostPattern};
-pub use config::{GlobalConfig, ProviderConfig, ProviderKind, RemoteSection, parse_global_config};
+pub use config::{
+    GlobalConfig, GlobalSandbox, ProviderConfig, ProviderKind, RemoteSection, SandboxEnforcement,
+    parse_global_config,
+};
 pub use credentials::{
     CredentialGrant, CredentialMode, CredentialsSection, FORBIDDEN_INJECTION_HEADERS,
     GrantApproval, Injection, InjectionTarget, SecretsSection, is_http_token,

@@ -22,6 +22,7 @@
 
 mod cgroup;
 mod enforcement;
+mod hardening;
 mod helper;
 mod landlock_rules;
 mod path;
@@ -37,6 +38,7 @@ mod workspace;
 pub use enforcement::{
     DIAGNOSTIC_PREFIX, EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_SANDBOX_UNAVAILABLE,
 };
+pub use hardening::{HardeningError, INJECTION_VARIABLES, harden_process, scrub_environment};
 pub use helper::helper_main;
 pub use landlock_rules::{ETC_ENTRIES, SYSTEM_DIRS};
 pub use probe::{SandboxSupport, Support, probe};

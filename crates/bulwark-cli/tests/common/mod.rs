@@ -9,7 +9,11 @@ use std::process::{Command, Output, Stdio};
 pub const BIN: &str = env!("CARGO_BIN_EXE_bulwark");
 
 /// Variables that would make a run depend on the machine it runs on.
-const SCRUBBED: &[&str] = &[
+pub const SCRUBBED: &[&str] = &[
+    // cargo sets LD_LIBRARY_PATH for test binaries; bulwark refuses to start
+    // under loader injection (tested in hardening.rs).
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
     "BULWARK_HOME",
     "BULWARK_LOG",
     "XDG_DATA_HOME",

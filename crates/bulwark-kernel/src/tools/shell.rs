@@ -83,7 +83,13 @@ impl crate::tool::Tool for ShellExec {
         if out.truncated {
             text.push_str("(output truncated)\n");
         }
-        Ok(ToolOutput::tainted(text, TaintLabel::Process))
+        let note = match (out.exit_code, out.signal, out.timed_out) {
+            (_, _, true) => "timed out; process group killed".to_string(),
+            (Some(code), _, _) => format!("exit code {code}"),
+            (None, Some(sig), _) => format!("killed by signal {sig}"),
+            _ => String::new(),
+        };
+        Ok(ToolOutput::tainted(text, TaintLabel::Process).with_audit_note(note))
     }
     fn example_args(&self) -> Value {
         json!({"argv": ["echo", "hi"]})
