@@ -80,7 +80,11 @@ pub fn findings(global: &GlobalConfig, agent: &LoadedAgent) -> Vec<Finding> {
                 "grant {name}: keys {} · tools {} · hosts {} · {} · {approval}",
                 grant.keys.join(", "),
                 grant.tools.join(", "),
-                grant.hosts.join(", "),
+                if grant.hosts.is_empty() {
+                    "(none: the shell environment only)".to_string()
+                } else {
+                    grant.hosts.join(", ")
+                },
                 how.join("; ")
             ),
         ));

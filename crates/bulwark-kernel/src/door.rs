@@ -558,6 +558,9 @@ impl Door {
                 max_output: res.limits.shell_max_output,
                 sandbox: res.sandbox.clone(),
                 warnings: sandbox_warnings,
+                secret_env: res.process_secrets.clone(),
+                secrets: res.secrets.clone(),
+                used: credentials_used.clone(),
             }),
             http: match (&res.http, hosts.is_empty()) {
                 (Some(http), false) => Some(ScopedHttp {

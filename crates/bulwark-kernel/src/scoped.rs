@@ -151,6 +151,10 @@ pub struct ScopedProcess {
     pub(crate) max_output: usize,
     pub(crate) sandbox: ProcessSandbox,
     pub(crate) warnings: Arc<Mutex<Vec<String>>>,
+    /// (grant, key, value) granted to the shell's environment.
+    pub(crate) secret_env: Vec<(String, String, secrecy::SecretString)>,
+    pub(crate) secrets: Arc<bulwark_net::SecretStore>,
+    pub(crate) used: Arc<Mutex<Vec<CredentialUse>>>,
 }
 
 impl ScopedProcess {
@@ -160,6 +164,14 @@ impl ScopedProcess {
                 "this argv was not approved for this call".into(),
             ));
         }
+        let mut out = self.run_confined(argv).await?;
+        // Output may print a granted secret (`env`): the model sees names.
+        out.stdout = self.secrets.redact(&out.stdout);
+        out.stderr = self.secrets.redact(&out.stderr);
+        Ok(out)
+    }
+
+    async fn run_confined(&self, argv: &[String]) -> Result<ProcessOutput, ToolError> {
         let (helper, enforcement, limits) = match &self.sandbox {
             ProcessSandbox::Unconfined => {
                 let spec = ProcessSpec {
@@ -185,6 +197,24 @@ impl ScopedProcess {
             .map_err(|e| ToolError::Failed(format!("cannot create {}: {e}", tmp.display())))?;
         let mut env = self.env.clone();
         env.push(("TMPDIR".into(), tmp.display().to_string()));
+        let mut by_grant: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+        for (grant, key, value) in &self.secret_env {
+            env.push((
+                key.clone(),
+                secrecy::ExposeSecret::expose_secret(value).to_string(),
+            ));
+            by_grant.entry(grant).or_default().push(key.clone());
+        }
+        if let Ok(mut used) = self.used.lock() {
+            for (grant, keys) in by_grant {
+                used.push(CredentialUse {
+                    grant: Some(grant.to_string()),
+                    keys,
+                    host: "the shell environment".into(),
+                    outcome: bulwark_net::UseOutcome::Injected,
+                });
+            }
+        }
         let spec = SandboxSpec {
             argv: argv.to_vec(),
             cwd: self.cwd.clone(),

@@ -58,6 +58,12 @@ pub struct SessionResources {
     pub process_cwd: PathBuf,
     /// The full environment of child processes: nothing is inherited.
     pub process_env: Vec<(String, String)>,
+    /// Secrets granted to the `shell` domain (`[credentials.grants.*]`
+    /// with `tools = ["shell"]`): (grant, key, value), added to each child's
+    /// environment. Approval-required grants are not among them.
+    pub process_secrets: Vec<(String, String, secrecy::SecretString)>,
+    /// Every secret the runtime knows, to redact from command output.
+    pub secrets: Arc<bulwark_net::SecretStore>,
     pub limits: ToolLimits,
 }
 

@@ -210,6 +210,24 @@ pub fn egress_client(policy: &EffectivePolicy, net: &AgentSetup) -> Result<SafeH
     Ok(client)
 }
 
+/// The secrets grants pass to the `shell` domain's environment.
+fn shell_secrets(net: &AgentSetup) -> Vec<(String, String, secrecy::SecretString)> {
+    let mut out = Vec::new();
+    for (name, grant) in &net.grants {
+        if !grant.tools.iter().any(|t| t == "shell" || t == "*")
+            || grant.approval == Some(bulwark_policy::GrantApproval::Required)
+        {
+            continue;
+        }
+        for key in &grant.keys {
+            if let Some(value) = net.secrets.injectable(key) {
+                out.push((name.clone(), key.clone(), value.clone()));
+            }
+        }
+    }
+    out
+}
+
 /// Opens the session's resources and builds the session around `policy`.
 pub fn build_session(
     home: &Home,
@@ -234,6 +252,8 @@ pub fn build_session(
     let process_cwd = workspace.root().to_path_buf();
     let resources = SessionResources {
         process_env: minimal_env(&process_cwd),
+        process_secrets: shell_secrets(net),
+        secrets: net.secrets.clone(),
         process_cwd,
         workspace,
         memory_agent,

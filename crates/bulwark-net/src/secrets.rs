@@ -85,6 +85,15 @@ impl SecretStore {
             .is_some_and(|e| e.value.expose_secret().len() >= MIN_GUARDED_SECRET_LEN)
     }
 
+    /// An injectable secret, for the one other place a grant may send it:
+    /// the environment of a child process (a grant with `tools = ["shell"]`).
+    pub fn injectable(&self, name: &str) -> Option<&SecretString> {
+        self.entries
+            .get(name)
+            .filter(|e| e.injectable)
+            .map(|e| &e.value)
+    }
+
     pub(crate) fn value(&self, name: &str) -> Option<&str> {
         self.entries.get(name).map(|e| e.value.expose_secret())
     }

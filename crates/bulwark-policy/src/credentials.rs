@@ -219,7 +219,10 @@ fn validate_grant(
     validate::domains(loc, &tools_at, &grant.tools, false)?;
 
     let hosts_at = with(base, &[Key("hosts")]);
-    if grant.hosts.is_empty() {
+    // A grant only for the shell passes keys into the command's environment
+    // and sends nothing over the network itself.
+    let shell_only = grant.tools.iter().all(|t| t == "shell");
+    if grant.hosts.is_empty() && !shell_only {
         return Err(loc.at(
             &hosts_at,
             "must list at least one host the keys may be sent to, e.g. hosts = [\"api.github.com\"]",
