@@ -4,7 +4,34 @@
 //! record type and the trait here (and the storage elsewhere) lets the durable
 //! SQLite sink of the core be replaced by the tamper-evident Merkle log later
 //! without the door noticing.
+//!
+//! The tamper-evident log's cryptographic core lives in the modules below and
+//! is pure computation (no storage, no clock), so storage and CLI code can be
+//! built on it and it can be tested exhaustively on its own:
+//! - [`encoding`]: the canonical, versioned bytes a record's leaf commits to;
+//! - [`merkle`] and [`proof`]: RFC 6962 / RFC 9162 tree hashing, inclusion and
+//!   consistency proofs;
+//! - [`checkpoint`] and [`note`]: signed tree heads in the C2SP
+//!   signed-note / tlog-checkpoint text format;
+//! - [`mac`]: HMAC-SHA256 with constant-time verification.
 #![forbid(unsafe_code)]
+
+pub mod checkpoint;
+pub mod encoding;
+pub mod mac;
+pub mod merkle;
+pub mod note;
+pub mod proof;
+
+pub use checkpoint::{Checkpoint, CheckpointError, parse_and_verify, sign};
+pub use ed25519_dalek::{SigningKey, VerifyingKey};
+pub use encoding::{CANONICAL_VERSION, DecodeError, EncodeError};
+pub use mac::{hmac_sha256, hmac_sha256_verify};
+pub use merkle::{CompactRange, Hash, MerkleError, empty_root, leaf_hash, node_hash, root};
+pub use note::{VerifierKey, generate_signing_key, key_id};
+pub use proof::{
+    ProofError, consistency_proof, inclusion_proof, verify_consistency, verify_inclusion,
+};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};

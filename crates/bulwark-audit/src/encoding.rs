@@ -1,0 +1,303 @@
+//! The canonical binary encoding of an audit record: the bytes a Merkle leaf
+//! commits to.
+//!
+//! Every field is length-delimited or fixed-width and written in one fixed
+//! order, so two different records can never encode to the same bytes (a
+//! separator-joined string would let `("ab", "c")` and `("a", "bc")`
+//! collide), and the leading version byte lets the format change later
+//! without old leaves becoming ambiguous. Decoding is strict: every input
+//! decodes to at most one record, and that record re-encodes to exactly the
+//! input, so a stored leaf can be checked by decoding or by re-encoding.
+//!
+//! Layout (version 1), all integers big-endian:
+//!
+//! ```text
+//! u8  version = 1
+//! u64 seq
+//! u64 time_ms            (the i64's two's-complement bits)
+//! str session, agent, user, action, decision, tool, operation,
+//!     args_digest, reason, detail
+//! u64 duration_us
+//! ```
+//!
+//! where `str` is a u32 byte length followed by that many bytes of UTF-8 and
+//! `decision` is [`Decision::as_str`].
+
+use crate::{AuditRecord, Decision, StoredRecord};
+
+/// The version byte written first by [`AuditRecord::canonical_bytes`].
+pub const CANONICAL_VERSION: u8 = 1;
+
+/// Longest string field the encoding can represent (its length is a u32).
+pub const MAX_FIELD_LEN: usize = u32::MAX as usize;
+
+/// Why a record cannot be encoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EncodeError {
+    /// A string field is longer than [`MAX_FIELD_LEN`] bytes. Refusing is the
+    /// only option that keeps the encoding injective: truncating would make
+    /// the log commit to something other than the record.
+    #[error(
+        "field `{field}` is {len} bytes; the canonical encoding allows at most {MAX_FIELD_LEN}"
+    )]
+    FieldTooLong { field: &'static str, len: usize },
+}
+
+/// Why bytes are not the canonical encoding of a record.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// No bytes at all.
+    #[error("empty input")]
+    Empty,
+    /// The version byte is not one this code understands.
+    #[error("unsupported encoding version {0}")]
+    UnsupportedVersion(u8),
+    /// The input ends inside this field.
+    #[error("input ends inside field `{field}`")]
+    Truncated { field: &'static str },
+    /// Bytes remain after the last field.
+    #[error("{count} unexpected bytes after the last field")]
+    TrailingBytes { count: usize },
+    /// A string field is not valid UTF-8.
+    #[error("field `{field}` is not valid UTF-8")]
+    InvalidUtf8 { field: &'static str },
+    /// The decision is not one of the known decision strings.
+    #[error("unknown decision {0:?}")]
+    UnknownDecision(String),
+}
+
+impl AuditRecord {
+    /// The canonical encoding of this record as entry `seq` of the log.
+    ///
+    /// `seq` is part of the encoding so a record cannot be replayed at
+    /// another position without its leaf hash changing.
+    pub fn canonical_bytes(&self, seq: u64) -> Result<Vec<u8>, EncodeError> {
+        let strings = self.string_fields();
+        let text_len: usize = strings.iter().map(|(_, s)| s.len()).sum();
+        let mut out = Vec::with_capacity(1 + 3 * 8 + strings.len() * 4 + text_len);
+        out.push(CANONICAL_VERSION);
+        out.extend_from_slice(&seq.to_be_bytes());
+        out.extend_from_slice(&self.time_ms.to_be_bytes());
+        for (field, value) in strings {
+            let len = u32::try_from(value.len()).map_err(|_| EncodeError::FieldTooLong {
+                field,
+                len: value.len(),
+            })?;
+            out.extend_from_slice(&len.to_be_bytes());
+            out.extend_from_slice(value.as_bytes());
+        }
+        out.extend_from_slice(&self.duration_us.to_be_bytes());
+        Ok(out)
+    }
+
+    /// The Merkle leaf hash of this record as entry `seq`:
+    /// `leaf_hash(canonical_bytes(seq))`.
+    pub fn leaf_hash(&self, seq: u64) -> Result<crate::Hash, EncodeError> {
+        Ok(crate::leaf_hash(&self.canonical_bytes(seq)?))
+    }
+
+    /// Decodes [`canonical_bytes`](Self::canonical_bytes) output back into the
+    /// record and its sequence number. Rejects anything that is not exactly
+    /// one canonical encoding.
+    pub fn decode(bytes: &[u8]) -> Result<StoredRecord, DecodeError> {
+        let (&version, rest) = bytes.split_first().ok_or(DecodeError::Empty)?;
+        if version != CANONICAL_VERSION {
+            return Err(DecodeError::UnsupportedVersion(version));
+        }
+        let mut reader = Reader { rest };
+        let seq = reader.u64("seq")?;
+        let time_ms = i64::from_be_bytes(reader.array("time_ms")?);
+        let session = reader.string("session")?;
+        let agent = reader.string("agent")?;
+        let user = reader.string("user")?;
+        let action = reader.string("action")?;
+        let decision_text = reader.string("decision")?;
+        let decision =
+            decision_from_str(&decision_text).ok_or(DecodeError::UnknownDecision(decision_text))?;
+        let tool = reader.string("tool")?;
+        let operation = reader.string("operation")?;
+        let args_digest = reader.string("args_digest")?;
+        let reason = reader.string("reason")?;
+        let detail = reader.string("detail")?;
+        let duration_us = reader.u64("duration_us")?;
+        if !reader.rest.is_empty() {
+            return Err(DecodeError::TrailingBytes {
+                count: reader.rest.len(),
+            });
+        }
+        Ok(StoredRecord {
+            seq,
+            record: AuditRecord {
+                time_ms,
+                session,
+                agent,
+                user,
+                action,
+                tool,
+                operation,
+                args_digest,
+                decision,
+                reason,
+                detail,
+                duration_us,
+            },
+        })
+    }
+
+    /// The string fields in encoding order, with their names for errors.
+    fn string_fields(&self) -> [(&'static str, &str); 10] {
+        [
+            ("session", &self.session),
+            ("agent", &self.agent),
+            ("user", &self.user),
+            ("action", &self.action),
+            ("decision", self.decision.as_str()),
+            ("tool", &self.tool),
+            ("operation", &self.operation),
+            ("args_digest", &self.args_digest),
+            ("reason", &self.reason),
+            ("detail", &self.detail),
+        ]
+    }
+}
+
+impl StoredRecord {
+    /// The canonical encoding of this record at its own sequence number.
+    pub fn canonical_bytes(&self) -> Result<Vec<u8>, EncodeError> {
+        self.record.canonical_bytes(self.seq)
+    }
+}
+
+/// The inverse of [`Decision::as_str`]; exact match only, so each decision
+/// has one encoding.
+fn decision_from_str(text: &str) -> Option<Decision> {
+    [
+        Decision::Allowed,
+        Decision::Denied,
+        Decision::Approved,
+        Decision::Failed,
+        Decision::Warned,
+    ]
+    .into_iter()
+    .find(|d| d.as_str() == text)
+}
+
+/// A cursor over the undecoded rest of the input.
+struct Reader<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], DecodeError> {
+        let (head, tail) = self
+            .rest
+            .split_at_checked(n)
+            .ok_or(DecodeError::Truncated { field })?;
+        self.rest = tail;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], DecodeError> {
+        let bytes = self.take(N, field)?;
+        <[u8; N]>::try_from(bytes).map_err(|_| DecodeError::Truncated { field })
+    }
+
+    fn u64(&mut self, field: &'static str) -> Result<u64, DecodeError> {
+        Ok(u64::from_be_bytes(self.array(field)?))
+    }
+
+    fn string(&mut self, field: &'static str) -> Result<String, DecodeError> {
+        let len = u32::from_be_bytes(self.array(field)?);
+        let len = usize::try_from(len).map_err(|_| DecodeError::Truncated { field })?;
+        let bytes = self.take(len, field)?;
+        std::str::from_utf8(bytes)
+            .map(str::to_owned)
+            .map_err(|_| DecodeError::InvalidUtf8 { field })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> AuditRecord {
+        AuditRecord {
+            time_ms: -5,
+            session: "s".into(),
+            agent: "a".into(),
+            user: "u".into(),
+            action: "tool_call".into(),
+            tool: "fs".into(),
+            operation: "fs:read".into(),
+            args_digest: String::new(),
+            decision: Decision::Denied,
+            reason: "path".into(),
+            detail: "é".into(),
+            duration_us: 7,
+        }
+    }
+
+    #[test]
+    fn layout_is_the_documented_one() {
+        let bytes = sample().canonical_bytes(0x0102).unwrap();
+        assert_eq!(bytes[0], CANONICAL_VERSION);
+        assert_eq!(&bytes[1..9], &[0, 0, 0, 0, 0, 0, 1, 2]);
+        assert_eq!(&bytes[9..17], &(-5i64).to_be_bytes());
+        assert_eq!(&bytes[17..22], &[0, 0, 0, 1, b's']);
+        assert_eq!(&bytes[bytes.len() - 8..], &7u64.to_be_bytes());
+        let decoded = AuditRecord::decode(&bytes).unwrap();
+        assert_eq!((decoded.seq, decoded.record), (0x0102, sample()));
+    }
+
+    #[test]
+    fn malformed_inputs_get_typed_errors() {
+        let bytes = sample().canonical_bytes(1).unwrap();
+        assert_eq!(AuditRecord::decode(&[]), Err(DecodeError::Empty));
+        let mut other_version = bytes.clone();
+        other_version[0] = 2;
+        assert_eq!(
+            AuditRecord::decode(&other_version),
+            Err(DecodeError::UnsupportedVersion(2))
+        );
+        assert_eq!(
+            AuditRecord::decode(&bytes[..bytes.len() - 1]),
+            Err(DecodeError::Truncated {
+                field: "duration_us"
+            })
+        );
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert_eq!(
+            AuditRecord::decode(&longer),
+            Err(DecodeError::TrailingBytes { count: 1 })
+        );
+        // A length prefix that claims more than is left.
+        let mut overlong = bytes.clone();
+        overlong[17..21].copy_from_slice(&u32::MAX.to_be_bytes());
+        assert_eq!(
+            AuditRecord::decode(&overlong),
+            Err(DecodeError::Truncated { field: "session" })
+        );
+        let mut bad_utf8 = bytes.clone();
+        bad_utf8[21] = 0xff;
+        assert_eq!(
+            AuditRecord::decode(&bad_utf8),
+            Err(DecodeError::InvalidUtf8 { field: "session" })
+        );
+    }
+
+    #[test]
+    fn unknown_decisions_are_refused() {
+        let mut record = sample();
+        record.reason = "x".into();
+        let mut bytes = record.canonical_bytes(1).unwrap();
+        let at = bytes.windows(6).position(|w| w == b"denied").unwrap();
+        bytes[at] = b'D';
+        assert_eq!(
+            AuditRecord::decode(&bytes),
+            Err(DecodeError::UnknownDecision("Denied".into()))
+        );
+    }
+}

@@ -1,0 +1,194 @@
+//! Property tests of the canonical record encoding: it round-trips, it is
+//! injective (including when bytes move between adjacent fields), and the
+//! decoder accepts only exact canonical encodings.
+
+use bulwark_audit::{AuditRecord, Decision, DecodeError};
+use proptest::prelude::*;
+
+/// The free-text fields in encoding order (decision excluded: it is an enum).
+const TEXT_FIELDS: usize = 9;
+
+fn decision() -> impl Strategy<Value = Decision> {
+    prop_oneof![
+        Just(Decision::Allowed),
+        Just(Decision::Denied),
+        Just(Decision::Approved),
+        Just(Decision::Failed),
+        Just(Decision::Warned),
+    ]
+}
+
+/// Short strings from a small alphabet (so that different fields often hold
+/// the same or overlapping text) mixed with arbitrary Unicode.
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof!["[ab\u{e9}\0]{0,4}", any::<String>()]
+}
+
+fn record() -> impl Strategy<Value = AuditRecord> {
+    (
+        any::<i64>(),
+        prop::collection::vec(text(), TEXT_FIELDS),
+        decision(),
+        any::<u64>(),
+    )
+        .prop_map(|(time_ms, texts, decision, duration_us)| {
+            with_texts(
+                AuditRecord {
+                    time_ms,
+                    session: String::new(),
+                    agent: String::new(),
+                    user: String::new(),
+                    action: String::new(),
+                    tool: String::new(),
+                    operation: String::new(),
+                    args_digest: String::new(),
+                    decision,
+                    reason: String::new(),
+                    detail: String::new(),
+                    duration_us,
+                },
+                texts,
+            )
+        })
+}
+
+fn texts(r: &AuditRecord) -> Vec<String> {
+    [
+        &r.session,
+        &r.agent,
+        &r.user,
+        &r.action,
+        &r.tool,
+        &r.operation,
+        &r.args_digest,
+        &r.reason,
+        &r.detail,
+    ]
+    .into_iter()
+    .cloned()
+    .collect()
+}
+
+fn with_texts(mut r: AuditRecord, t: Vec<String>) -> AuditRecord {
+    let [
+        session,
+        agent,
+        user,
+        action,
+        tool,
+        operation,
+        args_digest,
+        reason,
+        detail,
+    ]: [String; TEXT_FIELDS] = t.try_into().unwrap();
+    (r.session, r.agent, r.user, r.action, r.tool) = (session, agent, user, action, tool);
+    (r.operation, r.args_digest, r.reason, r.detail) = (operation, args_digest, reason, detail);
+    r
+}
+
+proptest! {
+    #[test]
+    fn round_trips(record in record(), seq: u64) {
+        let bytes = record.canonical_bytes(seq).unwrap();
+        let decoded = AuditRecord::decode(&bytes).unwrap();
+        prop_assert_eq!(decoded.seq, seq);
+        prop_assert_eq!(&decoded.record, &record);
+        prop_assert_eq!(decoded.canonical_bytes().unwrap(), bytes);
+    }
+
+    #[test]
+    fn distinct_records_have_distinct_encodings(a in record(), b in record(), seq_a: u64, seq_b: u64) {
+        let same = a == b && seq_a == seq_b;
+        prop_assert_eq!(
+            a.canonical_bytes(seq_a).unwrap() == b.canonical_bytes(seq_b).unwrap(),
+            same
+        );
+    }
+
+    /// Moving the boundary between two adjacent text fields (the classic
+    /// collision of concatenated encodings) changes the encoding.
+    #[test]
+    fn moving_bytes_between_adjacent_fields_changes_the_encoding(
+        record in record(),
+        field in 0..TEXT_FIELDS - 1,
+        moved in 1usize..4,
+        seq: u64,
+    ) {
+        let mut t = texts(&record);
+        let chars: Vec<char> = t[field].chars().collect();
+        let keep = chars.len().saturating_sub(moved);
+        let tail: String = chars[keep..].iter().collect();
+        prop_assume!(!tail.is_empty());
+        t[field] = chars[..keep].iter().collect();
+        t[field + 1] = format!("{tail}{}", t[field + 1]);
+        let shifted = with_texts(record.clone(), t);
+        prop_assert_ne!(
+            record.canonical_bytes(seq).unwrap(),
+            shifted.canonical_bytes(seq).unwrap()
+        );
+    }
+
+    /// Changing any one field changes the encoding.
+    #[test]
+    fn changing_one_field_changes_the_encoding(
+        record in record(),
+        field in 0..TEXT_FIELDS + 4,
+        replacement in text(),
+        seq: u64,
+    ) {
+        let mut other = record.clone();
+        let mut other_seq = seq;
+        match field {
+            f if f < TEXT_FIELDS => {
+                let mut t = texts(&record);
+                prop_assume!(t[f] != replacement);
+                t[f] = replacement;
+                other = with_texts(other, t);
+            }
+            9 => other.time_ms = record.time_ms.wrapping_add(1),
+            10 => other.duration_us = record.duration_us.wrapping_add(1),
+            11 => other_seq = seq.wrapping_add(1),
+            _ => {
+                other.decision = if record.decision == Decision::Allowed {
+                    Decision::Denied
+                } else {
+                    Decision::Allowed
+                };
+            }
+        }
+        prop_assert_ne!(record.canonical_bytes(seq).unwrap(), other.canonical_bytes(other_seq).unwrap());
+    }
+
+    /// Arbitrary bytes either fail to decode or are exactly the encoding of
+    /// what they decode to; decoding never panics.
+    #[test]
+    fn decoder_accepts_only_canonical_bytes(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+        if let Ok(decoded) = AuditRecord::decode(&bytes) {
+            prop_assert_eq!(decoded.canonical_bytes().unwrap(), bytes);
+        }
+    }
+
+    /// Corrupting a valid encoding (truncating, extending or flipping a byte)
+    /// never decodes to the same record.
+    #[test]
+    fn corrupted_encodings_are_rejected_or_differ(
+        record in record(),
+        seq: u64,
+        position: prop::sample::Index,
+        mask in 1u8..=255,
+        cut: prop::sample::Index,
+    ) {
+        let bytes = record.canonical_bytes(seq).unwrap();
+        let mut flipped = bytes.clone();
+        let at = position.index(bytes.len());
+        flipped[at] ^= mask;
+        if let Ok(decoded) = AuditRecord::decode(&flipped) {
+            prop_assert!(decoded.record != record || decoded.seq != seq);
+        }
+        let truncated = &bytes[..cut.index(bytes.len())];
+        prop_assert!(AuditRecord::decode(truncated).is_err());
+        let mut extended = bytes.clone();
+        extended.push(mask);
+        prop_assert_eq!(AuditRecord::decode(&extended), Err(DecodeError::TrailingBytes { count: 1 }));
+    }
+}
