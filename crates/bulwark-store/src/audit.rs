@@ -35,8 +35,8 @@ pub struct AuditQuery {
 /// connection and the writer thread; the last clone to go drains the queue.
 #[derive(Clone)]
 pub struct SqliteAuditSink {
-    store: Store,
-    batches: Arc<GroupCommit>,
+    pub(crate) store: Store,
+    pub(crate) batches: Arc<GroupCommit>,
 }
 
 impl std::fmt::Debug for SqliteAuditSink {
@@ -47,16 +47,43 @@ impl std::fmt::Debug for SqliteAuditSink {
     }
 }
 
-const INSERT: &str = "INSERT INTO audit (time_ms, session, agent, user, action, tool, operation, \
-     args_digest, decision, reason, detail, duration_us) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+const INSERT: &str = "INSERT INTO audit (seq, time_ms, session, agent, user, action, tool, \
+     operation, args_digest, decision, reason, detail, duration_us, leaf) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
 
-fn insert_one(stmt: &mut rusqlite::CachedStatement<'_>, r: &AuditRecord) -> Result<(), StoreError> {
+/// The highest sequence number stored (0 for an empty log). Called inside
+/// the write transaction, so no other writer can take the next one.
+fn max_seq(conn: &rusqlite::Connection) -> Result<u64, StoreError> {
+    let max: i64 = conn
+        .prepare_cached("SELECT coalesce(max(seq), 0) FROM audit")
+        .map_err(sqlite("preparing audit max seq"))?
+        .query_row([], |row| row.get(0))
+        .map_err(sqlite("reading audit max seq"))?;
+    to_u64(max, "audit sequence")
+}
+
+/// Inserts `r` as entry `seq` with its leaf hash.
+fn insert_one(
+    stmt: &mut rusqlite::CachedStatement<'_>,
+    seq: u64,
+    r: &AuditRecord,
+) -> Result<(), StoreError> {
     // SQLite integers are signed. A duration past i64::MAX µs (292k years)
     // is nonsense, but refusing it would lose the audit record, so it
-    // saturates instead.
+    // saturates instead, and the leaf commits to the value actually stored.
     let duration = i64::try_from(r.duration_us).unwrap_or(i64::MAX);
+    let leaf = if r.duration_us > i64::MAX as u64 {
+        let mut stored = r.clone();
+        stored.duration_us = i64::MAX as u64;
+        stored.leaf_hash(seq)
+    } else {
+        r.leaf_hash(seq)
+    }
+    .map_err(|e| StoreError::Failed(format!("audit record {seq} cannot be encoded: {e}")))?;
+    let seq_sql = i64::try_from(seq)
+        .map_err(|_| StoreError::Failed("audit sequence exhausted".to_owned()))?;
     stmt.execute(params![
+        seq_sql,
         r.time_ms,
         r.session,
         r.agent,
@@ -69,26 +96,32 @@ fn insert_one(stmt: &mut rusqlite::CachedStatement<'_>, r: &AuditRecord) -> Resu
         r.reason,
         r.detail,
         duration,
+        leaf,
     ])
     .map_err(sqlite("inserting audit record"))?;
     Ok(())
 }
 
-/// Commits `batch` in one transaction: all of it or none.
-pub(crate) fn insert_batch(store: &Store, batch: &[AuditRecord]) -> Result<(), StoreError> {
+/// Commits `batch` in one transaction: all of it or none. Returns the
+/// sequence number of the first record.
+pub(crate) fn insert_batch(store: &Store, batch: &[AuditRecord]) -> Result<u64, StoreError> {
     let mut conn = store.lock()?;
+    // IMMEDIATE: the max(seq) read and the inserts must not interleave with
+    // another process's writer.
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sqlite("starting audit batch"))?;
+    let first = max_seq(&tx)? + 1;
     {
         let mut stmt = tx
             .prepare_cached(INSERT)
             .map_err(sqlite("preparing audit insert"))?;
-        for record in batch {
-            insert_one(&mut stmt, record)?;
+        for (seq, record) in (first..).zip(batch) {
+            insert_one(&mut stmt, seq, record)?;
         }
     }
-    tx.commit().map_err(sqlite("committing audit batch"))
+    tx.commit().map_err(sqlite("committing audit batch"))?;
+    Ok(first)
 }
 
 const COLUMNS: &str = "seq, time_ms, session, agent, user, action, tool, operation, \
@@ -164,15 +197,11 @@ impl SqliteAuditSink {
     }
 
     /// Appends one record and returns its sequence number (1, 2, 3, ...).
+    ///
+    /// Records queued by [`AuditSink::record`] before this call may still be
+    /// uncommitted; they get later sequence numbers than this one.
     pub fn append(&self, r: &AuditRecord) -> Result<u64, StoreError> {
-        let conn = self.store.lock()?;
-        let mut stmt = conn
-            .prepare_cached(INSERT)
-            .map_err(sqlite("preparing audit insert"))?;
-        insert_one(&mut stmt, r)?;
-        drop(stmt);
-        // Safe against interleaving: we still hold the connection mutex.
-        to_u64(conn.last_insert_rowid(), "audit sequence")
+        insert_batch(&self.store, std::slice::from_ref(r))
     }
 
     /// The newest `limit` records, oldest first.

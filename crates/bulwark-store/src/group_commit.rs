@@ -72,7 +72,7 @@ impl Shared {
         let mut state = self.lock();
         state.writing = false;
         match result {
-            Ok(()) => state.durable += count,
+            Ok(_) => state.durable += count,
             Err(err) => {
                 state.failed = Some(format!(
                     "audit batch of {count} record(s) not stored: {err}"

@@ -14,10 +14,14 @@
 mod audit;
 mod checkpoint;
 mod group_commit;
+mod merkle_log;
 mod schema;
+mod verify;
 
 pub use audit::{AuditQuery, SqliteAuditSink};
+pub use merkle_log::{ConsistencyProof, InclusionProof, StoredCheckpoint};
 pub use schema::SCHEMA_VERSION;
+pub use verify::{Problem, ProblemKind, VerifyReport};
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
@@ -58,6 +62,12 @@ pub enum StoreError {
     /// hole in the log cannot go unnoticed.
     #[error("{0}")]
     Failed(String),
+    /// A checkpoint could not be signed (invalid origin or key name).
+    #[error("checkpoint: {0}")]
+    Checkpoint(#[from] bulwark_audit::CheckpointError),
+    /// A proof was requested for sizes or indices the log does not have.
+    #[error("proof: {0}")]
+    Proof(#[from] bulwark_audit::ProofError),
 }
 
 /// Builds a `map_err` closure that attaches what we were doing to a SQLite

@@ -5,7 +5,7 @@
 //! migration: each migration and its version bump commit in one transaction.
 
 use crate::{StoreError, sqlite};
-use rusqlite::{Connection, TransactionBehavior};
+use rusqlite::{Connection, Transaction, TransactionBehavior};
 use std::time::Duration;
 
 /// How long a writer waits for another connection's lock before giving up.
@@ -15,7 +15,9 @@ use std::time::Duration;
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Migrations in order; migration `i` moves the schema from version `i` to
-/// `i + 1`. Never edit a released entry: append a new one.
+/// `i + 1`. Never edit a released entry: append a new one. A migration that
+/// needs to compute something (hashes) names a Rust step in [`backfill`],
+/// which runs in the same transaction right after the SQL.
 const MIGRATIONS: &[&str] = &[
     // v1: sessions, messages, audit.
     r#"
@@ -99,7 +101,90 @@ const MIGRATIONS: &[&str] = &[
         SELECT RAISE(ABORT, 'audit log is append-only');
     END;
     "#,
+    // v2: the Merkle log. `leaf` is the RFC 6962 leaf hash of the record's
+    // canonical encoding as entry `seq` (`AuditRecord::leaf_hash(seq)`); the
+    // writer computes it, and existing rows are backfilled by `backfill`.
+    // Since the leaf commits to `seq`, the writer now assigns `seq` itself
+    // (previous max + 1, inside its write transaction) instead of leaving
+    // it to rowid allocation.
+    r#"
+    ALTER TABLE audit ADD COLUMN leaf BLOB;
+
+    -- Signed tree heads. Append-only like the audit table: a checkpoint that
+    -- left the machine must stay reproducible.
+    CREATE TABLE audit_checkpoint (
+        size    INTEGER NOT NULL PRIMARY KEY CHECK (size >= 0),
+        root    BLOB    NOT NULL CHECK (length(root) = 32),
+        note    TEXT    NOT NULL,
+        time_ms INTEGER NOT NULL
+    ) STRICT;
+    CREATE TRIGGER audit_checkpoint_no_update BEFORE UPDATE ON audit_checkpoint
+    BEGIN
+        SELECT RAISE(ABORT, 'audit checkpoints are append-only');
+    END;
+    CREATE TRIGGER audit_checkpoint_no_delete BEFORE DELETE ON audit_checkpoint
+    BEGIN
+        SELECT RAISE(ABORT, 'audit checkpoints are append-only');
+    END;
+    CREATE TRIGGER audit_checkpoint_no_replace BEFORE INSERT ON audit_checkpoint
+    WHEN EXISTS (SELECT 1 FROM audit_checkpoint WHERE size = NEW.size)
+    BEGIN
+        SELECT RAISE(ABORT, 'audit checkpoints are append-only');
+    END;
+    "#,
 ];
+
+/// Rust steps of migrations, by the version they migrate to.
+fn backfill(tx: &Transaction<'_>, version: usize) -> Result<(), StoreError> {
+    match version {
+        2 => backfill_leaves(tx),
+        _ => Ok(()),
+    }
+}
+
+/// Rows hashed per round trip of the leaf backfill; bounds its memory.
+const BACKFILL_CHUNK: i64 = 4096;
+
+/// Computes `leaf` for every audit row that has none. The update trigger is
+/// dropped and recreated inside the migration transaction, so no other
+/// connection ever sees the table without it. A row whose stored values no
+/// longer decode keeps a NULL leaf, which `verify` reports.
+fn backfill_leaves(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    tx.execute_batch("DROP TRIGGER audit_no_update")
+        .map_err(sqlite("lifting audit update trigger for backfill"))?;
+    let mut from = i64::MIN;
+    loop {
+        let rows = crate::verify::read_rows(tx, from, BACKFILL_CHUNK)?;
+        let Some(last) = rows.last() else { break };
+        let done = last.seq == i64::MAX;
+        from = last.seq.saturating_add(1);
+        let mut update = tx
+            .prepare_cached("UPDATE audit SET leaf = ?2 WHERE seq = ?1")
+            .map_err(sqlite("preparing leaf backfill"))?;
+        for row in &rows {
+            let Ok(record) = row.record() else { continue };
+            let Ok(seq) = u64::try_from(row.seq) else {
+                continue;
+            };
+            let Ok(leaf) = record.leaf_hash(seq) else {
+                continue;
+            };
+            update
+                .execute(rusqlite::params![row.seq, leaf])
+                .map_err(sqlite("backfilling leaf hash"))?;
+        }
+        if done {
+            break;
+        }
+    }
+    tx.execute_batch(
+        "CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+         BEGIN
+             SELECT RAISE(ABORT, 'audit log is append-only');
+         END;",
+    )
+    .map_err(sqlite("restoring audit update trigger"))
+}
 
 /// The schema version this build writes and understands.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
@@ -175,10 +260,81 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     for (index, sql) in MIGRATIONS.iter().enumerate().skip(current) {
         tx.execute_batch(sql)
             .map_err(sqlite(format!("applying migration {}", index + 1)))?;
+        backfill(&tx, index + 1)?;
         // PRAGMA does not take bound parameters; the value is our own integer.
         tx.execute_batch(&format!("PRAGMA user_version = {}", index + 1))
             .map_err(sqlite("recording schema version"))?;
     }
     tx.commit().map_err(sqlite("committing migration"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Store;
+    use bulwark_audit::{AuditRecord, Decision};
+
+    #[test]
+    fn v2_backfills_leaf_hashes_of_v1_rows() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(MIGRATIONS[0]).unwrap();
+        conn.execute_batch("PRAGMA user_version = 1").unwrap();
+        let record = |n: u64| AuditRecord {
+            time_ms: 1_700_000_000_000 + n as i64,
+            session: "s".into(),
+            agent: "a".into(),
+            user: "u".into(),
+            action: "tool_call".into(),
+            tool: "shell".into(),
+            operation: "exec".into(),
+            args_digest: "d".into(),
+            decision: Decision::Denied,
+            reason: format!("r{n}"),
+            detail: "ü".into(),
+            duration_us: n,
+        };
+        // More rows than one backfill chunk.
+        let rows = BACKFILL_CHUNK as u64 + 5;
+        {
+            let tx = conn.transaction().unwrap();
+            for n in 0..rows {
+                let r = record(n);
+                tx.execute(
+                    "INSERT INTO audit (time_ms, session, agent, user, action, tool, \
+                     operation, args_digest, decision, reason, detail, duration_us) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                    rusqlite::params![
+                        r.time_ms,
+                        r.session,
+                        r.agent,
+                        r.user,
+                        r.action,
+                        r.tool,
+                        r.operation,
+                        r.args_digest,
+                        r.decision.as_str(),
+                        r.reason,
+                        r.detail,
+                        r.duration_us as i64
+                    ],
+                )
+                .unwrap();
+            }
+            tx.commit().unwrap();
+        }
+        migrate(&mut conn).unwrap();
+        let leaf: Vec<u8> = conn
+            .query_row("SELECT leaf FROM audit WHERE seq = 3", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(leaf, record(2).leaf_hash(3).unwrap());
+        // The update trigger is back.
+        assert!(conn.execute("UPDATE audit SET leaf = NULL", []).is_err());
+        let sink = Store::from_connection(conn).audit_sink();
+        let report = sink.verify().unwrap();
+        assert_eq!(report.problem, None);
+        assert_eq!(report.records, rows);
+        assert_eq!(sink.append(&record(rows)).unwrap(), rows + 1);
+        assert!(sink.verify().unwrap().is_ok());
+    }
 }
