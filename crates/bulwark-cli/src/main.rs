@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod approver;
+mod cmd_audit;
 mod cmd_credentials;
 mod cmd_init;
 mod cmd_inspect;
@@ -263,6 +264,27 @@ enum AuditCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Recompute the Merkle log and check every stored checkpoint (and
+    /// FILE, a checkpoint kept elsewhere). Exit 1 names the first bad index.
+    #[command(
+        after_help = "Examples:\n  bulwark audit verify\n  bulwark audit checkpoint --out /safe/place/cp-1.txt   (later:)\n  bulwark audit verify --checkpoint /safe/place/cp-1.txt"
+    )]
+    Verify {
+        #[arg(long, value_name = "FILE")]
+        checkpoint: Option<std::path::PathBuf>,
+    },
+    /// Sign a checkpoint (C2SP signed note) of the log as it is now.
+    Checkpoint {
+        /// Also write it to this file (keep copies off this machine).
+        #[arg(long, value_name = "FILE")]
+        out: Option<std::path::PathBuf>,
+    },
+    /// An inclusion proof for the record at INDEX (0-based), verified.
+    Prove { index: u64 },
+    /// The record at INDEX (0-based), as JSON.
+    Show { index: u64 },
+    /// The log's verifier key (name+id+key) for whoever holds checkpoints.
+    Key,
 }
 
 /// An error with the exit status it should produce.
@@ -405,6 +427,21 @@ fn main() -> ExitCode {
                         json,
                     },
             } => cmd_inspect::audit_tail(&home, limit, session.as_deref(), json),
+            Command::Audit {
+                command: AuditCommand::Verify { checkpoint },
+            } => cmd_audit::verify(&home, checkpoint.as_deref()),
+            Command::Audit {
+                command: AuditCommand::Checkpoint { out },
+            } => cmd_audit::checkpoint(&home, out.as_deref()),
+            Command::Audit {
+                command: AuditCommand::Prove { index },
+            } => cmd_audit::prove(&home, index),
+            Command::Audit {
+                command: AuditCommand::Show { index },
+            } => cmd_audit::show(&home, index),
+            Command::Audit {
+                command: AuditCommand::Key,
+            } => cmd_audit::key(&home),
         }
     });
     match result {

@@ -1,0 +1,165 @@
+//! `bulwark audit verify | checkpoint | prove | show | key`: the evidence
+//! side of the audit log. The log's signing key lives in
+//! `$BULWARK_HOME/keys/audit.key` (owner-only), created on first use.
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use crate::{Failure, usage_error};
+use anyhow::{Context, anyhow};
+use bulwark_audit::{SigningKey, VerifierKey, generate_signing_key, parse_and_verify};
+use bulwark_kernel::Home;
+use bulwark_store::{AuditQuery, SqliteAuditSink, Store};
+
+/// The origin line of this log's checkpoints.
+const ORIGIN: &str = "bulwark.local/audit";
+/// The signer name on checkpoints.
+const KEY_NAME: &str = "bulwark-audit";
+
+fn open_sink(home: &Home) -> Result<SqliteAuditSink, Failure> {
+    let path = home.db_path();
+    if !path.exists() {
+        return Err(usage_error(anyhow!(
+            "no database at {} yet: run an agent first",
+            path.display()
+        )));
+    }
+    let store = Store::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
+    Ok(store.audit_sink())
+}
+
+/// The audit signing key, created (32 random bytes, hex, mode 0600) when
+/// missing. The seed is held in a zeroizing buffer while read.
+pub fn audit_key(home: &Home) -> Result<SigningKey, Failure> {
+    let dir = home.root().join("keys");
+    let path = dir.join("audit.key");
+    if !path.exists() {
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let key = generate_signing_key();
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        let seed = zeroize::Zeroizing::new(hex::encode(key.to_bytes()));
+        file.write_all(seed.as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        return Ok(key);
+    }
+    read_key(&path)
+}
+
+fn read_key(path: &Path) -> Result<SigningKey, Failure> {
+    let text = zeroize::Zeroizing::new(
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?,
+    );
+    let mut seed = zeroize::Zeroizing::new([0u8; 32]);
+    hex::decode_to_slice(text.trim(), seed.as_mut()).map_err(|_| {
+        usage_error(anyhow!(
+            "{} is not a 64-hex-digit Ed25519 seed; restore it from a backup (a new key cannot verify old checkpoints)",
+            path.display()
+        ))
+    })?;
+    Ok(SigningKey::from_bytes(&seed))
+}
+
+fn verifier(key: &SigningKey) -> Result<VerifierKey, Failure> {
+    VerifierKey::from_signing_key(KEY_NAME, key).map_err(|e| anyhow!("{e}").into())
+}
+
+/// Exit 0 when the log verifies (and matches `checkpoint`), 1 when it does
+/// not, naming the first bad index.
+pub fn verify(home: &Home, checkpoint: Option<&Path>) -> Result<(), Failure> {
+    let sink = open_sink(home)?;
+    let report = match checkpoint {
+        Some(file) => {
+            let note = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
+            let key = audit_key(home)?;
+            let cp = parse_and_verify(&note, &[verifier(&key)?]).map_err(|e| {
+                usage_error(anyhow!(
+                    "{} is not a checkpoint signed by this log's key ({e})",
+                    file.display()
+                ))
+            })?;
+            println!("checkpoint {} : size {}", file.display(), cp.size);
+            sink.verify_against(&cp)?
+        }
+        None => sink.verify()?,
+    };
+    match &report.problem {
+        None => {
+            println!(
+                "ok: {} records, {} stored checkpoint(s) match, root {}",
+                report.records,
+                report.checkpoints_checked,
+                hex::encode(report.root)
+            );
+            Ok(())
+        }
+        Some(problem) => {
+            println!("TAMPERED: {problem}");
+            Err(Failure {
+                code: 1,
+                error: anyhow!(
+                    "the audit log does not verify (first bad index {})",
+                    problem.index
+                ),
+            })
+        }
+    }
+}
+
+/// Sign a checkpoint of the current log; print it and optionally write it
+/// to `out` so it can be kept elsewhere.
+pub fn checkpoint(home: &Home, out: Option<&Path>) -> Result<(), Failure> {
+    let sink = open_sink(home)?;
+    let key = audit_key(home)?;
+    let note = sink.checkpoint(&key, ORIGIN, KEY_NAME)?;
+    print!("{note}");
+    if let Some(out) = out {
+        std::fs::write(out, &note).with_context(|| format!("cannot write {}", out.display()))?;
+        eprintln!("written to {}", out.display());
+    }
+    Ok(())
+}
+
+pub fn prove(home: &Home, index: u64) -> Result<(), Failure> {
+    let sink = open_sink(home)?;
+    let p = sink.inclusion_proof(index)?;
+    println!("index {} of {}", p.index, p.size);
+    println!("leaf  {}", hex::encode(p.leaf));
+    println!("root  {}", hex::encode(p.root));
+    for h in &p.proof {
+        println!("proof {}", hex::encode(h));
+    }
+    bulwark_audit::verify_inclusion(&p.leaf, p.index, p.size, &p.proof, &p.root)
+        .map_err(|e| anyhow!("the proof does not verify: {e}"))?;
+    println!("verified");
+    Ok(())
+}
+
+pub fn show(home: &Home, index: u64) -> Result<(), Failure> {
+    let sink = open_sink(home)?;
+    let rows = sink.query(&AuditQuery {
+        session: None,
+        since_seq: Some(index),
+        limit: 1,
+    })?;
+    match rows.first() {
+        Some(r) if r.seq == index + 1 => {
+            println!("{}", serde_json::to_string_pretty(r)?);
+            Ok(())
+        }
+        _ => Err(usage_error(anyhow!("no record at index {index}"))),
+    }
+}
+
+/// Print the verifier key (`name+id+key`) for whoever holds checkpoints.
+pub fn key(home: &Home) -> Result<(), Failure> {
+    println!("{}", verifier(&audit_key(home)?)?.to_vkey());
+    Ok(())
+}
