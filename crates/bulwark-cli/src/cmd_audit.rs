@@ -163,3 +163,62 @@ pub fn key(home: &Home) -> Result<(), Failure> {
     println!("{}", verifier(&audit_key(home)?)?.to_vkey());
     Ok(())
 }
+
+/// Where an operator's acknowledgment of a damaged log is kept: the exact
+/// problem it accepts, so a new or different problem stops agents again.
+fn ack_path(home: &Home) -> std::path::PathBuf {
+    home.root().join("audit.ack")
+}
+
+/// Verify the log before agents run. A problem stops them unless an
+/// operator acknowledged exactly that problem (`bulwark audit acknowledge`).
+pub fn require_verified(home: &Home, sink: &SqliteAuditSink) -> Result<(), Failure> {
+    let report = sink.verify()?;
+    let Some(problem) = report.problem else {
+        return Ok(());
+    };
+    let seen = problem.to_string();
+    let acknowledged = std::fs::read_to_string(ack_path(home)).unwrap_or_default();
+    if acknowledged.trim_end() == seen {
+        eprintln!(
+            "warning: the audit log does not verify ({seen}); an operator acknowledged this, continuing"
+        );
+        return Ok(());
+    }
+    Err(Failure {
+        code: 1,
+        error: anyhow!(
+            "the audit log does not verify: {seen}. Agents will not run until an operator inspects it (`bulwark audit verify`, `bulwark audit show {}`) and acknowledges it with `bulwark audit acknowledge`",
+            problem.index
+        ),
+    })
+}
+
+/// Record that an operator has seen the log's current problem and lets
+/// agents run again; the damaged records stay as evidence.
+pub fn acknowledge(home: &Home) -> Result<(), Failure> {
+    let sink = open_sink(home)?;
+    let report = sink.verify()?;
+    let Some(problem) = report.problem else {
+        println!("the audit log verifies: nothing to acknowledge");
+        return Ok(());
+    };
+    let seen = problem.to_string();
+    std::fs::write(ack_path(home), format!("{seen}\n"))
+        .with_context(|| format!("cannot write {}", ack_path(home).display()))?;
+    println!("acknowledged: {seen}");
+    println!("agents may run again; a different or earlier problem will stop them");
+    Ok(())
+}
+
+/// A signed checkpoint when a session ends, so the log's state at that
+/// moment can be proven later. A failure is reported, not fatal: the run's
+/// records are already durable.
+pub fn checkpoint_at_exit(home: &Home, sink: &SqliteAuditSink) {
+    let signed = audit_key(home)
+        .map_err(|f| f.error)
+        .and_then(|key| Ok(sink.checkpoint(&key, ORIGIN, KEY_NAME)?));
+    if let Err(err) = signed {
+        eprintln!("warning: no audit checkpoint was signed at exit: {err:#}");
+    }
+}

@@ -28,6 +28,7 @@ struct Prepared {
     session: Session,
     history: Vec<Message>,
     agent: AgentRuntime,
+    store: Store,
 }
 
 fn now_ms() -> i64 {
@@ -91,6 +92,8 @@ fn prepare(
         .with_context(|| format!("cannot create {}", home.root().display()))?;
     let store = Store::open(&home.db_path())
         .with_context(|| format!("cannot open {}", home.db_path().display()))?;
+    // A log that does not verify stops agents until an operator looks.
+    crate::cmd_audit::require_verified(home, &store.audit_sink())?;
     let audit: Arc<dyn AuditSink> = Arc::new(store.audit_sink());
     let door = Door::new(
         registry,
@@ -188,6 +191,7 @@ fn prepare(
         session,
         history,
         agent,
+        store,
     })
 }
 
@@ -244,6 +248,7 @@ pub async fn run(home: &Home, args: RunArgs) -> Result<(), Failure> {
         .await
         .map_err(kernel_failure)?;
     println!();
+    crate::cmd_audit::checkpoint_at_exit(home, &p.store.audit_sink());
     eprintln!(
         "{} tool call(s) · {} input / {} output tokens · audit: bulwark audit tail --session {}",
         outcome.tool_calls,
@@ -287,6 +292,7 @@ pub async fn chat(home: &Home, args: ChatArgs) -> Result<(), Failure> {
             .flatten()
         else {
             eprintln!();
+            crate::cmd_audit::checkpoint_at_exit(home, &p.store.audit_sink());
             return Ok(());
         };
         let line = line.trim();
@@ -294,6 +300,7 @@ pub async fn chat(home: &Home, args: ChatArgs) -> Result<(), Failure> {
             continue;
         }
         if line == "/exit" || line == "/quit" {
+            crate::cmd_audit::checkpoint_at_exit(home, &p.store.audit_sink());
             return Ok(());
         }
         let mut printer = Printer::new();

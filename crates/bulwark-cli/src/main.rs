@@ -285,6 +285,9 @@ enum AuditCommand {
     Show { index: u64 },
     /// The log's verifier key (name+id+key) for whoever holds checkpoints.
     Key,
+    /// Accept the log's current verification problem so agents can run
+    /// again (the damaged records stay; a new problem stops them again).
+    Acknowledge,
 }
 
 /// An error with the exit status it should produce.
@@ -442,6 +445,9 @@ fn main() -> ExitCode {
             Command::Audit {
                 command: AuditCommand::Key,
             } => cmd_audit::key(&home),
+            Command::Audit {
+                command: AuditCommand::Acknowledge,
+            } => cmd_audit::acknowledge(&home),
         }
     });
     match result {

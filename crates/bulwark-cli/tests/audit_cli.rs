@@ -101,3 +101,41 @@ fn truncation_is_caught_by_an_exported_checkpoint() {
     out.expect_code(1);
     assert!(out.stdout.contains("TAMPERED"), "{}", out.stdout);
 }
+
+#[test]
+fn a_damaged_log_stops_agents_until_acknowledged() {
+    let bw = Bw::init();
+    bw.run(&["run", "demo", "show me"]).ok();
+    // Each run ends with a signed checkpoint.
+    let out = bw.run(&["audit", "verify"]);
+    out.ok();
+    assert!(
+        out.stdout.contains("1 stored checkpoint(s) match"),
+        "{}",
+        out.stdout
+    );
+    {
+        let db = rusqlite::Connection::open(bw.path("bulwark.db")).unwrap();
+        db.execute_batch(
+            "DROP TRIGGER audit_no_update; UPDATE audit SET reason = 'ok' WHERE seq = 4;",
+        )
+        .unwrap();
+    }
+    let out = bw.run(&["run", "demo", "show me"]);
+    out.expect_code(1);
+    assert!(
+        out.stderr.contains("does not verify") && out.stderr.contains("bulwark audit acknowledge"),
+        "{}",
+        out.stderr
+    );
+    let out = bw.run(&["audit", "acknowledge"]);
+    out.ok();
+    assert!(out.stdout.contains("acknowledged"), "{}", out.stdout);
+    let out = bw.run(&["run", "demo", "show me"]);
+    out.ok();
+    assert!(
+        out.stderr.contains("an operator acknowledged this"),
+        "{}",
+        out.stderr
+    );
+}
