@@ -208,6 +208,7 @@ pub fn audit_tail(
     limit: usize,
     session: Option<&str>,
     json: bool,
+    follow: bool,
 ) -> Result<(), Failure> {
     let store = open_store(home)?;
     let sink = store.audit_sink();
@@ -219,26 +220,89 @@ pub fn audit_tail(
         })?,
         None => sink.tail(limit)?,
     };
-    for r in records {
-        if json {
-            println!("{}", serde_json::to_string(&r)?);
-        } else {
-            println!(
-                "{:>6}  {}  {:<8} {:<14} {:<16} {:<9} {:<12} {}",
-                r.seq,
-                &r.record.session[..8.min(r.record.session.len())],
-                r.record.agent,
-                r.record.action,
-                if r.record.tool.is_empty() {
-                    "-".to_string()
-                } else {
-                    sanitize(&r.record.tool, false)
-                },
-                r.record.decision.as_str(),
-                r.record.reason,
-                sanitize(&r.record.detail, false)
-            );
+    let mut last = 0;
+    for r in &records {
+        print_record(r, json)?;
+        last = last.max(r.seq);
+    }
+    if !follow {
+        return Ok(());
+    }
+    if records.is_empty() {
+        last = sink.newest(1)?.first().map_or(0, |r| r.seq);
+    }
+    // Poll for new records until interrupted (Ctrl-C ends the process).
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let new = sink.query(&AuditQuery {
+            session: session.map(str::to_string),
+            since_seq: Some(last),
+            limit: 1000,
+        })?;
+        for r in &new {
+            print_record(r, json)?;
+            last = last.max(r.seq);
         }
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+    }
+}
+
+/// Write every record after `since` as JSON lines to `out` (or stdout),
+/// oldest first, in batches.
+pub fn audit_export(home: &Home, since: u64, out: Option<&std::path::Path>) -> Result<(), Failure> {
+    use std::io::Write;
+    let store = open_store(home)?;
+    let sink = store.audit_sink();
+    let mut writer: Box<dyn Write> = match out {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    };
+    let (mut last, mut count) = (since, 0u64);
+    loop {
+        let batch = sink.query(&AuditQuery {
+            session: None,
+            since_seq: Some(last),
+            limit: 1000,
+        })?;
+        if batch.is_empty() {
+            break;
+        }
+        for r in &batch {
+            writeln!(writer, "{}", serde_json::to_string(r)?)?;
+            last = r.seq;
+            count += 1;
+        }
+    }
+    writer.flush()?;
+    eprintln!(
+        "exported {count} record(s) after seq {since}; pair them with a checkpoint (bulwark audit checkpoint --out FILE) to make them verifiable"
+    );
+    Ok(())
+}
+
+fn print_record(r: &bulwark_audit::StoredRecord, json: bool) -> Result<(), Failure> {
+    if json {
+        println!("{}", serde_json::to_string(r)?);
+    } else {
+        println!(
+            "{:>6}  {}  {:<8} {:<14} {:<16} {:<9} {:<12} {}",
+            r.seq,
+            &r.record.session[..8.min(r.record.session.len())],
+            r.record.agent,
+            r.record.action,
+            if r.record.tool.is_empty() {
+                "-".to_string()
+            } else {
+                sanitize(&r.record.tool, false)
+            },
+            r.record.decision.as_str(),
+            r.record.reason,
+            sanitize(&r.record.detail, false)
+        );
     }
     Ok(())
 }

@@ -263,6 +263,19 @@ enum AuditCommand {
         /// One JSON object per line.
         #[arg(long)]
         json: bool,
+        /// Keep printing new records as they are written (Ctrl-C to stop).
+        #[arg(short = 'f', long)]
+        follow: bool,
+    },
+    /// Every record after --since (a sequence number) as JSON lines.
+    #[command(
+        after_help = "Examples:\n  bulwark audit export --out audit.jsonl\n  bulwark audit export --since 1200 > new.jsonl"
+    )]
+    Export {
+        #[arg(long, default_value_t = 0, value_name = "SEQ")]
+        since: u64,
+        #[arg(long, value_name = "FILE")]
+        out: Option<std::path::PathBuf>,
     },
     /// Recompute the Merkle log and check every stored checkpoint (and
     /// FILE, a checkpoint kept elsewhere). Exit 1 names the first bad index.
@@ -428,8 +441,12 @@ fn main() -> ExitCode {
                         limit,
                         session,
                         json,
+                        follow,
                     },
-            } => cmd_inspect::audit_tail(&home, limit, session.as_deref(), json),
+            } => cmd_inspect::audit_tail(&home, limit, session.as_deref(), json, follow),
+            Command::Audit {
+                command: AuditCommand::Export { since, out },
+            } => cmd_inspect::audit_export(&home, since, out.as_deref()),
             Command::Audit {
                 command: AuditCommand::Verify { checkpoint },
             } => cmd_audit::verify(&home, checkpoint.as_deref()),

@@ -139,3 +139,64 @@ fn a_damaged_log_stops_agents_until_acknowledged() {
         out.stderr
     );
 }
+
+#[test]
+fn export_and_follow() {
+    let bw = Bw::init();
+    bw.run(&["run", "demo", "show me"]).ok();
+    let all = bw.audit().len();
+    let out = bw.run(&["audit", "export"]);
+    out.ok();
+    assert_eq!(out.stdout.lines().count(), all);
+    let file = bw.path("export.jsonl");
+    let out = bw.run(&[
+        "audit",
+        "export",
+        "--since",
+        "3",
+        "--out",
+        &file.display().to_string(),
+    ]);
+    out.ok();
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text.lines().count(), all - 3);
+    assert!(text.starts_with("{\"seq\":4,"), "{text}");
+
+    // `tail --follow` prints records written after it started.
+    let mut child = std::process::Command::new(common::BIN)
+        .args([
+            "--home",
+            &bw.home().display().to_string(),
+            "audit",
+            "tail",
+            "-n",
+            "0",
+            "--follow",
+            "--json",
+        ])
+        .env_remove("LD_LIBRARY_PATH")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    bw.run(&["run", "demo", "show me"]).ok();
+    let first = rx.recv_timeout(std::time::Duration::from_secs(10));
+    let _ = child.kill();
+    let _ = child.wait();
+    let first = first.expect("tail --follow printed the new records");
+    assert!(first.contains(&format!("\"seq\":{}", all + 1)), "{first}");
+}
