@@ -13,8 +13,17 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::sync::Arc;
 
-/// Serves one canned page per connection, `count` times.
+/// Serves one canned plain-text page per connection, `count` times.
 fn serve(count: usize, body: &'static str) -> u16 {
+    serve_as(count, "text/plain", body)
+}
+
+/// Serves one canned HTML page per connection, `count` times.
+fn serve_html(count: usize, body: &'static str) -> u16 {
+    serve_as(count, "text/html", body)
+}
+
+fn serve_as(count: usize, content_type: &'static str, body: &'static str) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -23,7 +32,7 @@ fn serve(count: usize, body: &'static str) -> u16 {
             let mut buf = [0u8; 4096];
             let _ = stream.read(&mut buf);
             let reply = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                 body.len()
             );
             let _ = stream.write_all(reply.as_bytes());
@@ -174,25 +183,6 @@ allow_all = true
             r.content
         );
     }
-}
-
-/// Serves one HTML page per connection, `count` times.
-fn serve_html(count: usize, body: &'static str) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().take(count) {
-            let Ok(mut stream) = stream else { continue };
-            let mut buf = [0u8; 4096];
-            let _ = stream.read(&mut buf);
-            let reply = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(reply.as_bytes());
-        }
-    });
-    port
 }
 
 #[tokio::test]
