@@ -68,34 +68,124 @@ pub enum DecodeError {
     UnknownDecision(String),
 }
 
+/// A record's fields borrowed from wherever they live (an [`AuditRecord`], a
+/// database row), so that a writer or verifier can encode and hash millions
+/// of records without building an owned record, and its eleven heap
+/// allocations, for each. [`AuditRecord::canonical_bytes`] and
+/// [`AuditRecord::leaf_hash`] go through this type too, so there is exactly
+/// one implementation of the encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordRef<'a> {
+    pub time_ms: i64,
+    pub session: &'a str,
+    pub agent: &'a str,
+    pub user: &'a str,
+    pub action: &'a str,
+    pub tool: &'a str,
+    pub operation: &'a str,
+    pub args_digest: &'a str,
+    pub decision: Decision,
+    pub reason: &'a str,
+    pub detail: &'a str,
+    pub duration_us: u64,
+}
+
+impl<'a> RecordRef<'a> {
+    /// The string fields in encoding order, with their names for errors.
+    fn string_fields(&self) -> [(&'static str, &'a str); 10] {
+        [
+            ("session", self.session),
+            ("agent", self.agent),
+            ("user", self.user),
+            ("action", self.action),
+            ("decision", self.decision.as_str()),
+            ("tool", self.tool),
+            ("operation", self.operation),
+            ("args_digest", self.args_digest),
+            ("reason", self.reason),
+            ("detail", self.detail),
+        ]
+    }
+
+    /// Feeds the canonical encoding as entry `seq` to `write`, piece by
+    /// piece. Every length is checked before the first byte is written, so a
+    /// record that cannot be encoded writes nothing.
+    fn write_canonical(&self, seq: u64, mut write: impl FnMut(&[u8])) -> Result<(), EncodeError> {
+        let strings = self.string_fields();
+        let mut lens = [0u32; 10];
+        for (len, (field, value)) in lens.iter_mut().zip(strings) {
+            *len = u32::try_from(value.len()).map_err(|_| EncodeError::FieldTooLong {
+                field,
+                len: value.len(),
+            })?;
+        }
+        write(&[CANONICAL_VERSION]);
+        write(&seq.to_be_bytes());
+        write(&self.time_ms.to_be_bytes());
+        for (len, (_, value)) in lens.iter().zip(strings) {
+            write(&len.to_be_bytes());
+            write(value.as_bytes());
+        }
+        write(&self.duration_us.to_be_bytes());
+        Ok(())
+    }
+
+    /// Length in bytes of the canonical encoding (whether or not it can be
+    /// encoded).
+    pub fn encoded_len(&self) -> usize {
+        let text: usize = self.string_fields().iter().map(|(_, s)| s.len()).sum();
+        1 + 3 * 8 + 10 * 4 + text
+    }
+
+    /// Appends the canonical encoding as entry `seq` to `out`; on error `out`
+    /// is left as it was.
+    pub fn encode_into(&self, seq: u64, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        out.reserve(self.encoded_len());
+        self.write_canonical(seq, |bytes| out.extend_from_slice(bytes))
+    }
+
+    /// `leaf_hash(canonical encoding as entry seq)`, streamed into the hash
+    /// without materialising the encoding.
+    pub fn leaf_hash(&self, seq: u64) -> Result<crate::Hash, EncodeError> {
+        let mut hasher = crate::merkle::LeafHasher::new();
+        self.write_canonical(seq, |bytes| hasher.update(bytes))?;
+        Ok(hasher.finalize())
+    }
+}
+
 impl AuditRecord {
+    /// This record's fields, borrowed.
+    pub fn fields(&self) -> RecordRef<'_> {
+        RecordRef {
+            time_ms: self.time_ms,
+            session: &self.session,
+            agent: &self.agent,
+            user: &self.user,
+            action: &self.action,
+            tool: &self.tool,
+            operation: &self.operation,
+            args_digest: &self.args_digest,
+            decision: self.decision,
+            reason: &self.reason,
+            detail: &self.detail,
+            duration_us: self.duration_us,
+        }
+    }
+
     /// The canonical encoding of this record as entry `seq` of the log.
     ///
     /// `seq` is part of the encoding so a record cannot be replayed at
     /// another position without its leaf hash changing.
     pub fn canonical_bytes(&self, seq: u64) -> Result<Vec<u8>, EncodeError> {
-        let strings = self.string_fields();
-        let text_len: usize = strings.iter().map(|(_, s)| s.len()).sum();
-        let mut out = Vec::with_capacity(1 + 3 * 8 + strings.len() * 4 + text_len);
-        out.push(CANONICAL_VERSION);
-        out.extend_from_slice(&seq.to_be_bytes());
-        out.extend_from_slice(&self.time_ms.to_be_bytes());
-        for (field, value) in strings {
-            let len = u32::try_from(value.len()).map_err(|_| EncodeError::FieldTooLong {
-                field,
-                len: value.len(),
-            })?;
-            out.extend_from_slice(&len.to_be_bytes());
-            out.extend_from_slice(value.as_bytes());
-        }
-        out.extend_from_slice(&self.duration_us.to_be_bytes());
+        let mut out = Vec::new();
+        self.fields().encode_into(seq, &mut out)?;
         Ok(out)
     }
 
     /// The Merkle leaf hash of this record as entry `seq`:
-    /// `leaf_hash(canonical_bytes(seq))`.
+    /// `leaf_hash(canonical_bytes(seq))`, computed without allocating.
     pub fn leaf_hash(&self, seq: u64) -> Result<crate::Hash, EncodeError> {
-        Ok(crate::leaf_hash(&self.canonical_bytes(seq)?))
+        self.fields().leaf_hash(seq)
     }
 
     /// Decodes [`canonical_bytes`](Self::canonical_bytes) output back into the
@@ -144,22 +234,6 @@ impl AuditRecord {
                 duration_us,
             },
         })
-    }
-
-    /// The string fields in encoding order, with their names for errors.
-    fn string_fields(&self) -> [(&'static str, &str); 10] {
-        [
-            ("session", &self.session),
-            ("agent", &self.agent),
-            ("user", &self.user),
-            ("action", &self.action),
-            ("decision", self.decision.as_str()),
-            ("tool", &self.tool),
-            ("operation", &self.operation),
-            ("args_digest", &self.args_digest),
-            ("reason", &self.reason),
-            ("detail", &self.detail),
-        ]
     }
 }
 

@@ -25,8 +25,8 @@ pub mod proof;
 
 pub use checkpoint::{Checkpoint, CheckpointError, parse_and_verify, sign};
 pub use ed25519_dalek::{SigningKey, VerifyingKey};
-pub use encoding::{CANONICAL_VERSION, DecodeError, EncodeError};
-pub use mac::{hmac_sha256, hmac_sha256_verify};
+pub use encoding::{CANONICAL_VERSION, DecodeError, EncodeError, RecordRef};
+pub use mac::{constant_time_eq, hmac_sha256, hmac_sha256_verify};
 pub use merkle::{CompactRange, Hash, MerkleError, empty_root, leaf_hash, node_hash, root};
 pub use note::{VerifierKey, generate_signing_key, key_id};
 pub use proof::{
@@ -95,9 +95,16 @@ impl AuditRecord {
     /// `serde_json::Map` to be ordered) keeps digests stable even if some
     /// dependency turns on serde_json's `preserve_order` feature.
     pub fn digest_args(args: &serde_json::Value) -> String {
+        hex::encode(Sha256::digest(Self::canonical_args(args)))
+    }
+
+    /// The canonical JSON [`digest_args`](Self::digest_args) hashes: what
+    /// an `arguments` record stores when an operator asks for arguments to
+    /// be kept, so the stored copy can be checked against the digest.
+    pub fn canonical_args(args: &serde_json::Value) -> Vec<u8> {
         let mut canonical = Vec::new();
         write_canonical(args, &mut canonical);
-        hex::encode(Sha256::digest(&canonical))
+        canonical
     }
 }
 

@@ -36,6 +36,13 @@ pub fn hmac_sha256_verify(key: &[u8], msg: &[u8], tag: &[u8]) -> bool {
     mac.verify_slice(tag).is_ok()
 }
 
+/// Whether `a` and `b` are equal, in time that depends on their lengths
+/// only: for tokens, MACs and digests that stand in for a secret.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    use subtle::ConstantTimeEq;
+    a.len() == b.len() && bool::from(a.ct_eq(b))
+}
+
 /// An HMAC instance for `key`.
 ///
 /// RFC 2104 §2 first brings every key to the block size (hashing longer ones,
@@ -55,6 +62,18 @@ fn keyed(key: &[u8]) -> HmacSha256 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn constant_time_eq_is_equality() {
+        assert!(constant_time_eq(b"", b""));
+        assert!(constant_time_eq(b"token-1", b"token-1"));
+        assert!(!constant_time_eq(b"token-1", b"token-2"));
+        assert!(
+            !constant_time_eq(b"token", b"token-1"),
+            "a prefix is not equal"
+        );
+        assert!(!constant_time_eq(b"token-1", b"token"));
+    }
 
     /// RFC 4231 test case 2 ("Jefe").
     #[test]

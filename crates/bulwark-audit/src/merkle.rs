@@ -32,6 +32,26 @@ pub fn leaf_hash(data: &[u8]) -> Hash {
     hasher.finalize().into()
 }
 
+/// [`leaf_hash`] fed in pieces, for data that is not in one buffer (a record
+/// encoded field by field).
+pub(crate) struct LeafHasher(Sha256);
+
+impl LeafHasher {
+    pub(crate) fn new() -> Self {
+        let mut hasher = Sha256::new();
+        hasher.update([LEAF_PREFIX]);
+        Self(hasher)
+    }
+
+    pub(crate) fn update(&mut self, data: &[u8]) {
+        self.0.update(data);
+    }
+
+    pub(crate) fn finalize(self) -> Hash {
+        self.0.finalize().into()
+    }
+}
+
 /// `SHA-256(0x01 ‖ left ‖ right)`: the hash of an interior node.
 pub fn node_hash(left: &Hash, right: &Hash) -> Hash {
     let mut hasher = Sha256::new();

@@ -96,6 +96,19 @@ proptest! {
         prop_assert_eq!(decoded.canonical_bytes().unwrap(), bytes);
     }
 
+    /// The streamed leaf hash, the appending encoder and the owned encoding
+    /// are one encoding.
+    #[test]
+    fn borrowed_paths_agree_with_the_owned_encoding(record in record(), seq: u64) {
+        let bytes = record.canonical_bytes(seq).unwrap();
+        let fields = record.fields();
+        prop_assert_eq!(fields.encoded_len(), bytes.len());
+        let mut appended = b"prefix".to_vec();
+        fields.encode_into(seq, &mut appended).unwrap();
+        prop_assert_eq!(&appended[6..], &bytes[..]);
+        prop_assert_eq!(record.leaf_hash(seq).unwrap(), bulwark_audit::leaf_hash(&bytes));
+    }
+
     #[test]
     fn distinct_records_have_distinct_encodings(a in record(), b in record(), seq_a: u64, seq_b: u64) {
         let same = a == b && seq_a == seq_b;

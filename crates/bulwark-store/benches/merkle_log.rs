@@ -1,14 +1,25 @@
 //! Merkle log costs on a file-backed store:
 //! - `merkle_append/batch_10000_flush`: 10,000 `AuditSink::record` calls then
 //!   one `flush` (durable), leaf hashing included; throughput in records/s.
-//! - `merkle_verify/verify_100000`: a full `verify` of a 100,000-record log
-//!   with one stored checkpoint (every leaf recomputed, root compared).
+//! - `merkle_1m_log/*`, on a log of 1,000,000 records with a checkpoint at
+//!   its end (a fixture built once in `CARGO_TARGET_TMPDIR` and copied):
+//!   - `verify_full`: `verify`, every leaf recomputed from its row;
+//!   - `inclusion_proof`, `consistency_proof`: proofs from the stored leaves;
+//!   - `checkpoint_incremental_after_10000`: 10,000 more records (untimed),
+//!     then `checkpoint_incremental`, which hashes only those;
+//!   - `checkpoint_full_after_10000`: the same with `checkpoint`, which
+//!     re-verifies everything.
+//!
+//! The checkpoint benchmarks grow the log by 10,000 records per iteration;
+//! their warm-up and measurement times are minimal, so each runs about a
+//! dozen iterations.
 
-use bulwark_audit::{AuditRecord, AuditSink, Decision};
-use bulwark_store::Store;
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use bulwark_audit::{AuditRecord, AuditSink, Decision, SigningKey};
+use bulwark_store::{SCHEMA_VERSION, SqliteAuditSink, Store};
+use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 fn sample_record(n: u64) -> AuditRecord {
     AuditRecord {
@@ -35,7 +46,12 @@ fn or_die<T, E: std::fmt::Display>(r: Result<T, E>, what: &str) -> T {
 }
 
 const BATCH: u64 = 10_000;
-const VERIFY_SIZE: u64 = 100_000;
+const LOG_SIZE: u64 = 1_000_000;
+const ORIGIN: &str = "bench/audit";
+
+fn bench_key() -> SigningKey {
+    SigningKey::from_bytes(&[7; 32])
+}
 
 fn bench_append(c: &mut Criterion) {
     let dir = or_die(tempfile::tempdir(), "tempdir");
@@ -57,31 +73,99 @@ fn bench_append(c: &mut Criterion) {
     group.finish();
 }
 
-fn bench_verify(c: &mut Criterion) {
-    let dir = or_die(tempfile::tempdir(), "tempdir");
-    let store = or_die(Store::open(&dir.path().join("verify.db")), "open");
-    let sink = store.audit_sink();
-    for n in 0..VERIFY_SIZE {
-        or_die(sink.record(&sample_record(n)), "record");
+fn fixture() -> PathBuf {
+    let path =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("audit-1m-v{SCHEMA_VERSION}.db"));
+    if path.exists() {
+        return path;
     }
-    let key = bulwark_audit::generate_signing_key();
+    let building = path.with_extension("building");
+    let _ = std::fs::remove_file(&building);
+    {
+        let sink = or_die(Store::open(&building), "open fixture").audit_sink();
+        for n in 0..LOG_SIZE {
+            or_die(sink.record(&sample_record(n)), "record");
+        }
+        or_die(sink.checkpoint(&bench_key(), ORIGIN, ORIGIN), "checkpoint");
+    }
+    let conn = or_die(rusqlite::Connection::open(&building), "reopen");
     or_die(
-        sink.checkpoint(&key, "bench/audit", "bench/audit"),
-        "checkpoint",
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())),
+        "wal",
     );
-    let mut group = c.benchmark_group("merkle_verify");
-    group.throughput(Throughput::Elements(VERIFY_SIZE));
+    drop(conn);
+    or_die(std::fs::rename(&building, &path), "rename fixture");
+    path
+}
+
+fn open_copy(dir: &Path) -> SqliteAuditSink {
+    let path = dir.join("log.db");
+    or_die(std::fs::copy(fixture(), &path), "copy fixture");
+    or_die(Store::open(&path), "open copy").audit_sink()
+}
+
+fn bench_1m(c: &mut Criterion) {
+    let dir = or_die(tempfile::tempdir(), "tempdir");
+    let sink = open_copy(dir.path());
+    let mut group = c.benchmark_group("merkle_1m_log");
     group.sample_size(10);
-    group.measurement_time(Duration::from_secs(15));
-    group.bench_function("verify_100000", |b| {
+    group.sampling_mode(SamplingMode::Flat);
+    group.measurement_time(Duration::from_secs(20));
+    group.throughput(Throughput::Elements(LOG_SIZE));
+    group.bench_function("verify_full", |b| {
         b.iter(|| {
             let report = or_die(sink.verify(), "verify");
-            assert!(report.is_ok() && report.records == VERIFY_SIZE);
+            assert!(report.is_ok() && report.records == LOG_SIZE);
             black_box(report)
+        })
+    });
+    group.throughput(Throughput::Elements(1));
+    group.measurement_time(Duration::from_secs(10));
+    group.bench_function("inclusion_proof", |b| {
+        b.iter(|| black_box(or_die(sink.inclusion_proof(black_box(123_457)), "proof")))
+    });
+    group.bench_function("consistency_proof", |b| {
+        b.iter(|| black_box(or_die(sink.consistency_proof(black_box(654_321)), "proof")))
+    });
+    let key = bench_key();
+    let records: Vec<AuditRecord> = (0..BATCH).map(sample_record).collect();
+    group.warm_up_time(Duration::from_millis(1));
+    group.measurement_time(Duration::from_millis(1));
+    group.bench_function("checkpoint_incremental_after_10000", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                for r in &records {
+                    or_die(sink.record(r), "record");
+                }
+                or_die(sink.flush(), "flush");
+                let started = Instant::now();
+                black_box(or_die(
+                    sink.checkpoint_incremental(&key, ORIGIN, ORIGIN),
+                    "checkpoint",
+                ));
+                total += started.elapsed();
+            }
+            total
+        })
+    });
+    group.bench_function("checkpoint_full_after_10000", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                for r in &records {
+                    or_die(sink.record(r), "record");
+                }
+                or_die(sink.flush(), "flush");
+                let started = Instant::now();
+                black_box(or_die(sink.checkpoint(&key, ORIGIN, ORIGIN), "checkpoint"));
+                total += started.elapsed();
+            }
+            total
         })
     });
     group.finish();
 }
 
-criterion_group!(benches, bench_append, bench_verify);
+criterion_group!(benches, bench_append, bench_1m);
 criterion_main!(benches);

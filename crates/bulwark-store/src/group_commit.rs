@@ -68,16 +68,16 @@ impl Shared {
     /// whoever needs to know.
     fn commit(&self, store: &Store, batch: Vec<AuditRecord>) {
         let count = batch.len() as u64;
-        let result = crate::audit::insert_batch(store, &batch);
+        // Counted before the connection is unlocked, so that whoever holds
+        // it sees each record either in the table or pending, never both
+        // (see `pending`).
+        let result = crate::audit::insert_batch(store, &batch, || self.lock().durable += count);
         let mut state = self.lock();
         state.writing = false;
-        match result {
-            Ok(_) => state.durable += count,
-            Err(err) => {
-                state.failed = Some(format!(
-                    "audit batch of {count} record(s) not stored: {err}"
-                ))
-            }
+        if let Err(err) = result {
+            state.failed = Some(format!(
+                "audit batch of {count} record(s) not stored: {err}"
+            ));
         }
         let wake_flushers = state.committed_waiters > 0;
         let wake_writer = state.writer_parked && (!state.queue.is_empty() || state.closed);
@@ -117,6 +117,14 @@ impl GroupCommit {
 
     pub(crate) fn has_writer(&self) -> bool {
         self.writer.is_some()
+    }
+
+    /// Records accepted but not yet committed. Exact relative to the table
+    /// only while the caller holds the store's connection lock: commits
+    /// update it before releasing that lock.
+    pub(crate) fn pending(&self) -> u64 {
+        let state = self.shared.lock();
+        state.accepted.saturating_sub(state.durable)
     }
 
     pub(crate) fn enqueue(&self, record: AuditRecord) -> Result<(), StoreError> {

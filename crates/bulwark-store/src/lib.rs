@@ -15,13 +15,14 @@ mod audit;
 mod checkpoint;
 mod group_commit;
 mod merkle_log;
+mod scan;
 mod schema;
 mod verify;
 
 pub use audit::{AuditQuery, SqliteAuditSink};
 pub use merkle_log::{ConsistencyProof, InclusionProof, StoredCheckpoint};
 pub use schema::SCHEMA_VERSION;
-pub use verify::{Problem, ProblemKind, VerifyReport};
+pub use verify::{Coverage, Problem, ProblemKind, VerifyReport};
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
@@ -71,10 +72,13 @@ pub enum StoreError {
 }
 
 /// Builds a `map_err` closure that attaches what we were doing to a SQLite
-/// error; the context is always our own text, never caller data.
+/// error; the context is always our own text, never caller data. It becomes
+/// a `String` only on error: this runs per row in scans of millions of rows.
 pub(crate) fn sqlite(context: impl Into<String>) -> impl FnOnce(rusqlite::Error) -> StoreError {
-    let context = context.into();
-    move |source| StoreError::Sqlite { context, source }
+    move |source| StoreError::Sqlite {
+        context: context.into(),
+        source,
+    }
 }
 
 /// A session to create.
@@ -198,6 +202,10 @@ impl Store {
     }
 
     fn from_connection(conn: Connection) -> Store {
+        // rusqlite keeps 16 prepared statements by default; the store uses
+        // more than that (the audit insert alone has four sizes), and an
+        // evicted statement is re-parsed on its next use.
+        conn.set_prepared_statement_cache_capacity(64);
         Store {
             conn: Arc::new(Mutex::new(conn)),
         }

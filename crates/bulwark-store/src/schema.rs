@@ -132,6 +132,16 @@ const MIGRATIONS: &[&str] = &[
         SELECT RAISE(ABORT, 'audit checkpoints are append-only');
     END;
     "#,
+    // v3: each checkpoint keeps the frontier of its tree (the roots of the
+    // perfect subtrees its `size` leaves split into, largest first, 32 bytes
+    // each, one per set bit of `size`), so that the next checkpoint hashes
+    // only the rows appended after it. Checkpoints stored before keep NULL:
+    // the upgrade does not re-read the log, and the first incremental
+    // checkpoint after it falls back to a full verification.
+    r#"
+    ALTER TABLE audit_checkpoint ADD COLUMN frontier BLOB
+        CHECK (frontier IS NULL OR (length(frontier) % 32 = 0 AND length(frontier) <= 2048));
+    "#,
 ];
 
 /// Rust steps of migrations, by the version they migrate to.
@@ -143,7 +153,7 @@ fn backfill(tx: &Transaction<'_>, version: usize) -> Result<(), StoreError> {
 }
 
 /// Rows hashed per round trip of the leaf backfill; bounds its memory.
-const BACKFILL_CHUNK: i64 = 4096;
+const BACKFILL_CHUNK: usize = 4096;
 
 /// Computes `leaf` for every audit row that has none. The update trigger is
 /// dropped and recreated inside the migration transaction, so no other
@@ -153,24 +163,24 @@ fn backfill_leaves(tx: &Transaction<'_>) -> Result<(), StoreError> {
     tx.execute_batch("DROP TRIGGER audit_no_update")
         .map_err(sqlite("lifting audit update trigger for backfill"))?;
     let mut from = i64::MIN;
+    let mut chunk = crate::scan::Chunk::default();
     loop {
-        let rows = crate::verify::read_rows(tx, from, BACKFILL_CHUNK)?;
-        let Some(last) = rows.last() else { break };
+        crate::scan::read_chunk(tx, from, BACKFILL_CHUNK, &mut chunk)?;
+        chunk.hash();
+        let Some(last) = chunk.rows.last() else { break };
         let done = last.seq == i64::MAX;
         from = last.seq.saturating_add(1);
         let mut update = tx
             .prepare_cached("UPDATE audit SET leaf = ?2 WHERE seq = ?1")
             .map_err(sqlite("preparing leaf backfill"))?;
-        for row in &rows {
-            let Ok(record) = row.record() else { continue };
-            let Ok(seq) = u64::try_from(row.seq) else {
+        // A row whose values do not encode keeps its NULL leaf; one with a
+        // negative seq can be entry of no log and keeps it too.
+        for row in &chunk.rows {
+            if row.encoded.is_err() || row.seq < 0 {
                 continue;
-            };
-            let Ok(leaf) = record.leaf_hash(seq) else {
-                continue;
-            };
+            }
             update
-                .execute(rusqlite::params![row.seq, leaf])
+                .execute(rusqlite::params![row.seq, row.leaf])
                 .map_err(sqlite("backfilling leaf hash"))?;
         }
         if done {
@@ -242,6 +252,12 @@ pub(crate) fn configure(conn: &Connection, file_backed: bool) -> Result<(), Stor
 /// process doing the same: the version is re-read inside an IMMEDIATE
 /// transaction, so only one of them applies each migration.
 pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    migrate_to(conn, MIGRATIONS.len())
+}
+
+/// [`migrate`], stopping at schema version `target` (tests build databases
+/// of earlier versions with it).
+fn migrate_to(conn: &mut Connection, target: usize) -> Result<(), StoreError> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sqlite("starting migration"))?;
@@ -257,7 +273,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
             "schema version {current} is newer than this build supports ({SCHEMA_VERSION})"
         )));
     }
-    for (index, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+    for (index, sql) in MIGRATIONS.iter().enumerate().take(target).skip(current) {
         tx.execute_batch(sql)
             .map_err(sqlite(format!("applying migration {}", index + 1)))?;
         backfill(&tx, index + 1)?;
@@ -275,12 +291,8 @@ mod tests {
     use crate::Store;
     use bulwark_audit::{AuditRecord, Decision};
 
-    #[test]
-    fn v2_backfills_leaf_hashes_of_v1_rows() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch(MIGRATIONS[0]).unwrap();
-        conn.execute_batch("PRAGMA user_version = 1").unwrap();
-        let record = |n: u64| AuditRecord {
+    fn record(n: u64) -> AuditRecord {
+        AuditRecord {
             time_ms: 1_700_000_000_000 + n as i64,
             session: "s".into(),
             agent: "a".into(),
@@ -293,7 +305,13 @@ mod tests {
             reason: format!("r{n}"),
             detail: "ü".into(),
             duration_us: n,
-        };
+        }
+    }
+
+    #[test]
+    fn v2_backfills_leaf_hashes_of_v1_rows() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate_to(&mut conn, 1).unwrap();
         // More rows than one backfill chunk.
         let rows = BACKFILL_CHUNK as u64 + 5;
         {
@@ -336,5 +354,71 @@ mod tests {
         assert_eq!(report.records, rows);
         assert_eq!(sink.append(&record(rows)).unwrap(), rows + 1);
         assert!(sink.verify().unwrap().is_ok());
+    }
+
+    #[test]
+    fn v3_keeps_the_rows_and_checkpoints_of_a_v2_log() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate_to(&mut conn, 2).unwrap();
+        let store = Store::from_connection(conn);
+        let sink = store.audit_sink();
+        let key = bulwark_audit::generate_signing_key();
+        let records: Vec<AuditRecord> = (0..41).map(record).collect();
+        for r in &records {
+            sink.append(r).unwrap();
+        }
+        // A checkpoint as v2 stored it, with no frontier column.
+        let leaves: Vec<_> = (1..)
+            .zip(&records)
+            .map(|(seq, r)| r.leaf_hash(seq).unwrap())
+            .collect();
+        let root = bulwark_audit::root(&leaves);
+        let checkpoint = bulwark_audit::Checkpoint::new("o/a", 41, root);
+        let note = bulwark_audit::sign(&checkpoint, &key, "o/a").unwrap();
+        store
+            .lock()
+            .unwrap()
+            .execute(
+                "INSERT INTO audit_checkpoint (size, root, note, time_ms) VALUES (41, ?1, ?2, 7)",
+                rusqlite::params![root.as_slice(), note],
+            )
+            .unwrap();
+
+        // Upgrade in place, twice (the second is a no-op).
+        for _ in 0..2 {
+            migrate(&mut store.lock().unwrap()).unwrap();
+        }
+        let version: u32 = store
+            .lock()
+            .unwrap()
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        let kept: Vec<_> = sink.newest(100).unwrap();
+        assert_eq!(kept.len(), records.len());
+        assert!(kept.iter().zip(&records).all(|(k, r)| k.record == *r));
+        let latest = sink.latest_checkpoint().unwrap().unwrap();
+        assert_eq!((latest.size, latest.root, latest.note), (41, root, note));
+
+        // The old checkpoint is still checked, but cannot anchor an
+        // incremental check: that falls back to a full one...
+        let full = sink.verify().unwrap();
+        assert_eq!((full.problem, full.checkpoints_checked), (None, 1));
+        let since = sink.verify_since_latest_checkpoint().unwrap();
+        assert!(
+            matches!(&since.coverage, crate::Coverage::FullFallback { reason } if reason.contains("frontier")),
+            "{:?}",
+            since.coverage
+        );
+        assert_eq!((since.problem, since.root), (None, root));
+        // ...until the first checkpoint after the upgrade stores a frontier.
+        sink.append(&record(41)).unwrap();
+        sink.checkpoint_incremental(&key, "o/a", "o/a").unwrap();
+        let since = sink.verify_since_latest_checkpoint().unwrap();
+        assert_eq!(
+            since.coverage,
+            crate::Coverage::SinceCheckpoint { size: 42 }
+        );
+        assert_eq!(sink.verify().unwrap().checkpoints_checked, 2);
     }
 }

@@ -1,37 +1,48 @@
 //! Verification of the Merkle-backed audit log.
 //!
-//! The verifier walks the `audit` table in `seq` order, a chunk at a time:
-//! the connection lock is held only while a chunk is read, never while it is
-//! hashed, so verifying a large log stalls the door for at most one chunk
-//! read, and memory stays bounded by the chunk size. Rows appended while a
-//! verification runs are included, which is harmless: the log only grows at
-//! the end.
+//! Two walks share one checker:
+//! - the full walk recomputes every leaf from its row, in `seq` order, and
+//!   compares the root (and, since schema v3, the frontier) at every stored
+//!   checkpoint. It detects any edit, deletion, insertion or reordering of
+//!   rows, and any stored checkpoint the rows do not reproduce;
+//! - the incremental walk starts from the latest stored checkpoint's
+//!   frontier (after checking it reproduces that checkpoint's root) and
+//!   recomputes only the rows after it. It costs O(new rows), and detects
+//!   problems in those rows, a truncation below the checkpoint, and a
+//!   changed last row of the checkpoint; it cannot detect an edit of an
+//!   earlier row, which only the full walk re-reads.
 //!
-//! It reports the first problem only: after one, every later root differs
-//! too, so further findings would be noise.
+//! Rows are read a chunk at a time on a second thread (see `scan`) and
+//! checked in order here, so the first problem is reported at its exact
+//! index. Rows appended while a verification runs are included, which is
+//! harmless: the log only grows at the end. Only the first problem is
+//! reported: after one, every later root differs too, so further findings
+//! would be noise.
 
+use crate::scan::{self, Chunk, ScannedRow, StoredLeaf};
 use crate::{Store, StoreError, sqlite};
 use bulwark_audit::merkle::HASH_LEN;
-use bulwark_audit::{AuditRecord, Checkpoint, CompactRange, Decision, Hash};
-use rusqlite::Connection;
-use rusqlite::types::ValueRef;
+use bulwark_audit::{Checkpoint, CompactRange, Hash};
+use std::ops::ControlFlow;
 
-/// Rows read per lock acquisition.
-pub(crate) const CHUNK: i64 = 4096;
-
-/// The result of [`SqliteAuditSink::verify`](crate::SqliteAuditSink::verify).
+/// The result of [`SqliteAuditSink::verify`](crate::SqliteAuditSink::verify)
+/// and its incremental variants.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifyReport {
     /// Records that verified: all of them when `problem` is `None`, else the
-    /// prefix before the problem.
+    /// prefix before the problem. For [`Coverage::SinceCheckpoint`] this
+    /// includes the checkpoint's records, which were taken on trust.
     pub records: u64,
     /// Merkle root over those `records` leaves.
     pub root: Hash,
     /// Checkpoints (stored, plus the external one for `verify_against`)
-    /// whose root was compared and matched.
+    /// whose root was compared and matched. For an incremental check, the
+    /// starting checkpoint counts once its frontier reproduced its root.
     pub checkpoints_checked: usize,
     /// The first problem found, if any.
     pub problem: Option<Problem>,
+    /// Which rows were re-read.
+    pub coverage: Coverage,
 }
 
 impl VerifyReport {
@@ -39,6 +50,26 @@ impl VerifyReport {
     pub fn is_ok(&self) -> bool {
         self.problem.is_none()
     }
+}
+
+/// Which part of the log a [`VerifyReport`] re-read from its rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Coverage {
+    /// Every row, and every stored checkpoint compared: a full verification.
+    Full,
+    /// An incremental check was asked for, but no stored checkpoint could
+    /// anchor it, so every row was re-read: as strong as [`Coverage::Full`].
+    FullFallback {
+        /// Why the latest checkpoint was not usable (none stored, stored
+        /// before frontiers were kept, frontier or signature does not check).
+        reason: String,
+    },
+    /// Only the rows after the stored checkpoint of `size` leaves (plus that
+    /// checkpoint's last row); the first `size` leaves are represented by the
+    /// checkpoint's frontier, which reproduced its root. An edit to a row
+    /// before it is not detected by this check.
+    SinceCheckpoint { size: u64 },
 }
 
 /// What is wrong, and where.
@@ -73,6 +104,9 @@ pub enum ProblemKind {
     CheckpointMismatch,
     /// A checkpoint covers more records than the log holds: truncation.
     CheckpointBeyondLog,
+    /// A stored checkpoint's root matches, but its stored frontier is not the
+    /// frontier of the first `index` leaves: the checkpoint table was edited.
+    FrontierMismatch,
 }
 
 impl std::fmt::Display for Problem {
@@ -81,156 +115,122 @@ impl std::fmt::Display for Problem {
     }
 }
 
-/// One audit row as stored, decoded as far as it decodes.
-pub(crate) struct LogRow {
-    pub(crate) seq: i64,
-    /// `None` when the column is NULL; a non-blob value reads as empty.
-    pub(crate) leaf: Option<Vec<u8>>,
-    record: Result<AuditRecord, String>,
+/// A frontier as stored: its hashes concatenated, largest subtree first.
+pub(crate) fn frontier_bytes(range: &CompactRange) -> Vec<u8> {
+    range.nodes().concat()
 }
 
-impl LogRow {
-    pub(crate) fn record(&self) -> Result<&AuditRecord, &str> {
-        self.record.as_ref().map_err(String::as_str)
+/// Restores a stored frontier of a tree of `size` leaves; says why not when
+/// its length does not fit the size.
+pub(crate) fn parse_frontier(size: u64, bytes: &[u8]) -> Result<CompactRange, String> {
+    let (nodes, rest) = bytes.as_chunks::<HASH_LEN>();
+    if !rest.is_empty() {
+        return Err(format!("frontier is {} bytes", bytes.len()));
     }
+    CompactRange::from_parts(size, nodes.to_vec()).map_err(|e| e.to_string())
 }
 
-fn text(row: &rusqlite::Row<'_>, idx: usize, name: &str) -> Result<String, String> {
-    match row.get_ref(idx) {
-        Ok(ValueRef::Text(bytes)) => std::str::from_utf8(bytes)
-            .map(str::to_owned)
-            .map_err(|_| format!("field {name} is not valid UTF-8")),
-        _ => Err(format!("field {name} is not text")),
-    }
-}
-
-fn integer(row: &rusqlite::Row<'_>, idx: usize, name: &str) -> Result<i64, String> {
-    match row.get_ref(idx) {
-        Ok(ValueRef::Integer(v)) => Ok(v),
-        _ => Err(format!("field {name} is not an integer")),
-    }
-}
-
-fn decision(s: &str) -> Result<Decision, String> {
-    Ok(match s {
-        "allowed" => Decision::Allowed,
-        "denied" => Decision::Denied,
-        "approved" => Decision::Approved,
-        "failed" => Decision::Failed,
-        "warned" => Decision::Warned,
-        _ => return Err("unknown decision".to_owned()),
-    })
-}
-
-fn decode(row: &rusqlite::Row<'_>) -> Result<AuditRecord, String> {
-    let duration = integer(row, 12, "duration_us")?;
-    Ok(AuditRecord {
-        time_ms: integer(row, 1, "time_ms")?,
-        session: text(row, 2, "session")?,
-        agent: text(row, 3, "agent")?,
-        user: text(row, 4, "user")?,
-        action: text(row, 5, "action")?,
-        tool: text(row, 6, "tool")?,
-        operation: text(row, 7, "operation")?,
-        args_digest: text(row, 8, "args_digest")?,
-        decision: decision(&text(row, 9, "decision")?)?,
-        reason: text(row, 10, "reason")?,
-        detail: text(row, 11, "detail")?,
-        duration_us: u64::try_from(duration).map_err(|_| "negative duration".to_owned())?,
-    })
-}
-
-/// Up to `limit` rows with `seq >= from`, in `seq` order.
-pub(crate) fn read_rows(
-    conn: &Connection,
-    from: i64,
-    limit: i64,
-) -> Result<Vec<LogRow>, StoreError> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT seq, time_ms, session, agent, user, action, tool, operation, args_digest, \
-             decision, reason, detail, duration_us, leaf FROM audit \
-             WHERE seq >= ?1 ORDER BY seq ASC LIMIT ?2",
-        )
-        .map_err(sqlite("preparing audit scan"))?;
-    let mut rows = stmt
-        .query([from, limit])
-        .map_err(sqlite("scanning audit log"))?;
-    let mut out = Vec::new();
-    while let Some(row) = rows.next().map_err(sqlite("reading audit row"))? {
-        let seq: i64 = row.get(0).map_err(sqlite("reading audit seq"))?;
-        let leaf = match row.get_ref(13) {
-            Ok(ValueRef::Null) => None,
-            Ok(ValueRef::Blob(b)) => Some(b.to_vec()),
-            _ => Some(Vec::new()),
-        };
-        out.push(LogRow {
-            seq,
-            leaf,
-            record: decode(row),
-        });
-    }
-    Ok(out)
-}
-
-/// A root the log must reproduce at `size` leaves.
+/// A root (and maybe a frontier) the log must reproduce at `size` leaves.
 struct Target {
     size: u64,
     root: Vec<u8>,
+    frontier: Option<Vec<u8>>,
     label: String,
 }
 
-fn stored_targets(store: &Store) -> Result<Vec<Target>, StoreError> {
+/// The stored checkpoints larger than `above` leaves, smallest first.
+fn stored_targets(store: &Store, above: Option<u64>) -> Result<Vec<Target>, StoreError> {
     let conn = store.lock()?;
     let mut stmt = conn
-        .prepare_cached("SELECT size, root FROM audit_checkpoint ORDER BY size ASC")
+        .prepare_cached(
+            "SELECT size, root, frontier FROM audit_checkpoint WHERE size > ?1 ORDER BY size ASC",
+        )
         .map_err(sqlite("preparing checkpoint scan"))?;
+    let above = match above {
+        Some(size) => i64::try_from(size).unwrap_or(i64::MAX),
+        None => i64::MIN,
+    };
     let rows = stmt
-        .query_map([], |row| {
-            Ok((row.get::<_, i64>(0)?, row.get::<_, Vec<u8>>(1)?))
+        .query_map([above], |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, Vec<u8>>(1)?,
+                row.get::<_, Option<Vec<u8>>>(2)?,
+            ))
         })
         .map_err(sqlite("reading checkpoints"))?;
     let mut out = Vec::new();
     for row in rows {
-        let (size, root) = row.map_err(sqlite("reading checkpoint row"))?;
+        let (size, root, frontier) = row.map_err(sqlite("reading checkpoint row"))?;
         // A negative size cannot be reached by any log: compare it never,
         // but as a target beyond everything it is reported.
         let size = u64::try_from(size).unwrap_or(u64::MAX);
         out.push(Target {
             size,
             root,
+            frontier,
             label: format!("stored checkpoint at size {size}"),
         });
     }
     Ok(out)
 }
 
-/// Verifies the log against its stored checkpoints and, if given, one more.
-pub(crate) fn run(
+/// A verification's report and the frontier it ended with (the one a new
+/// checkpoint of the verified size stores).
+pub(crate) struct Outcome {
+    pub(crate) report: VerifyReport,
+    pub(crate) range: CompactRange,
+}
+
+/// Verifies the whole log against its stored checkpoints and, if given, one
+/// more.
+pub(crate) fn run(store: &Store, external: Option<&Checkpoint>) -> Result<Outcome, StoreError> {
+    run_full(store, external, Coverage::Full)
+}
+
+/// [`run`] with the coverage to report (a fallback says why it happened).
+pub(crate) fn run_full(
     store: &Store,
     external: Option<&Checkpoint>,
-) -> Result<VerifyReport, StoreError> {
-    let mut targets = stored_targets(store)?;
+    coverage: Coverage,
+) -> Result<Outcome, StoreError> {
+    let mut targets = stored_targets(store, None)?;
     if let Some(cp) = external {
         targets.push(Target {
             size: cp.size,
             root: cp.root.to_vec(),
+            frontier: None,
             label: format!("external checkpoint at size {}", cp.size),
         });
     }
     targets.sort_by_key(|t| t.size);
-    let mut walk = Walk {
-        range: CompactRange::new(),
-        targets: targets.into_iter().peekable(),
-        checked: 0,
-    };
-    let problem = walk.scan(store)?;
-    Ok(VerifyReport {
-        records: walk.range.size(),
-        root: walk.range.root(),
-        checkpoints_checked: walk.checked,
-        problem,
-    })
+    let mut walk = Walk::new(CompactRange::new(), targets, 0);
+    let problem = walk.scan(store, i64::MIN)?;
+    Ok(walk.finish(problem, coverage))
+}
+
+/// The starting point of an incremental check: a stored checkpoint whose
+/// frontier reproduced its root.
+pub(crate) struct Base {
+    pub(crate) range: CompactRange,
+}
+
+/// Verifies the rows after `base` (and `base`'s last row), starting from its
+/// frontier.
+pub(crate) fn run_since(store: &Store, base: Base) -> Result<Outcome, StoreError> {
+    let size = base.range.size();
+    let coverage = Coverage::SinceCheckpoint { size };
+    let targets = stored_targets(store, Some(size))?;
+    let mut walk = Walk::new(base.range, targets, 1);
+    if let Some(problem) = walk.boundary(store)? {
+        return Ok(walk.finish(Some(problem), coverage));
+    }
+    let from = i64::try_from(size)
+        .ok()
+        .and_then(|s| s.checked_add(1))
+        .ok_or_else(|| StoreError::Corrupt("audit log size exceeds i64".to_owned()))?;
+    let problem = walk.scan(store, from)?;
+    Ok(walk.finish(problem, coverage))
 }
 
 struct Walk {
@@ -240,24 +240,34 @@ struct Walk {
 }
 
 impl Walk {
-    fn scan(&mut self, store: &Store) -> Result<Option<Problem>, StoreError> {
+    fn new(range: CompactRange, targets: Vec<Target>, checked: usize) -> Self {
+        Self {
+            range,
+            targets: targets.into_iter().peekable(),
+            checked,
+        }
+    }
+
+    fn finish(self, problem: Option<Problem>, coverage: Coverage) -> Outcome {
+        Outcome {
+            report: VerifyReport {
+                records: self.range.size(),
+                root: self.range.root(),
+                checkpoints_checked: self.checked,
+                problem,
+                coverage,
+            },
+            range: self.range,
+        }
+    }
+
+    /// Checks rows from `seq = from` on, then that no target lies beyond.
+    fn scan(&mut self, store: &Store, from: i64) -> Result<Option<Problem>, StoreError> {
         if let Some(p) = self.check_targets() {
             return Ok(Some(p));
         }
-        let mut from = i64::MIN;
-        loop {
-            let rows = read_rows(&*store.lock()?, from, CHUNK)?;
-            let Some(last) = rows.last() else { break };
-            let done = last.seq == i64::MAX;
-            from = last.seq.saturating_add(1);
-            for row in &rows {
-                if let Some(p) = self.row(row).or_else(|| self.check_targets()) {
-                    return Ok(Some(p));
-                }
-            }
-            if done || (rows.len() as i64) < CHUNK {
-                break;
-            }
+        if let Some(p) = scan::scan(store, from, |chunk| self.chunk(chunk))? {
+            return Ok(Some(p));
         }
         let records = self.range.size();
         Ok(self.targets.next().map(|t| Problem {
@@ -270,41 +280,127 @@ impl Walk {
         }))
     }
 
-    /// Checks one row and appends its leaf.
-    fn row(&mut self, row: &LogRow) -> Option<Problem> {
+    fn chunk(&mut self, chunk: &Chunk) -> ControlFlow<Problem> {
+        for row in &chunk.rows {
+            if let Some(p) = self.row(row).or_else(|| self.check_targets()) {
+                return ControlFlow::Break(p);
+            }
+        }
+        // A range chunk must have brought the walk past its last seq.
         let index = self.range.size();
+        let next = index.saturating_add(1);
+        match chunk.dense_until {
+            Some(last) if u64::try_from(last).is_ok_and(|last| next <= last) => {
+                ControlFlow::Break(Problem {
+                    index,
+                    kind: ProblemKind::SeqGap,
+                    what: format!("expected seq {next}, found no row with it"),
+                })
+            }
+            _ => ControlFlow::Continue(()),
+        }
+    }
+
+    /// Checks that `row` is a sound entry `index` (its seq, stored leaf and
+    /// encoding); returns its leaf hash.
+    fn check_row(index: u64, row: &ScannedRow) -> Result<Hash, Problem> {
         let seq = index + 1;
-        let problem = |kind, what: String| Some(Problem { index, kind, what });
+        let problem = |kind, what: String| Problem { index, kind, what };
         if u64::try_from(row.seq) != Ok(seq) {
-            return problem(
+            return Err(problem(
                 ProblemKind::SeqGap,
                 format!("expected seq {seq}, found seq {}", row.seq),
-            );
+            ));
         }
-        let Some(stored) = &row.leaf else {
-            return problem(
+        if row.stored == StoredLeaf::Null {
+            return Err(problem(
                 ProblemKind::MissingLeaf,
                 format!("seq {seq} has no leaf hash"),
-            );
-        };
-        let record = match row.record() {
-            Ok(r) => r,
-            Err(e) => return problem(ProblemKind::Undecodable, format!("seq {seq}: {e}")),
-        };
-        let leaf = match record.leaf_hash(seq) {
-            Ok(l) => l,
-            Err(e) => return problem(ProblemKind::Undecodable, format!("seq {seq}: {e}")),
-        };
-        if stored.as_slice() != leaf.as_slice() {
-            return problem(
+            ));
+        }
+        if let Err(e) = &row.encoded {
+            return Err(problem(ProblemKind::Undecodable, format!("seq {seq}: {e}")));
+        }
+        if row.stored != StoredLeaf::Hash(row.leaf) {
+            return Err(problem(
                 ProblemKind::LeafMismatch,
                 format!("seq {seq}: stored leaf hash does not match the record"),
-            );
+            ));
         }
-        match self.range.append(leaf) {
-            Ok(()) => None,
-            Err(e) => problem(ProblemKind::SeqGap, e.to_string()),
+        Ok(row.leaf)
+    }
+
+    /// Checks one row and appends its leaf.
+    fn row(&mut self, row: &ScannedRow) -> Option<Problem> {
+        let index = self.range.size();
+        match Self::check_row(index, row) {
+            Ok(leaf) => self.range.append(leaf).err().map(|e| Problem {
+                index,
+                kind: ProblemKind::SeqGap,
+                what: e.to_string(),
+            }),
+            Err(problem) => Some(problem),
         }
+    }
+
+    /// For an incremental walk: the checkpoint's last row is still there, is
+    /// sound, and (when the frontier holds it as a subtree of its own, i.e.
+    /// the size is odd) is the leaf the checkpoint committed to. A missing
+    /// row below a larger log is a gap; an empty tail is a truncation.
+    fn boundary(&mut self, store: &Store) -> Result<Option<Problem>, StoreError> {
+        let size = self.range.size();
+        let Some(index) = size.checked_sub(1) else {
+            return Ok(None);
+        };
+        let seq = i64::try_from(size)
+            .map_err(|_| StoreError::Corrupt("audit log size exceeds i64".to_owned()))?;
+        let mut chunk = Chunk::default();
+        let max_seq = {
+            let conn = store.lock()?;
+            scan::read_chunk(&conn, seq, 1, &mut chunk)?;
+            conn.prepare_cached("SELECT coalesce(max(seq), 0) FROM audit")
+                .map_err(sqlite("preparing audit max seq"))?
+                .query_row([], |row| row.get::<_, i64>(0))
+                .map_err(sqlite("reading audit max seq"))?
+        };
+        chunk.hash();
+        let row = match chunk.rows.first() {
+            Some(row) if row.seq == seq => row,
+            _ if max_seq < seq => {
+                let records = u64::try_from(max_seq).unwrap_or(0);
+                return Ok(Some(Problem {
+                    index: records,
+                    kind: ProblemKind::CheckpointBeyondLog,
+                    what: format!(
+                        "stored checkpoint at size {size} but the log ends at seq {max_seq} \
+                         (truncated?)"
+                    ),
+                }));
+            }
+            _ => {
+                return Ok(Some(Problem {
+                    index,
+                    kind: ProblemKind::SeqGap,
+                    what: format!("seq {size}, the last leaf of the latest checkpoint, is missing"),
+                }));
+            }
+        };
+        let leaf = match Self::check_row(index, row) {
+            Ok(leaf) => leaf,
+            Err(problem) => return Ok(Some(problem)),
+        };
+        let last_node = self.range.nodes().last().copied();
+        if size % 2 == 1 && last_node != Some(leaf) {
+            return Ok(Some(Problem {
+                index: size,
+                kind: ProblemKind::CheckpointMismatch,
+                what: format!(
+                    "seq {size} is not the last leaf the stored checkpoint at size {size} \
+                     committed to"
+                ),
+            }));
+        }
+        Ok(None)
     }
 
     /// Compares every target at the current size.
@@ -319,6 +415,18 @@ impl Walk {
                     what: format!(
                         "the log's root at size {} differs from the {}",
                         t.size, t.label
+                    ),
+                });
+            }
+            if let Some(stored) = &t.frontier
+                && *stored != frontier_bytes(&self.range)
+            {
+                return Some(Problem {
+                    index: t.size,
+                    kind: ProblemKind::FrontierMismatch,
+                    what: format!(
+                        "the frontier stored with the {} is not the log's frontier at that size",
+                        t.label
                     ),
                 });
             }

@@ -5,7 +5,7 @@ use bulwark_audit::{
     AuditRecord, AuditSink, Checkpoint, Decision, VerifierKey, parse_and_verify,
     verify_consistency, verify_inclusion,
 };
-use bulwark_store::{ProblemKind, Store, StoreError};
+use bulwark_store::{Coverage, ProblemKind, Store, StoreError};
 
 fn record(n: u64) -> AuditRecord {
     AuditRecord {
@@ -221,4 +221,233 @@ fn crash_mid_append_leaves_a_verifying_log() {
     // And the log keeps going from there.
     assert_eq!(sink.append(&record(0)).unwrap(), report.records + 1);
     assert!(sink.verify().unwrap().is_ok());
+}
+
+/// Drops the append-only triggers of the database at `path`, as someone
+/// with the file could.
+fn tamper_conn(path: &std::path::Path) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch(
+        "DROP TRIGGER audit_no_update; DROP TRIGGER audit_no_delete; \
+         DROP TRIGGER audit_checkpoint_no_update; DROP TRIGGER audit_checkpoint_no_delete;",
+    )
+    .unwrap();
+    conn
+}
+
+#[test]
+fn incremental_checkpoints_extend_the_latest_and_match_a_full_verify() {
+    let store = Store::open_in_memory().unwrap();
+    let sink = store.audit_sink();
+    let (key, vkey) = key();
+    // Nothing stored yet: the incremental check falls back to a full one.
+    let empty = sink.verify_since_latest_checkpoint().unwrap();
+    assert!(empty.is_ok());
+    assert!(matches!(empty.coverage, Coverage::FullFallback { .. }));
+    assert_eq!(sink.records_since_latest_checkpoint().unwrap(), 0);
+
+    let mut n = 0;
+    let mut stored = 0;
+    // Odd and even sizes, powers of two, and a step longer than a scan chunk.
+    for step in [1, 1, 2, 60, 64, 4100, 7] {
+        for _ in 0..step {
+            sink.record(&record(n)).unwrap();
+            n += 1;
+        }
+        // Queued records count before they are committed.
+        assert_eq!(sink.records_since_latest_checkpoint().unwrap(), step);
+        let since = sink.verify_since_latest_checkpoint().unwrap();
+        let full = sink.verify().unwrap();
+        assert_eq!((since.problem.clone(), full.problem.clone()), (None, None));
+        assert_eq!((since.records, since.root), (full.records, full.root));
+        assert_eq!(full.coverage, Coverage::Full);
+        if stored > 0 {
+            assert_eq!(since.coverage, Coverage::SinceCheckpoint { size: n - step });
+        }
+        let note = sink.checkpoint_incremental(&key, ORIGIN, ORIGIN).unwrap();
+        let cp = parse_and_verify(&note, std::slice::from_ref(&vkey)).unwrap();
+        assert_eq!((cp.size, cp.root), (n, full.root));
+        stored += 1;
+        assert_eq!(sink.latest_checkpoint().unwrap().unwrap().size, n);
+        assert_eq!(sink.records_since_latest_checkpoint().unwrap(), 0);
+    }
+    // Every stored checkpoint, root and frontier, matches the full walk.
+    let full = sink.verify().unwrap();
+    assert_eq!((full.problem, full.checkpoints_checked), (None, stored));
+    // Nothing new: the note is returned, nothing is stored twice.
+    sink.checkpoint_incremental(&key, ORIGIN, ORIGIN).unwrap();
+    assert_eq!(sink.verify().unwrap().checkpoints_checked, stored);
+
+    // Another key (a rotation) cannot extend this key's checkpoint: it falls
+    // back to a full verification and still signs.
+    let other = bulwark_audit::generate_signing_key();
+    sink.record(&record(n)).unwrap();
+    let note = sink.checkpoint_incremental(&other, ORIGIN, ORIGIN).unwrap();
+    let other_vkey = VerifierKey::from_signing_key(ORIGIN, &other).unwrap();
+    let cp = parse_and_verify(&note, &[other_vkey]).unwrap();
+    assert_eq!((cp.size, cp.root), (n + 1, sink.verify().unwrap().root));
+    // A bad key name is refused before any work.
+    assert!(matches!(
+        sink.checkpoint_incremental(&key, ORIGIN, "bad name"),
+        Err(StoreError::Checkpoint(_))
+    ));
+}
+
+#[test]
+fn incremental_check_sees_tampering_after_the_checkpoint_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log.db");
+    let (key, _) = key();
+    let sink = Store::open(&path).unwrap().audit_sink();
+    for n in 0..50 {
+        sink.record(&record(n)).unwrap();
+    }
+    sink.checkpoint(&key, ORIGIN, ORIGIN).unwrap();
+    for n in 50..80 {
+        sink.record(&record(n)).unwrap();
+    }
+    sink.flush().unwrap();
+    let conn = tamper_conn(&path);
+    let since = |sink: &bulwark_store::SqliteAuditSink| {
+        let report = sink.verify_since_latest_checkpoint().unwrap();
+        assert_eq!(report.coverage, Coverage::SinceCheckpoint { size: 50 });
+        report.problem.map(|p| (p.kind, p.index))
+    };
+
+    // An edit before the checkpoint: invisible to the incremental check (as
+    // documented), caught by the full one at its index.
+    conn.execute("UPDATE audit SET detail = 'forged' WHERE seq = 10", [])
+        .unwrap();
+    assert_eq!(since(&sink), None);
+    let full = sink.verify().unwrap().problem.unwrap();
+    assert_eq!((full.kind, full.index), (ProblemKind::LeafMismatch, 9));
+
+    // An edit after it is caught, at its index, and blocks signing.
+    conn.execute("UPDATE audit SET reason = 'forged' WHERE seq = 70", [])
+        .unwrap();
+    assert_eq!(since(&sink), Some((ProblemKind::LeafMismatch, 69)));
+    assert!(matches!(
+        sink.checkpoint_incremental(&key, ORIGIN, ORIGIN),
+        Err(StoreError::Corrupt(_))
+    ));
+
+    // Undone, the rows after the checkpoint verify again.
+    conn.execute(
+        "UPDATE audit SET reason = ?1 WHERE seq = 70",
+        rusqlite::params![record(69).reason],
+    )
+    .unwrap();
+    assert_eq!(since(&sink), None);
+
+    // The checkpoint's own last row is re-checked too...
+    conn.execute("UPDATE audit SET detail = 'forged' WHERE seq = 50", [])
+        .unwrap();
+    assert_eq!(since(&sink), Some((ProblemKind::LeafMismatch, 49)));
+    conn.execute("UPDATE audit SET leaf = NULL WHERE seq = 50", [])
+        .unwrap();
+    assert_eq!(since(&sink), Some((ProblemKind::MissingLeaf, 49)));
+
+    // ...and a truncation below the checkpoint (checkpoints left in place).
+    conn.execute("DELETE FROM audit WHERE seq > 45", [])
+        .unwrap();
+    assert_eq!(since(&sink), Some((ProblemKind::CheckpointBeyondLog, 45)));
+}
+
+#[test]
+fn a_rewritten_last_row_of_an_odd_checkpoint_contradicts_its_frontier() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log.db");
+    let (key, _) = key();
+    let sink = Store::open(&path).unwrap().audit_sink();
+    for n in 0..51 {
+        sink.record(&record(n)).unwrap();
+    }
+    sink.checkpoint(&key, ORIGIN, ORIGIN).unwrap();
+    sink.record(&record(51)).unwrap();
+    sink.flush().unwrap();
+    // Row 51 rewritten with a consistent leaf: only the frontier knows.
+    let mut forged = record(50);
+    forged.detail = "nothing happened".into();
+    tamper_conn(&path)
+        .execute(
+            "UPDATE audit SET detail = ?1, leaf = ?2 WHERE seq = 51",
+            rusqlite::params![forged.detail, forged.leaf_hash(51).unwrap().as_slice()],
+        )
+        .unwrap();
+    let problem = sink
+        .verify_since_latest_checkpoint()
+        .unwrap()
+        .problem
+        .unwrap();
+    assert_eq!(
+        (problem.kind, problem.index),
+        (ProblemKind::CheckpointMismatch, 51)
+    );
+}
+
+#[test]
+fn a_tampered_frontier_is_not_trusted_and_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log.db");
+    let (key, _) = key();
+    let sink = Store::open(&path).unwrap().audit_sink();
+    for n in 0..20 {
+        sink.record(&record(n)).unwrap();
+    }
+    sink.checkpoint(&key, ORIGIN, ORIGIN).unwrap();
+    for n in 20..25 {
+        sink.record(&record(n)).unwrap();
+    }
+    assert_eq!(
+        sink.verify_since_latest_checkpoint().unwrap().coverage,
+        Coverage::SinceCheckpoint { size: 20 }
+    );
+    let conn = tamper_conn(&path);
+    let frontier: Vec<u8> = conn
+        .query_row("SELECT frontier FROM audit_checkpoint", [], |r| r.get(0))
+        .unwrap();
+    // 20 = 0b10100: two subtrees, two hashes.
+    assert_eq!(frontier.len(), 64);
+
+    for (label, bad) in [
+        ("flipped bit", {
+            let mut f = frontier.clone();
+            f[40] ^= 1;
+            f
+        }),
+        ("extra hash", [frontier.as_slice(), &[0; 32]].concat()),
+    ] {
+        conn.execute(
+            "UPDATE audit_checkpoint SET frontier = ?1",
+            rusqlite::params![bad],
+        )
+        .unwrap();
+        // Not used as a starting point: the check falls back to a full
+        // walk, which reports the frontier at its checkpoint.
+        let report = sink.verify_since_latest_checkpoint().unwrap();
+        let Coverage::FullFallback { reason } = &report.coverage else {
+            panic!("{label}: {:?}", report.coverage);
+        };
+        assert!(reason.contains("frontier"), "{label}: {reason}");
+        let problem = report.problem.unwrap();
+        assert_eq!(
+            (problem.kind, problem.index),
+            (ProblemKind::FrontierMismatch, 20),
+            "{label}"
+        );
+        assert_eq!(sink.verify().unwrap().problem, Some(problem), "{label}");
+        // And nothing is signed on top of it.
+        assert!(matches!(
+            sink.checkpoint_incremental(&key, ORIGIN, ORIGIN),
+            Err(StoreError::Corrupt(_))
+        ));
+    }
+    conn.execute(
+        "UPDATE audit_checkpoint SET frontier = ?1",
+        rusqlite::params![frontier],
+    )
+    .unwrap();
+    assert!(sink.verify().unwrap().is_ok());
+    sink.checkpoint_incremental(&key, ORIGIN, ORIGIN).unwrap();
+    assert_eq!(sink.latest_checkpoint().unwrap().unwrap().size, 25);
 }

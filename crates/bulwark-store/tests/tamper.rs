@@ -110,9 +110,9 @@ fn build_base() -> Base {
     }
 }
 
-/// Opens a copy of the base log with the triggers gone.
-fn tamper_copy(base: &Base, dest: &Path) -> Connection {
-    std::fs::copy(&base.path, dest).unwrap();
+/// Opens a copy of the log at `src` with the triggers gone.
+fn tamper_copy(src: &Path, dest: &Path) -> Connection {
+    std::fs::copy(src, dest).unwrap();
     let conn = Connection::open(dest).unwrap();
     conn.execute_batch(
         "DROP TRIGGER audit_no_update; DROP TRIGGER audit_no_delete; \
@@ -284,7 +284,7 @@ fn every_single_edit_is_detected() {
     for round in 0..EDITS {
         let path = work.path().join(format!("t{}.db", round % 4));
         let _ = std::fs::remove_file(&path);
-        let conn = tamper_copy(&base, &path);
+        let conn = tamper_copy(&base.path, &path);
         let kind = ["field", "delete", "swap", "truncate", "forge"][round % 5];
         let label;
         match kind {
@@ -397,4 +397,85 @@ fn every_single_edit_is_detected() {
         );
     }
     assert_eq!(tried.values().sum::<usize>(), EDITS);
+}
+
+/// A log longer than two scan chunks is read as fixed `seq` ranges by
+/// several threads at once; the first problem must still be reported at its
+/// exact index, including gaps that empty a whole range and rows renumbered
+/// far beyond the end.
+#[test]
+fn range_reads_of_a_long_log_report_the_first_problem() {
+    const CHUNK: u64 = 4096;
+    const LONG: u64 = 3 * CHUNK + 100;
+    let dir = tempfile::tempdir().unwrap();
+    let long = dir.path().join("long.db");
+    {
+        let key = bulwark_audit::generate_signing_key();
+        let sink = Store::open(&long).unwrap().audit_sink();
+        for n in 0..LONG {
+            bulwark_audit::AuditSink::record(&sink, &record(n)).unwrap();
+        }
+        sink.checkpoint(&key, ORIGIN, ORIGIN).unwrap();
+        assert!(sink.verify().unwrap().is_ok());
+    }
+    let conn = Connection::open(&long).unwrap();
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
+    drop(conn);
+    let work = tempfile::tempdir().unwrap();
+    let cases: [(&str, &str, u64, ProblemKind); 7] = [
+        (
+            "delete one",
+            "DELETE FROM audit WHERE seq = 5000",
+            4999,
+            ProblemKind::SeqGap,
+        ),
+        (
+            "delete a whole range",
+            "DELETE FROM audit WHERE seq BETWEEN 4097 AND 8192",
+            4096,
+            ProblemKind::SeqGap,
+        ),
+        (
+            "renumber far beyond the end",
+            "UPDATE audit SET seq = 1000000000000000 WHERE seq = 9000",
+            8999,
+            ProblemKind::SeqGap,
+        ),
+        (
+            "renumber below one",
+            "UPDATE audit SET seq = -5 WHERE seq = 3",
+            0,
+            ProblemKind::SeqGap,
+        ),
+        (
+            "edit in the third range",
+            "UPDATE audit SET detail = 'x' WHERE seq = 10000",
+            9999,
+            ProblemKind::LeafMismatch,
+        ),
+        (
+            "edit at a range's last row",
+            "UPDATE audit SET reason = 'x' WHERE seq = 8192",
+            8191,
+            ProblemKind::LeafMismatch,
+        ),
+        (
+            "delete the last row",
+            "DELETE FROM audit WHERE seq = 12388", // LONG
+            LONG - 1,
+            ProblemKind::CheckpointBeyondLog,
+        ),
+    ];
+    for (i, (label, sql, index, kind)) in cases.into_iter().enumerate() {
+        let path = work.path().join(format!("case{i}.db"));
+        let conn = tamper_copy(&long, &path);
+        conn.execute_batch(sql).unwrap();
+        drop(conn);
+        let sink = Store::open(&path).unwrap().audit_sink();
+        let started = std::time::Instant::now();
+        let problem = sink.verify().unwrap().problem;
+        expect(&problem, index, &[kind], label);
+        assert!(started.elapsed().as_secs() < 60, "{label}: too slow");
+    }
 }
