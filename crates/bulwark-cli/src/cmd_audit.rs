@@ -13,9 +13,9 @@ use bulwark_kernel::Home;
 use bulwark_store::{AuditQuery, SqliteAuditSink, Store};
 
 /// The origin line of this log's checkpoints.
-const ORIGIN: &str = "bulwark.local/audit";
+pub(crate) const ORIGIN: &str = "bulwark.local/audit";
 /// The signer name on checkpoints.
-const KEY_NAME: &str = "bulwark-audit";
+pub(crate) const KEY_NAME: &str = "bulwark-audit";
 
 fn open_sink(home: &Home) -> Result<SqliteAuditSink, Failure> {
     let path = home.db_path();
@@ -53,6 +53,19 @@ pub fn audit_key(home: &Home) -> Result<SigningKey, Failure> {
 }
 
 fn read_key(path: &Path) -> Result<SigningKey, Failure> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path)
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        return Err(usage_error(anyhow!(
+            "{} is readable by other users (mode {:o}); the audit key must be owner-only: chmod 600 {}",
+            path.display(),
+            mode & 0o777,
+            path.display()
+        )));
+    }
     let text = zeroize::Zeroizing::new(
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?,
     );
@@ -72,16 +85,26 @@ fn verifier(key: &SigningKey) -> Result<VerifierKey, Failure> {
 
 /// Exit 0 when the log verifies (and matches `checkpoint`), 1 when it does
 /// not, naming the first bad index.
-pub fn verify(home: &Home, checkpoint: Option<&Path>) -> Result<(), Failure> {
+pub fn verify(home: &Home, checkpoint: Option<&Path>, vkey: Option<&str>) -> Result<(), Failure> {
     let sink = open_sink(home)?;
     let report = match checkpoint {
         Some(file) => {
             let note = std::fs::read_to_string(file)
                 .with_context(|| format!("cannot read {}", file.display()))?;
-            let key = audit_key(home)?;
-            let cp = parse_and_verify(&note, &[verifier(&key)?]).map_err(|e| {
+            let (trusted, whose) = match vkey {
+                Some(text) => (
+                    VerifierKey::parse(text.trim()).map_err(|e| {
+                        usage_error(anyhow!(
+                            "--key is not a verifier key ({e}); pass the line `bulwark audit key` printed, e.g. bulwark-audit+1a2b3c4d+AXG..."
+                        ))
+                    })?,
+                    "the key given with --key",
+                ),
+                None => (verifier(&audit_key(home)?)?, "this log's key"),
+            };
+            let cp = parse_and_verify(&note, &[trusted]).map_err(|e| {
                 usage_error(anyhow!(
-                    "{} is not a checkpoint signed by this log's key ({e})",
+                    "{} is not a checkpoint signed by {whose} ({e})",
                     file.display()
                 ))
             })?;
@@ -209,16 +232,4 @@ pub fn acknowledge(home: &Home) -> Result<(), Failure> {
     println!("acknowledged: {seen}");
     println!("agents may run again; a different or earlier problem will stop them");
     Ok(())
-}
-
-/// A signed checkpoint when a session ends, so the log's state at that
-/// moment can be proven later. A failure is reported, not fatal: the run's
-/// records are already durable.
-pub fn checkpoint_at_exit(home: &Home, sink: &SqliteAuditSink) {
-    let signed = audit_key(home)
-        .map_err(|f| f.error)
-        .and_then(|key| Ok(sink.checkpoint(&key, ORIGIN, KEY_NAME)?));
-    if let Err(err) = signed {
-        eprintln!("warning: no audit checkpoint was signed at exit: {err:#}");
-    }
 }

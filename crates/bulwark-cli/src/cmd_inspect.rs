@@ -76,6 +76,28 @@ pub async fn preflight(home: &Home, agent_name: &str, model: Option<&str>) -> Re
         "ok    manifest     {}",
         loaded.dir.join("agent.toml").display()
     );
+    {
+        use crate::cmd_keys::SignatureStatus;
+        let required = global.trust.require_signed;
+        match crate::cmd_keys::check_agent_signature(home, agent_name, false)? {
+            SignatureStatus::Valid { signer, key_id, .. } => {
+                println!("ok    signature    signed by {signer} ({key_id:08x}), a trusted key");
+            }
+            SignatureStatus::Unsigned if required => {
+                problems += 1;
+                println!(
+                    "FAIL  signature    unsigned, and config.toml requires signed agents: `bulwark sign {agent_name}`"
+                );
+            }
+            SignatureStatus::Unsigned => {
+                println!("ok    signature    unsigned (config.toml does not require signatures)");
+            }
+            SignatureStatus::Invalid { reason } => {
+                problems += 1;
+                println!("FAIL  signature    {reason}");
+            }
+        }
+    }
     let model = model
         .map(str::to_string)
         .or_else(|| loaded.manifest.agent.model.clone())

@@ -1,6 +1,8 @@
 //! `bulwark run` and `bulwark chat`: one task, or a conversation.
 
 use crate::approver::TerminalApprover;
+use crate::checkpoints::{Checkpointer, Shutdown};
+use crate::cmd_keys::{SignatureStatus, check_agent_signature, loaded_matches_signed};
 use crate::printer::Printer;
 use crate::{ChatArgs, Failure, RunArgs, usage_error};
 use anyhow::{Context, anyhow};
@@ -28,7 +30,43 @@ struct Prepared {
     session: Session,
     history: Vec<Message>,
     agent: AgentRuntime,
-    store: Store,
+    /// Signs checkpoints while the run lasts, and the last one at its end.
+    checkpoints: Checkpointer,
+    /// Ctrl-C / SIGTERM, listened for from before the session starts.
+    shutdown: Shutdown,
+}
+
+/// What a run was configured with, for its `config_load` audit record:
+/// digests of the exact bytes parsed, and the agent's signature status.
+struct LoadedSources<'a> {
+    config: Option<[u8; 32]>,
+    access: Option<[u8; 32]>,
+    agent: &'a [(String, [u8; 32])],
+    signature: &'a SignatureStatus,
+}
+
+impl LoadedSources<'_> {
+    fn describe(&self) -> String {
+        let digest = |d: &Option<[u8; 32]>, absent: &str| match d {
+            Some(d) => format!("sha256:{}", hex::encode(d)),
+            None => absent.to_string(),
+        };
+        let mut parts = vec![
+            format!("config.toml {}", digest(&self.config, "absent (defaults)")),
+            format!("access.toml {}", digest(&self.access, "absent")),
+        ];
+        for (path, d) in self.agent {
+            parts.push(format!("{path} sha256:{}", hex::encode(d)));
+        }
+        parts.push(match self.signature {
+            SignatureStatus::Valid { signer, key_id, .. } => {
+                format!("signed by {signer} ({key_id:08x})")
+            }
+            SignatureStatus::Unsigned => "unsigned".to_string(),
+            SignatureStatus::Invalid { .. } => "signature invalid".to_string(),
+        });
+        parts.join("; ")
+    }
 }
 
 fn now_ms() -> i64 {
@@ -50,9 +88,24 @@ fn prepare(
     // (the database, a session row) is created.
     home.workspace_dir(user, agent_name)
         .map_err(kernel_failure)?;
-    let global = home.load_global().map_err(kernel_failure)?;
-    let access = home.load_access().map_err(kernel_failure)?;
+    let (global, config_digest) = home.load_global_digested().map_err(kernel_failure)?;
+    let (access, access_digest) = home.load_access_digested().map_err(kernel_failure)?;
+    let signature = check_agent_signature(home, agent_name, global.trust.require_signed)?;
     let loaded = home.load_agent(agent_name).map_err(kernel_failure)?;
+    match &signature {
+        SignatureStatus::Valid { files, .. } => {
+            loaded_matches_signed(&loaded.sources, files).map_err(|why| Failure {
+                code: 1,
+                error: anyhow!(
+                    "agent `{agent_name}`: {why}; it was not started (check it with `bulwark verify {agent_name}`)"
+                ),
+            })?;
+        }
+        SignatureStatus::Invalid { reason } => {
+            eprintln!("warning: the signature of agent `{agent_name}` does not hold: {reason}");
+        }
+        SignatureStatus::Unsigned => {}
+    }
     let registry = ToolRegistry::builtin();
     let policy = effective_policy(
         &PolicyContext {
@@ -93,13 +146,23 @@ fn prepare(
     let store = Store::open(&home.db_path())
         .with_context(|| format!("cannot open {}", home.db_path().display()))?;
     // A log that does not verify stops agents until an operator looks.
-    crate::cmd_audit::require_verified(home, &store.audit_sink())?;
-    let audit: Arc<dyn AuditSink> = Arc::new(store.audit_sink());
+    let audit_sink = store.audit_sink();
+    crate::cmd_audit::require_verified(home, &audit_sink)?;
+    let shutdown = Shutdown::listen().context("cannot install the Ctrl-C / SIGTERM handlers")?;
+    let checkpoints = Checkpointer::start(home, audit_sink.clone(), &global.audit);
+    let audit: Arc<dyn AuditSink> = Arc::new(audit_sink);
+    let loads = LoadedSources {
+        config: config_digest,
+        access: access_digest,
+        agent: &loaded.sources,
+        signature: &signature,
+    };
     let door = Door::new(
         registry,
         audit.clone(),
         Arc::new(TerminalApprover::new(pre_approved)),
-    );
+    )
+    .with_recorded_arguments(global.audit.record_arguments);
     let kernel = Kernel::new(door, store.clone());
 
     let (id, saved, history) = match resume {
@@ -143,6 +206,22 @@ fn prepare(
             user: user.into(),
         })?;
     }
+    audit
+        .record(&AuditRecord {
+            time_ms: now_ms(),
+            session: id.clone(),
+            agent: agent_name.into(),
+            user: user.into(),
+            action: "config_load".into(),
+            tool: String::new(),
+            operation: String::new(),
+            args_digest: String::new(),
+            decision: Decision::Allowed,
+            reason: "config_load".into(),
+            detail: loads.describe(),
+            duration_us: 0,
+        })
+        .context("the audit log refused the configuration record")?;
     audit
         .record(&AuditRecord {
             time_ms: now_ms(),
@@ -191,7 +270,8 @@ fn prepare(
         session,
         history,
         agent,
-        store,
+        checkpoints,
+        shutdown,
     })
 }
 
@@ -236,19 +316,22 @@ pub async fn run(home: &Home, args: RunArgs) -> Result<(), Failure> {
         p.session.identity.id, p.agent.name, p.agent.model
     );
     let mut printer = Printer::new();
-    let outcome = p
-        .kernel
-        .run_turn(
+    let turn = tokio::select! {
+        turn = p.kernel.run_turn(
             &mut p.session,
             &mut p.history,
             &p.agent,
             &args.task,
             &mut printer,
-        )
-        .await
-        .map_err(kernel_failure)?;
+        ) => turn,
+        () = p.shutdown.requested() => {
+            p.checkpoints.finish();
+            return Err(interrupted(&p.session.identity.id));
+        }
+    };
+    let outcome = turn.map_err(kernel_failure)?;
     println!();
-    crate::cmd_audit::checkpoint_at_exit(home, &p.store.audit_sink());
+    p.checkpoints.finish();
     eprintln!(
         "{} tool call(s) · {} input / {} output tokens · audit: bulwark audit tail --session {}",
         outcome.tool_calls,
@@ -257,6 +340,15 @@ pub async fn run(home: &Home, args: RunArgs) -> Result<(), Failure> {
         p.session.identity.id
     );
     report_end(&outcome.end, &p.session.identity.id)
+}
+
+/// Ctrl-C or SIGTERM: the run stops after signing its checkpoint; exit
+/// 130 as shells report an interrupt.
+fn interrupted(session: &str) -> Failure {
+    Failure {
+        code: 130,
+        error: anyhow!("interrupted; the session can be resumed (session {session})"),
+    }
 }
 
 fn read_line_blocking() -> Option<String> {
@@ -286,13 +378,16 @@ pub async fn chat(home: &Home, args: ChatArgs) -> Result<(), Failure> {
     loop {
         eprint!("> ");
         let _ = std::io::stderr().flush();
-        let Some(line) = tokio::task::spawn_blocking(read_line_blocking)
-            .await
-            .ok()
-            .flatten()
-        else {
+        let read = tokio::select! {
+            read = tokio::task::spawn_blocking(read_line_blocking) => read,
+            () = p.shutdown.requested() => {
+                p.checkpoints.finish();
+                return Err(interrupted(&p.session.identity.id));
+            }
+        };
+        let Some(line) = read.ok().flatten() else {
             eprintln!();
-            crate::cmd_audit::checkpoint_at_exit(home, &p.store.audit_sink());
+            p.checkpoints.finish();
             return Ok(());
         };
         let line = line.trim();
@@ -300,15 +395,18 @@ pub async fn chat(home: &Home, args: ChatArgs) -> Result<(), Failure> {
             continue;
         }
         if line == "/exit" || line == "/quit" {
-            crate::cmd_audit::checkpoint_at_exit(home, &p.store.audit_sink());
+            p.checkpoints.finish();
             return Ok(());
         }
         let mut printer = Printer::new();
-        match p
-            .kernel
-            .run_turn(&mut p.session, &mut p.history, &p.agent, line, &mut printer)
-            .await
-        {
+        let turn = tokio::select! {
+            turn = p.kernel.run_turn(&mut p.session, &mut p.history, &p.agent, line, &mut printer) => turn,
+            () = p.shutdown.requested() => {
+                p.checkpoints.finish();
+                return Err(interrupted(&p.session.identity.id));
+            }
+        };
+        match turn {
             Ok(outcome) => {
                 println!();
                 if let Err(failure) = report_end(&outcome.end, &p.session.identity.id) {

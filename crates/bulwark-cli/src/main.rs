@@ -2,10 +2,12 @@
 #![forbid(unsafe_code)]
 
 mod approver;
+mod checkpoints;
 mod cmd_audit;
 mod cmd_credentials;
 mod cmd_init;
 mod cmd_inspect;
+mod cmd_keys;
 mod cmd_net;
 mod cmd_run;
 mod cmd_sandbox;
@@ -98,6 +100,62 @@ enum Command {
         #[command(subcommand)]
         command: SandboxCommand,
     },
+    /// Signing keys and the trust store that signed agents are checked against.
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+    /// Sign an agent: write agents/<AGENT>/agent.sig over every file of the agent.
+    #[command(
+        after_help = "Examples:\n  bulwark sign assistant                 (the only key in keys/)\n  bulwark sign assistant --key alice\n\nThe signature covers every file under agents/<AGENT>/ except agent.sig:\nthe manifest, SYSTEM.md, skills and anything else. Links are refused.\nSign again after every change you approve."
+    )]
+    Sign {
+        /// The agent's name (a directory under agents/).
+        agent: String,
+        /// The signing key (keys/<NAME>.key); needed when there are several.
+        #[arg(long, value_name = "NAME")]
+        key: Option<String>,
+    },
+    /// Check an agent's signature against the trust store (exit 0 valid, 1
+    /// not, naming what differs or who signed).
+    #[command(
+        after_help = "Examples:\n  bulwark verify assistant\n  bulwark keys trust alice+1a2b3c4d+AXG...   (then verify again)\n\nOnly keys in trust/ count; a signature by any other key is refused and\nits key name and key ID are printed so you can decide whether to trust it."
+    )]
+    Verify {
+        /// The agent's name (a directory under agents/).
+        agent: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Create a signing key: keys/<NAME>.key (private, mode 0600) and
+    /// keys/<NAME>.pub (the verifier key to hand out).
+    #[command(
+        after_help = "Examples:\n  bulwark keys gen alice\n  bulwark keys trust keys/alice.pub   (to run agents signed with it here)\n\nNAME: 1-64 letters, digits, `-`, `_` or `.`; `audit` is reserved for the\naudit log's key. An existing key is never overwritten."
+    )]
+    Gen {
+        /// The key's name; it appears on every signature it makes.
+        name: String,
+    },
+    /// Trust a signer: store its verifier key as trust/<NAME>.vkey.
+    #[command(
+        after_help = "Examples:\n  bulwark keys trust alice+1a2b3c4d+AXGfb3...\n  bulwark keys trust /mnt/usb/alice.pub\n\nA different key under an already trusted name is refused: untrust the\nold one first if the signer really replaced their key."
+    )]
+    Trust {
+        /// A verifier key (NAME+KEYID+BASE64), or a file holding one.
+        #[arg(value_name = "VKEY|FILE")]
+        key: String,
+    },
+    /// Stop trusting a signer: agents signed only by it no longer verify.
+    #[command(after_help = "Example:\n  bulwark keys untrust alice")]
+    Untrust {
+        /// The trusted key's name (see `bulwark keys list`).
+        name: String,
+    },
+    /// The trusted keys, and the signing keys on this machine.
+    #[command(after_help = "Example:\n  bulwark keys list")]
+    List,
 }
 
 #[derive(Subcommand)]
@@ -280,11 +338,15 @@ enum AuditCommand {
     /// Recompute the Merkle log and check every stored checkpoint (and
     /// FILE, a checkpoint kept elsewhere). Exit 1 names the first bad index.
     #[command(
-        after_help = "Examples:\n  bulwark audit verify\n  bulwark audit checkpoint --out /safe/place/cp-1.txt   (later:)\n  bulwark audit verify --checkpoint /safe/place/cp-1.txt"
+        after_help = "Examples:\n  bulwark audit verify\n  bulwark audit checkpoint --out /safe/place/cp-1.txt   (later:)\n  bulwark audit verify --checkpoint /safe/place/cp-1.txt\n  bulwark audit verify --checkpoint cp-1.txt --key \"$(cat /safe/place/audit.vkey)\"\n\nWith --key, the checkpoint's signature is checked against that verifier key\n(printed by `bulwark audit key` when the log was set up) instead of the key\non this machine, which whoever rewrote the log may also have replaced."
     )]
     Verify {
+        /// A checkpoint kept elsewhere that the log must still reproduce.
         #[arg(long, value_name = "FILE")]
         checkpoint: Option<std::path::PathBuf>,
+        /// The verifier key (`name+id+key`) the checkpoint must be signed by.
+        #[arg(long, value_name = "VKEY", requires = "checkpoint")]
+        key: Option<String>,
     },
     /// Sign a checkpoint (C2SP signed note) of the log as it is now.
     Checkpoint {
@@ -448,8 +510,8 @@ fn main() -> ExitCode {
                 command: AuditCommand::Export { since, out },
             } => cmd_inspect::audit_export(&home, since, out.as_deref()),
             Command::Audit {
-                command: AuditCommand::Verify { checkpoint },
-            } => cmd_audit::verify(&home, checkpoint.as_deref()),
+                command: AuditCommand::Verify { checkpoint, key },
+            } => cmd_audit::verify(&home, checkpoint.as_deref(), key.as_deref()),
             Command::Audit {
                 command: AuditCommand::Checkpoint { out },
             } => cmd_audit::checkpoint(&home, out.as_deref()),
@@ -465,8 +527,25 @@ fn main() -> ExitCode {
             Command::Audit {
                 command: AuditCommand::Acknowledge,
             } => cmd_audit::acknowledge(&home),
+            Command::Keys {
+                command: KeysCommand::Gen { name },
+            } => cmd_keys::keys_gen(&home, &name),
+            Command::Keys {
+                command: KeysCommand::Trust { key },
+            } => cmd_keys::keys_trust(&home, &key),
+            Command::Keys {
+                command: KeysCommand::Untrust { name },
+            } => cmd_keys::keys_untrust(&home, &name),
+            Command::Keys {
+                command: KeysCommand::List,
+            } => cmd_keys::keys_list(&home),
+            Command::Sign { agent, key } => cmd_keys::sign(&home, &agent, key.as_deref()),
+            Command::Verify { agent } => cmd_keys::verify(&home, &agent),
         }
     });
+    // Do not wait for a blocking read of stdin that an interrupted chat
+    // left behind: every record and checkpoint is written by now.
+    runtime.shutdown_background();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {

@@ -8,7 +8,7 @@
 
 use crate::approval::{ApprovalAnswer, ApprovalRequest, Approver};
 use crate::registry::ToolRegistry;
-use crate::scoped::{Access, ScopedFiles, ScopedHttp, ScopedMemory, ScopedProcess};
+use crate::scoped::{Access, ScopedFiles, ScopedHttp, ScopedMemory, ScopedProcess, SpawnRecorder};
 use crate::session::Session;
 use crate::tool::{ToolContext, ToolError, ToolOutput};
 use bulwark_audit::{AuditRecord, AuditSink, Decision};
@@ -46,7 +46,12 @@ pub struct Door {
     registry: ToolRegistry,
     audit: Arc<dyn AuditSink>,
     approver: Arc<dyn Approver>,
+    record_arguments: bool,
 }
+
+/// The largest `arguments` record detail; longer arguments are cut (the
+/// record's digest still covers all of them).
+const MAX_RECORDED_ARGUMENTS: usize = 64 * 1024;
 
 pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
@@ -58,6 +63,8 @@ pub(crate) fn now_ms() -> i64 {
 /// What every audit record of one call shares. Owns its strings so the
 /// pipeline can mutate session state while it is alive.
 struct CallAudit<'a> {
+    /// Canonical, redacted arguments when the door records them.
+    arguments: Option<String>,
     session: String,
     agent: String,
     user: String,
@@ -173,7 +180,16 @@ impl Door {
             registry,
             audit,
             approver,
+            record_arguments: false,
         }
+    }
+
+    /// Keep each call's arguments in an `arguments` record written just
+    /// before its `tool_call` record (config.toml `[audit]
+    /// record_arguments`). Secret values are redacted first.
+    pub fn with_recorded_arguments(mut self, on: bool) -> Self {
+        self.record_arguments = on;
+        self
     }
 
     pub fn registry(&self) -> &ToolRegistry {
@@ -188,6 +204,10 @@ impl Door {
     /// sink fails, the result becomes an error and the session stops: an
     /// action that cannot be recorded must not look like it succeeded.
     fn finish(&self, audit: &CallAudit<'_>, outcome: Outcome) -> DispatchResult {
+        let arguments = audit.arguments.as_ref().map(|text| AuditRecord {
+            detail: truncate(text, MAX_RECORDED_ARGUMENTS),
+            ..audit.record("arguments", outcome.decision, "arguments", "")
+        });
         let record = audit.record(
             "tool_call",
             outcome.decision,
@@ -208,7 +228,12 @@ impl Door {
             Decision::Failed => format!("failed ({reason}): {message}"),
             _ => message,
         };
-        if let Err(err) = self.audit.record(&record) {
+        let written = match &arguments {
+            Some(arguments) => self.audit.record(arguments),
+            None => Ok(()),
+        }
+        .and_then(|()| self.audit.record(&record));
+        if let Err(err) = written {
             content =
                 format!("the audit log could not record this call ({err}); the session is stopped");
             is_error = true;
@@ -245,7 +270,13 @@ impl Door {
             .as_ref()
             .map(|t| (t.spec().domain, t.spec().operation))
             .unwrap_or(("", ""));
+        let arguments = self.record_arguments.then(|| {
+            let canonical = AuditRecord::canonical_args(call.input);
+            let text = String::from_utf8_lossy(&canonical);
+            session.resources.secrets.redact(&text)
+        });
         let audit = CallAudit {
+            arguments,
             session: session.identity.id.clone(),
             agent: session.identity.agent.clone(),
             user: session.identity.user.clone(),
@@ -391,6 +422,7 @@ impl Door {
         let sandbox_warnings = Arc::new(Mutex::new(Vec::new()));
         let ctx = self.scope(
             session,
+            &audit,
             &demands,
             CallContext {
                 tool: domain.to_string(),
@@ -514,6 +546,7 @@ impl Door {
     fn scope(
         &self,
         session: &Session,
+        audit: &CallAudit<'_>,
         demands: &[Demand],
         call: CallContext,
         credentials_used: Arc<Mutex<Vec<CredentialUse>>>,
@@ -561,6 +594,10 @@ impl Door {
                 secret_env: res.process_secrets.clone(),
                 secrets: res.secrets.clone(),
                 used: credentials_used.clone(),
+                spawn_log: SpawnRecorder {
+                    audit: self.audit.clone(),
+                    template: audit.record("spawn", Decision::Allowed, "spawn", ""),
+                },
             }),
             http: match (&res.http, hosts.is_empty()) {
                 (Some(http), false) => Some(ScopedHttp {

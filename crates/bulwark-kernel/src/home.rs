@@ -22,6 +22,15 @@ pub struct LoadedAgent {
     pub manifest: Manifest,
     pub system_prompt: String,
     pub dir: PathBuf,
+    /// SHA-256 of exactly the bytes parsed: `agent.toml`, and `SYSTEM.md`
+    /// when it exists. A signature check compares these with the signed
+    /// listing, so a file swapped between the check and the load is caught.
+    pub sources: Vec<(String, [u8; 32])>,
+}
+
+fn sha256(text: &str) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(text.as_bytes()).into()
 }
 
 /// The default when `SYSTEM.md` is absent.
@@ -128,21 +137,36 @@ impl Home {
 
     /// `config.toml`; absent means every default.
     pub fn load_global(&self) -> Result<GlobalConfig, KernelError> {
+        Ok(self.load_global_digested()?.0)
+    }
+
+    /// [`load_global`](Self::load_global), with the SHA-256 of the bytes
+    /// parsed (`None`: no file, the defaults) for the audit record of
+    /// what a run was configured with.
+    pub fn load_global_digested(&self) -> Result<(GlobalConfig, Option<[u8; 32]>), KernelError> {
         let path = self.config_path();
         match Self::read_optional(&path)? {
             Some(src) => parse_global_config(&src, &path.display().to_string())
+                .map(|config| (config, Some(sha256(&src))))
                 .map_err(|e| KernelError::Setup(e.to_string())),
-            None => Ok(GlobalConfig::default()),
+            None => Ok((GlobalConfig::default(), None)),
         }
     }
 
     /// `access.toml`; absent means no users with restrictions.
     pub fn load_access(&self) -> Result<AccessFile, KernelError> {
+        Ok(self.load_access_digested()?.0)
+    }
+
+    /// [`load_access`](Self::load_access), with the SHA-256 of the bytes
+    /// parsed (`None`: no file).
+    pub fn load_access_digested(&self) -> Result<(AccessFile, Option<[u8; 32]>), KernelError> {
         let path = self.access_path();
         match Self::read_optional(&path)? {
             Some(src) => parse_access(&src, &path.display().to_string())
+                .map(|access| (access, Some(sha256(&src))))
                 .map_err(|e| KernelError::Setup(e.to_string())),
-            None => Ok(AccessFile::default()),
+            None => Ok((AccessFile::default(), None)),
         }
     }
 
@@ -164,12 +188,19 @@ impl Home {
                 manifest.agent.name
             )));
         }
-        let system_prompt = Self::read_optional(&dir.join("SYSTEM.md"))?
-            .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_string());
+        let mut sources = vec![("agent.toml".to_string(), sha256(&src))];
+        let system_prompt = match Self::read_optional(&dir.join("SYSTEM.md"))? {
+            Some(text) => {
+                sources.push(("SYSTEM.md".to_string(), sha256(&text)));
+                text
+            }
+            None => DEFAULT_SYSTEM_PROMPT.to_string(),
+        };
         Ok(LoadedAgent {
             manifest,
             system_prompt,
             dir,
+            sources,
         })
     }
 

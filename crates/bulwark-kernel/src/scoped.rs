@@ -6,6 +6,7 @@
 
 use crate::setup::ProcessSandbox;
 use crate::tool::ToolError;
+use bulwark_audit::{AuditRecord, AuditSink, Decision};
 use bulwark_net::{BodyMode, CallContext, CredentialUse, HttpRequest, SafeHttp};
 use bulwark_policy::WorkspacePath;
 use bulwark_sandbox::{FsError, ProcessOutput, ProcessSpec, SandboxSpec, Workspace};
@@ -155,6 +156,44 @@ pub struct ScopedProcess {
     pub(crate) secret_env: Vec<(String, String, secrecy::SecretString)>,
     pub(crate) secrets: Arc<bulwark_net::SecretStore>,
     pub(crate) used: Arc<Mutex<Vec<CredentialUse>>>,
+    pub(crate) spawn_log: SpawnRecorder,
+}
+
+/// Writes the `spawn` audit record of a call *before* its child starts, so
+/// a process that runs always has a durable trace, even if the runtime
+/// dies while it runs. A spawn that cannot be recorded does not happen.
+pub(crate) struct SpawnRecorder {
+    pub(crate) audit: Arc<dyn AuditSink>,
+    /// The call's shared fields (session, agent, user, tool, operation,
+    /// argument digest); action, decision, reason and detail are set here.
+    pub(crate) template: AuditRecord,
+}
+
+impl SpawnRecorder {
+    fn record(&self, detail: String) -> Result<(), ToolError> {
+        let record = AuditRecord {
+            time_ms: crate::door::now_ms(),
+            action: "spawn".into(),
+            decision: Decision::Allowed,
+            reason: "spawn".into(),
+            detail,
+            ..self.template.clone()
+        };
+        self.audit.record(&record).map_err(|e| {
+            ToolError::Failed(format!(
+                "the audit log could not record the process start ({e}); it was not started"
+            ))
+        })
+    }
+}
+
+/// The program's file name only: the full argv is in the transcript and
+/// its digest in the record, so the audit log names what ran without
+/// copying arguments that may hold data.
+fn program_name(argv: &[String]) -> String {
+    let program = argv.first().map(String::as_str).unwrap_or_default();
+    let name = program.rsplit('/').next().unwrap_or(program);
+    name.chars().take(64).collect()
 }
 
 impl ScopedProcess {
@@ -172,8 +211,11 @@ impl ScopedProcess {
     }
 
     async fn run_confined(&self, argv: &[String]) -> Result<ProcessOutput, ToolError> {
+        let program = self.secrets.redact(&program_name(argv));
         let (helper, enforcement, limits) = match &self.sandbox {
             ProcessSandbox::Unconfined => {
+                self.spawn_log
+                    .record(format!("{program}: unconfined (no process sandbox)"))?;
                 let spec = ProcessSpec {
                     argv: argv.to_vec(),
                     cwd: self.cwd.clone(),
@@ -215,6 +257,14 @@ impl ScopedProcess {
                 });
             }
         }
+        let mode = match enforcement {
+            bulwark_sandbox::Enforcement::Strict => "strict",
+            bulwark_sandbox::Enforcement::Permissive => "permissive",
+        };
+        self.spawn_log.record(format!(
+            "{program}: sandboxed ({mode}); {} argument(s)",
+            argv.len().saturating_sub(1)
+        ))?;
         let spec = SandboxSpec {
             argv: argv.to_vec(),
             cwd: self.cwd.clone(),

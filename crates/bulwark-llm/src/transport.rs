@@ -242,16 +242,13 @@ impl Endpoint {
         }
     }
 
-    /// Remove the key from text a server sent back (some echo it) and cut
-    /// the text to [`DETAIL_CHARS`].
+    /// Remove the key from text a server sent back (some echo it, raw or
+    /// encoded) and cut the text to [`DETAIL_CHARS`].
     fn redact(&self, text: &str) -> String {
-        let mut text = text.to_owned();
-        if let Some(key) = &self.config.api_key {
-            let key = key.expose_secret();
-            if !key.is_empty() {
-                text = text.replace(key, "[redacted]");
-            }
-        }
+        let text = match &self.config.api_key {
+            Some(key) => bulwark_net::redact_value(text, key.expose_secret(), "[redacted]"),
+            None => text.to_owned(),
+        };
         truncate_chars(&text, DETAIL_CHARS)
     }
 }

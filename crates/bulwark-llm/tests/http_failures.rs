@@ -125,7 +125,7 @@ async fn unauthorized_is_not_retried_and_names_url_and_status() {
     let server = TestServer::start(vec![
         Reply::json(
             401,
-            json!({"error": {"message": format!("Incorrect API key provided: {KEY}."), "type": "invalid_request_error", "code": "invalid_api_key"}}),
+            json!({"error": {"message": format!("Incorrect API key provided: {KEY}. (hex {})", hex_of(KEY)), "type": "invalid_request_error", "code": "invalid_api_key"}}),
         ),
         Reply::sse(OK_ANTHROPIC),
     ])
@@ -140,10 +140,14 @@ async fn unauthorized_is_not_retried_and_names_url_and_status() {
     );
     assert!(shown.contains("401"), "{shown}");
     assert!(
-        shown.contains("Incorrect API key provided: [redacted]"),
+        shown.contains("Incorrect API key provided: [redacted]. (hex [redacted])"),
         "{shown}"
     );
     assert_no_key(&err);
+}
+
+fn hex_of(text: &str) -> String {
+    text.bytes().map(|b| format!("{b:02x}")).collect()
 }
 
 #[tokio::test]

@@ -36,7 +36,7 @@ pub use dial::{Dialer, TcpDialer};
 pub use ip::{forbidden_host, forbidden_range};
 use policy::Rule;
 pub use resolve::{Resolver, StaticResolver, SystemResolver};
-pub use secrets::{MIN_GUARDED_SECRET_LEN, SecretStore};
+pub use secrets::{MIN_GUARDED_SECRET_LEN, SecretStore, redact_value};
 
 /// URLs in error messages are cut to this many characters so a hostile,
 /// huge URL cannot flood logs or the model's context.

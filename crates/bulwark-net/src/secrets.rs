@@ -22,6 +22,72 @@ struct Entry {
     value: SecretString,
     /// Provider API keys are guarded but never injected into tool requests.
     injectable: bool,
+    /// What [`SecretStore::redact`] looks for besides the raw value: the
+    /// hex and base64 renderings (see [`encoded_forms`]). Zeroized on drop
+    /// like the value, since each one reveals it.
+    encoded: Vec<Zeroizing<String>>,
+}
+
+/// `text` with `value` and its hex and base64 renderings replaced by
+/// `marker`: for one secret held outside a [`SecretStore`] (a provider
+/// key whose server may echo it back in an error).
+pub fn redact_value(text: &str, value: &str, marker: &str) -> String {
+    if value.is_empty() {
+        return text.to_string();
+    }
+    let encoded = encoded_forms(value);
+    replace_forms(text.to_string(), value, &encoded, marker)
+}
+
+fn replace_forms(
+    mut text: String,
+    value: &str,
+    encoded: &[Zeroizing<String>],
+    marker: &str,
+) -> String {
+    for form in std::iter::once(value).chain(encoded.iter().map(|f| f.as_str())) {
+        if text.contains(form) {
+            text = text.replace(form, marker);
+        }
+    }
+    text
+}
+
+/// Base64 runs shorter than this are not redacted: a handful of characters
+/// could occur in unrelated encoded data.
+const MIN_REDACTED_BASE64: usize = 8;
+
+/// The encodings of `value` that text coming back from outside may carry
+/// (a server echoing a request, a command printing `base64` of its env):
+/// hex in both cases, and for base64 (standard and URL-safe alphabets) at
+/// each of the three byte alignments, the characters that depend on the
+/// value's bytes alone. Those characters are what appears whatever was
+/// encoded before or after the secret, so an embedded secret is caught.
+fn encoded_forms(value: &str) -> Vec<Zeroizing<String>> {
+    use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+    let bytes = value.as_bytes();
+    let mut forms = vec![
+        Zeroizing::new(hex::encode(bytes)),
+        Zeroizing::new(hex::encode_upper(bytes)),
+    ];
+    for engine in [&STANDARD_NO_PAD, &URL_SAFE_NO_PAD] {
+        for lead in 0..3usize {
+            let mut input = Zeroizing::new(vec![0u8; lead]);
+            input.extend_from_slice(bytes);
+            let encoded = Zeroizing::new(engine.encode(input.as_slice()));
+            // Character i holds bits [6i, 6i+6); the value holds bits
+            // [8*lead, 8*(lead+len)).
+            let first = (8 * lead).div_ceil(6);
+            let end = (8 * (lead + bytes.len())) / 6;
+            if let Some(core) = encoded.get(first..end)
+                && core.len() >= MIN_REDACTED_BASE64
+                && !forms.iter().any(|f| f.as_str() == core)
+            {
+                forms.push(Zeroizing::new(core.to_string()));
+            }
+        }
+    }
+    forms
 }
 
 /// Named secrets, read once at start-up. `Debug` shows names only.
@@ -44,8 +110,15 @@ impl SecretStore {
     /// Add a secret. `injectable = false` keeps it out of every tool
     /// request (the guard still looks for it): for the model provider's key.
     pub fn insert(&mut self, name: &str, value: SecretString, injectable: bool) {
-        self.entries
-            .insert(name.to_string(), Entry { value, injectable });
+        let encoded = encoded_forms(value.expose_secret());
+        self.entries.insert(
+            name.to_string(),
+            Entry {
+                value,
+                injectable,
+                encoded,
+            },
+        );
     }
 
     /// Add each named secret that `lookup` knows (the runtime passes its
@@ -124,15 +197,17 @@ impl SecretStore {
         None
     }
 
-    /// `text` with every raw occurrence of a guarded secret replaced by a
-    /// marker naming the key: for anything shown to the model or logged
-    /// that came from outside (a page that echoes a request back).
+    /// `text` with every occurrence of a guarded secret (raw, hex or
+    /// base64, see [`encoded_forms`]) replaced by a marker naming the key:
+    /// for anything shown to the model or logged that came from outside (a
+    /// page that echoes a request back, a command that prints its env).
     pub fn redact(&self, text: &str) -> String {
         let mut out = text.to_string();
         for (name, e) in &self.entries {
             let v = e.value.expose_secret();
-            if v.len() >= MIN_GUARDED_SECRET_LEN && out.contains(v) {
-                out = out.replace(v, &format!("[secret {name} redacted]"));
+            if v.len() >= MIN_GUARDED_SECRET_LEN {
+                let marker = format!("[secret {name} redacted]");
+                out = replace_forms(out, v, &e.encoded, &marker);
             }
         }
         out

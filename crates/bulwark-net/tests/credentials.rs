@@ -375,6 +375,33 @@ fn redaction_names_the_key_not_the_value() {
 }
 
 proptest! {
+    /// What comes back from outside (an echoing server, a command printing
+    /// its environment encoded) is redacted in hex and base64 too, wherever
+    /// the secret sits inside a longer encoded blob.
+    #[test]
+    fn redaction_covers_encoded_echoes(
+        secret in "[A-Za-z0-9_./+=-]{8,40}",
+        before in proptest::collection::vec(any::<u8>(), 0..6),
+        after in proptest::collection::vec(any::<u8>(), 0..6),
+        encoding in 0usize..4,
+    ) {
+        use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+        let mut store = SecretStore::new();
+        store.insert("K", SecretString::from(secret.clone()), true);
+        let mut blob = before.clone();
+        blob.extend_from_slice(secret.as_bytes());
+        blob.extend_from_slice(&after);
+        let text = match encoding {
+            0 => STANDARD.encode(&blob),
+            1 => URL_SAFE_NO_PAD.encode(&blob),
+            2 => hex::encode(&blob),
+            _ => hex::encode_upper(&blob),
+        };
+        let red = store.redact(&format!("echo: {text} end"));
+        prop_assert!(red.contains("[secret K redacted]"), "{} -> {}", text, red);
+        prop_assert!(store.find_in(red.as_bytes()).is_none(), "{}", red);
+    }
+
     #[test]
     fn any_disguise_at_any_offset_is_found(
         secret in "[A-Za-z0-9_./+=-]{8,40}",

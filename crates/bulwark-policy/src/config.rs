@@ -43,6 +43,57 @@ pub struct GlobalConfig {
     /// How child processes are confined.
     #[serde(default)]
     pub sandbox: GlobalSandbox,
+    /// Which signed agents may run.
+    #[serde(default)]
+    pub trust: TrustSection,
+    /// When the audit log signs checkpoints.
+    #[serde(default)]
+    pub audit: AuditSection,
+}
+
+/// `[trust]` of config.toml.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrustSection {
+    /// Refuse agents without a valid signature by a key in the trust store.
+    /// Off by default so a fresh install runs its own unsigned agents; an
+    /// operator who distributes agents turns it on.
+    #[serde(default)]
+    pub require_signed: bool,
+}
+
+/// `[audit]` of config.toml.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditSection {
+    /// Seconds between periodic signed checkpoints while agents run
+    /// (default 300). A checkpoint is also signed at every exit.
+    #[serde(default)]
+    pub checkpoint_interval_secs: Option<u64>,
+    /// Also sign a checkpoint once this many records were appended since
+    /// the last one (default 10000).
+    #[serde(default)]
+    pub checkpoint_every_records: Option<u64>,
+    /// Also keep each tool call's arguments (canonical JSON, secrets
+    /// redacted, at most 64 KiB) in an `arguments` record. Off by default:
+    /// the log then holds only their SHA-256, and the transcript the values.
+    #[serde(default)]
+    pub record_arguments: bool,
+}
+
+impl AuditSection {
+    pub const DEFAULT_INTERVAL_SECS: u64 = 300;
+    pub const DEFAULT_EVERY_RECORDS: u64 = 10_000;
+
+    pub fn interval_secs(&self) -> u64 {
+        self.checkpoint_interval_secs
+            .unwrap_or(Self::DEFAULT_INTERVAL_SECS)
+    }
+
+    pub fn every_records(&self) -> u64 {
+        self.checkpoint_every_records
+            .unwrap_or(Self::DEFAULT_EVERY_RECORDS)
+    }
 }
 
 /// `[sandbox]` of config.toml.
@@ -146,6 +197,27 @@ pub fn parse_global_config(src: &str, origin: &str) -> Result<GlobalConfig, Conf
         {
             return Err(loc.at(
                 &[Key("sandbox"), Key(field)],
+                format_args!("{v} is out of range; use 1 to {max}"),
+            ));
+        }
+    }
+    for (field, value, max) in [
+        (
+            "checkpoint_interval_secs",
+            c.audit.checkpoint_interval_secs,
+            7 * 24 * 3600,
+        ),
+        (
+            "checkpoint_every_records",
+            c.audit.checkpoint_every_records,
+            1 << 40,
+        ),
+    ] {
+        if let Some(v) = value
+            && !(1..=max).contains(&v)
+        {
+            return Err(loc.at(
+                &[Key("audit"), Key(field)],
                 format_args!("{v} is out of range; use 1 to {max}"),
             ));
         }

@@ -29,8 +29,8 @@ mod validate;
 pub use access::{AccessFile, UserEntry, UserRole, parse_access, user_may_use_agent};
 pub use capability::{CAPABILITY_KINDS, Capability, CapabilitySet, Demand, HostPattern};
 pub use config::{
-    GlobalConfig, GlobalSandbox, ProviderConfig, ProviderKind, RemoteSection, SandboxEnforcement,
-    parse_global_config,
+    AuditSection, GlobalConfig, GlobalSandbox, ProviderConfig, ProviderKind, RemoteSection,
+    SandboxEnforcement, TrustSection, parse_global_config,
 };
 pub use credentials::{
     CredentialGrant, CredentialMode, CredentialsSection, FORBIDDEN_INJECTION_HEADERS,

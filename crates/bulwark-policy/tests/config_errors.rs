@@ -348,3 +348,37 @@ role = "admin"
     let e = parse_access(&bad, "access.toml").unwrap_err();
     assert_eq!(e.line, line_of(&bad, "allow_all"), "{e}");
 }
+
+#[test]
+fn audit_and_trust_sections() {
+    let src = "[trust]\nrequire_signed = true\n[audit]\ncheckpoint_interval_secs = 60\ncheckpoint_every_records = 500\nrecord_arguments = true\n";
+    let c = parse_global_config(src, "config.toml").unwrap();
+    assert!(c.trust.require_signed);
+    assert_eq!(
+        (c.audit.interval_secs(), c.audit.every_records()),
+        (60, 500)
+    );
+    assert!(c.audit.record_arguments);
+    let defaults = parse_global_config("", "config.toml").unwrap();
+    assert!(!defaults.trust.require_signed && !defaults.audit.record_arguments);
+    assert_eq!(
+        (
+            defaults.audit.interval_secs(),
+            defaults.audit.every_records()
+        ),
+        (300, 10_000)
+    );
+
+    let bad = src.replacen("= 60", "= 0", 1);
+    let e = parse_global_config(&bad, "config.toml").unwrap_err();
+    assert_eq!(e.line, line_of(&bad, "= 0"), "{e}");
+    assert!(
+        e.message.contains("audit.checkpoint_interval_secs") && e.message.contains("1 to"),
+        "{e}"
+    );
+    let bad = src.replacen("record_arguments", "record_args", 1);
+    let e = parse_global_config(&bad, "config.toml").unwrap_err();
+    assert!(e.message.contains("record_args"), "{e}");
+    let bad = src.replacen("require_signed = true", "require_signed = \"yes\"", 1);
+    assert!(parse_global_config(&bad, "config.toml").is_err());
+}

@@ -1,0 +1,162 @@
+//! Signed checkpoints while agents run: periodically, after every N records,
+//! and once more when the run ends however it ends (return, error, Ctrl-C,
+//! SIGTERM). A checkpoint held elsewhere is what makes a later rewrite of
+//! the log detectable, so the gap between two of them is the window in
+//! which history could be rewritten unnoticed; these triggers bound it.
+
+use bulwark_kernel::Home;
+use bulwark_policy::AuditSection;
+use bulwark_store::SqliteAuditSink;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::cmd_audit::{KEY_NAME, ORIGIN, audit_key};
+
+/// How often the record count is looked at (two index lookups).
+const POLL: Duration = Duration::from_secs(1);
+
+/// Owns the periodic task; signs the final checkpoint on [`finish`] or,
+/// failing that, on drop.
+///
+/// [`finish`]: Checkpointer::finish
+pub struct Checkpointer {
+    home: Home,
+    sink: SqliteAuditSink,
+    task: Option<tokio::task::JoinHandle<()>>,
+    finished: Arc<AtomicBool>,
+}
+
+impl Checkpointer {
+    /// Starts the periodic task on the current tokio runtime.
+    pub fn start(home: &Home, sink: SqliteAuditSink, config: &AuditSection) -> Self {
+        let interval = Duration::from_secs(config.interval_secs());
+        let every = config.every_records();
+        let finished = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn(periodic(
+            home.clone(),
+            sink.clone(),
+            interval,
+            every,
+            finished.clone(),
+        ));
+        Self {
+            home: home.clone(),
+            sink,
+            task: Some(task),
+            finished,
+        }
+    }
+
+    /// Stops the periodic task and signs the checkpoint of the log as it
+    /// is now. Reports a failure on stderr: the run's records are durable
+    /// already, only the signed head is missing.
+    pub fn finish(mut self) {
+        self.sign_final();
+    }
+
+    fn sign_final(&mut self) {
+        if self.finished.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+        if let Err(err) = sign(&self.home, &self.sink) {
+            eprintln!("warning: no audit checkpoint was signed at exit: {err:#}");
+        }
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        self.sign_final();
+    }
+}
+
+/// Signs an incremental checkpoint (hashing only records since the last
+/// one this key signed; a full verification when there is none).
+fn sign(home: &Home, sink: &SqliteAuditSink) -> anyhow::Result<()> {
+    let key = audit_key(home).map_err(|f| f.error)?;
+    sink.checkpoint_incremental(&key, ORIGIN, KEY_NAME)?;
+    Ok(())
+}
+
+async fn periodic(
+    home: Home,
+    sink: SqliteAuditSink,
+    interval: Duration,
+    every: u64,
+    finished: Arc<AtomicBool>,
+) {
+    let mut last = Instant::now();
+    let mut warned = false;
+    loop {
+        tokio::time::sleep(POLL.min(interval)).await;
+        if finished.load(Ordering::SeqCst) {
+            return;
+        }
+        let pending = match sink.records_since_latest_checkpoint() {
+            Ok(n) => n,
+            Err(err) => {
+                if !warned {
+                    eprintln!("warning: periodic audit checkpoints stopped: {err}");
+                    warned = true;
+                }
+                continue;
+            }
+        };
+        let due = pending >= every || (pending > 0 && last.elapsed() >= interval);
+        if !due {
+            continue;
+        }
+        let (home, sink) = (home.clone(), sink.clone());
+        let signed = tokio::task::spawn_blocking(move || sign(&home, &sink)).await;
+        match signed {
+            Ok(Ok(())) => {
+                last = Instant::now();
+                warned = false;
+            }
+            Ok(Err(err)) if !warned => {
+                eprintln!("warning: a periodic audit checkpoint failed: {err:#}");
+                warned = true;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Ctrl-C and SIGTERM, remembered: once [`listen`](Self::listen) returns,
+/// the handlers are installed, so a signal that arrives while nothing is
+/// waiting is not lost (and no longer kills the process before the final
+/// checkpoint is signed).
+pub struct Shutdown {
+    requested: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Shutdown {
+    /// Installs the handlers now (on the current tokio runtime).
+    pub fn listen() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        let mut terminate = signal(SignalKind::terminate())?;
+        let (tx, requested) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
+            let _ = tx.send(true);
+        });
+        Ok(Self { requested })
+    }
+
+    /// Resolves once a signal has arrived (immediately if one already did).
+    pub async fn requested(&self) {
+        let mut requested = self.requested.clone();
+        if requested.wait_for(|&stop| stop).await.is_err() {
+            // The listener ended without a signal: never resolve.
+            std::future::pending::<()>().await;
+        }
+    }
+}

@@ -1,0 +1,355 @@
+//! `bulwark keys gen | trust | untrust | list`, `bulwark sign` and
+//! `bulwark verify`: signed agents.
+//!
+//! A signer keeps a private key in `keys/<name>.key` (owner-only) and hands
+//! out `keys/<name>.pub`; an operator adds that verifier key to
+//! `trust/<name>.vkey`. `agents/<agent>/agent.sig` then proves that every
+//! file of the agent is what a trusted person signed. Verification uses the
+//! trust store only: the signature names its key, it never supplies it.
+
+use crate::{Failure, usage_error};
+use anyhow::anyhow;
+use bulwark_kernel::Home;
+use bulwark_trust::{
+    Keyring, TrustError, TrustStore, Trusted, VerifierKey, sign_agent, verify_agent,
+};
+
+/// Whether an agent's signature checks out, for the run path to act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SignatureStatus {
+    /// No `agent.sig`.
+    Unsigned,
+    /// Every file is what a key in the trust store signed.
+    Valid {
+        signer: String,
+        key_id: u32,
+        /// Every file covered, with the digest that was signed.
+        files: Vec<bulwark_trust::FileEntry>,
+    },
+    /// Signed, but the signature does not hold here; `reason` says what
+    /// differs or who signed, and what to do.
+    Invalid { reason: String },
+}
+
+/// Checks `agent` against the trust store before it runs.
+///
+/// With `require_signed` (config.toml `[trust] require_signed = true`),
+/// anything but a valid signature is an error (exit 1) that says why and
+/// how to fix it. Without it the status is returned so the caller can warn.
+/// An agent that does not exist or has an invalid name is a usage error
+/// either way.
+/// Whether what was loaded (`LoadedAgent::sources`: path and SHA-256 of
+/// the bytes parsed) is what the verified listing covers; `Err` names the
+/// first file that differs. Called after loading, this closes the window
+/// between the signature check and the read.
+pub fn loaded_matches_signed(
+    loaded: &[(String, [u8; 32])],
+    signed: &[bulwark_trust::FileEntry],
+) -> Result<(), String> {
+    for (path, digest) in loaded {
+        match signed.iter().find(|f| &f.path == path) {
+            Some(f) if bulwark_audit::constant_time_eq(&f.sha256, digest) => {}
+            Some(_) => return Err(format!("{path} changed after its signature was checked")),
+            None => return Err(format!("{path} appeared after the signature was checked")),
+        }
+    }
+    Ok(())
+}
+
+pub fn check_agent_signature(
+    home: &Home,
+    agent: &str,
+    require_signed: bool,
+) -> Result<SignatureStatus, Failure> {
+    let status = status(home, agent)?;
+    if !require_signed {
+        return Ok(status);
+    }
+    const POLICY: &str = "config.toml sets [trust] require_signed = true, so only agents signed by a key in the trust store may run";
+    match status {
+        SignatureStatus::Valid { .. } => Ok(status),
+        SignatureStatus::Unsigned => Err(Failure {
+            code: 1,
+            error: anyhow!(
+                "agent `{agent}` is not signed and {POLICY}. Review it, then sign it with `bulwark sign {agent}` (create a key with `bulwark keys gen NAME` and trust it with `bulwark keys trust keys/NAME.pub`)"
+            ),
+        }),
+        SignatureStatus::Invalid { reason } => Err(Failure {
+            code: 1,
+            error: anyhow!("{reason}. {POLICY}"),
+        }),
+    }
+}
+
+fn status(home: &Home, agent: &str) -> Result<SignatureStatus, Failure> {
+    let dir = home.agent_dir(agent).map_err(usage_error)?;
+    let store = match TrustStore::load_from_home(home.root()) {
+        Ok(store) => store,
+        Err(err) => {
+            return Ok(SignatureStatus::Invalid {
+                reason: format!("the trust store cannot be read: {err}"),
+            });
+        }
+    };
+    match verify_agent(&dir, agent, &store) {
+        Ok(verified) => Ok(SignatureStatus::Valid {
+            signer: verified.signer,
+            key_id: verified.key_id,
+            files: verified.files,
+        }),
+        Err(TrustError::Unsigned { .. }) => Ok(SignatureStatus::Unsigned),
+        Err(TrustError::NotADirectory { .. } | TrustError::MissingManifest { .. }) => {
+            Err(no_agent(home, agent))
+        }
+        Err(err) => Ok(SignatureStatus::Invalid {
+            reason: with_hint(&err, agent),
+        }),
+    }
+}
+
+fn no_agent(home: &Home, agent: &str) -> Failure {
+    usage_error(anyhow!(
+        "no agent `{agent}`: {} does not exist (see `bulwark agents list`)",
+        home.agents_dir().join(agent).join("agent.toml").display()
+    ))
+}
+
+/// The error, followed by what the operator should do about it.
+fn with_hint(err: &TrustError, agent: &str) -> String {
+    let hint = match err {
+        TrustError::Unsigned { .. } => format!("Sign it with `bulwark sign {agent}`"),
+        TrustError::UntrustedSigner {
+            trusted_with_same_name,
+            ..
+        } if !trusted_with_same_name.is_empty() => {
+            "Do not trust this key unless the owner of the trusted key confirms they replaced it; re-sign the agent with the trusted key instead".into()
+        }
+        TrustError::UntrustedSigner { .. } => {
+            "If you trust this signer, get their public key (keys/NAME.pub where they signed) and run `bulwark keys trust VKEY-OR-FILE`; otherwise review the agent and sign it with your own key".into()
+        }
+        TrustError::BadSignature { .. } => format!(
+            "Treat the agent as tampered with; after reviewing every file, sign it again with `bulwark sign {agent}`"
+        ),
+        TrustError::ContentMismatch { .. } => format!(
+            "Review the changes; if they are approved, sign again with `bulwark sign {agent}`"
+        ),
+        TrustError::MalformedSignature { .. } => format!(
+            "After reviewing the agent, sign it again with `bulwark sign {agent}`"
+        ),
+        _ => return err.to_string(),
+    };
+    format!("{err}. {hint}")
+}
+
+/// Errors about keys and names are the user's to fix (exit 2); anything
+/// else (I/O) is exit 1.
+fn key_failure(err: TrustError) -> Failure {
+    match err {
+        TrustError::Io { .. } => err.into(),
+        _ => usage_error(err),
+    }
+}
+
+/// `bulwark keys gen NAME`
+pub fn keys_gen(home: &Home, name: &str) -> Result<(), Failure> {
+    let keyring = Keyring::in_home(home.root());
+    let verifier = keyring.generate(name).map_err(key_failure)?;
+    println!(
+        "created {} (private, mode 0600: keep it secret and back it up)",
+        keyring.private_path(name).display()
+    );
+    println!(
+        "created {} (public verifier key)",
+        keyring.public_path(name).display()
+    );
+    println!();
+    println!("{}", verifier.to_vkey());
+    println!();
+    println!("Next, on each machine that will run agents you sign, trust this key:");
+    println!("  bulwark keys trust {}", verifier.to_vkey());
+    println!("Then sign agents here:");
+    println!("  bulwark sign AGENT --key {name}");
+    Ok(())
+}
+
+/// `bulwark keys trust VKEY-OR-FILE`
+pub fn keys_trust(home: &Home, vkey_or_path: &str) -> Result<(), Failure> {
+    let mut store = TrustStore::load_from_home(home.root()).map_err(key_failure)?;
+    match store.trust(vkey_or_path).map_err(key_failure)? {
+        Trusted::Added(key) => println!(
+            "trusted `{}` (key ID {:08x}): agents it signs verify on this machine ({})",
+            key.name(),
+            key.key_id(),
+            store.path_for(key.name()).display()
+        ),
+        Trusted::AlreadyTrusted(key) => println!(
+            "`{}` (key ID {:08x}) is already trusted; nothing changed",
+            key.name(),
+            key.key_id()
+        ),
+    }
+    Ok(())
+}
+
+/// `bulwark keys untrust NAME`
+pub fn keys_untrust(home: &Home, name: &str) -> Result<(), Failure> {
+    let mut store = TrustStore::load_from_home(home.root()).map_err(key_failure)?;
+    let key = store.untrust(name).map_err(key_failure)?;
+    println!(
+        "untrusted `{}` (key ID {:08x}): agents signed only by it no longer verify",
+        key.name(),
+        key.key_id()
+    );
+    Ok(())
+}
+
+/// `bulwark keys list`
+pub fn keys_list(home: &Home) -> Result<(), Failure> {
+    let store = TrustStore::load_from_home(home.root())?;
+    println!("trusted keys ({}):", store.dir().display());
+    if store.list().is_empty() {
+        println!("  none (add one with `bulwark keys trust VKEY-OR-FILE`)");
+    }
+    for key in store.list() {
+        println!("  {:<24} key ID {:08x}", key.name(), key.key_id());
+    }
+    let keyring = Keyring::in_home(home.root());
+    println!(
+        "signing keys on this machine ({}):",
+        keyring.dir().display()
+    );
+    let names = keyring.names()?;
+    if names.is_empty() {
+        println!("  none (create one with `bulwark keys gen NAME`)");
+    }
+    for name in names {
+        match keyring.public(&name) {
+            Ok(key) => {
+                let trusted = if store.list().contains(&key) {
+                    "trusted here"
+                } else {
+                    "not trusted here"
+                };
+                println!("  {name:<24} key ID {:08x}  {trusted}", key.key_id());
+            }
+            Err(err) => println!("  {name:<24} (public key unreadable: {err})"),
+        }
+    }
+    Ok(())
+}
+
+/// The key `sign` uses: `--key`, else the only one in keys/.
+fn choose_key(keyring: &Keyring, key: Option<&str>) -> Result<String, Failure> {
+    if let Some(key) = key {
+        return Ok(key.to_owned());
+    }
+    let names = keyring.names()?;
+    match names.as_slice() {
+        [only] => Ok(only.clone()),
+        [] => Err(usage_error(anyhow!(
+            "no signing key in {}: create one with `bulwark keys gen NAME`",
+            keyring.dir().display()
+        ))),
+        several => Err(usage_error(anyhow!(
+            "several signing keys ({}): choose one with --key NAME",
+            several.join(", ")
+        ))),
+    }
+}
+
+/// `bulwark sign AGENT [--key NAME]`
+pub fn sign(home: &Home, agent: &str, key: Option<&str>) -> Result<(), Failure> {
+    // A manifest that does not load is not worth approving.
+    let loaded = home.load_agent(agent).map_err(usage_error)?;
+    let keyring = Keyring::in_home(home.root());
+    let name = choose_key(&keyring, key)?;
+    let signing_key = keyring.load(&name).map_err(key_failure)?;
+    let signed = sign_agent(&loaded.dir, agent, &signing_key).map_err(key_failure)?;
+    let verifier: VerifierKey = signing_key.verifier()?;
+    drop(signing_key);
+    println!(
+        "signed agent `{agent}` as {}: {} file(s) covered, signature in {}",
+        signed.signer,
+        signed.listing.files.len(),
+        signed.path.display()
+    );
+    for file in &signed.listing.files {
+        println!(
+            "  {}  {:>9}  {}",
+            &hex::encode(file.sha256)[..16],
+            file.size,
+            file.path
+        );
+    }
+    let trusted_here = TrustStore::load_from_home(home.root())
+        .map(|store| store.list().contains(&verifier))
+        .unwrap_or(false);
+    if !trusted_here {
+        eprintln!(
+            "note: `{name}` is not in this machine's trust store, so `bulwark verify {agent}` fails here; to run it here: bulwark keys trust {}",
+            keyring.public_path(&name).display()
+        );
+    }
+    Ok(())
+}
+
+/// `bulwark verify AGENT`: exit 0 and the signer when valid, 1 and the
+/// precise reason when not.
+pub fn verify(home: &Home, agent: &str) -> Result<(), Failure> {
+    match check_agent_signature(home, agent, false)? {
+        SignatureStatus::Valid {
+            signer,
+            key_id,
+            files,
+        } => {
+            println!(
+                "ok: agent `{agent}` is signed by `{signer}` (key ID {key_id:08x}), a trusted key; {} file(s) match",
+                files.len()
+            );
+            Ok(())
+        }
+        SignatureStatus::Unsigned => Err(Failure {
+            code: 1,
+            error: anyhow!(
+                "agent `{agent}` is not signed: {} does not exist. Review it, then sign it with `bulwark sign {agent}`",
+                home.agents_dir()
+                    .join(agent)
+                    .join(bulwark_trust::SIGNATURE_FILE)
+                    .display()
+            ),
+        }),
+        SignatureStatus::Invalid { reason } => Err(Failure {
+            code: 1,
+            error: anyhow!("{reason}"),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(path: &str, byte: u8) -> bulwark_trust::FileEntry {
+        bulwark_trust::FileEntry {
+            path: path.into(),
+            sha256: [byte; 32],
+            size: 1,
+        }
+    }
+
+    #[test]
+    fn loaded_bytes_must_be_the_signed_ones() {
+        let signed = [entry("SYSTEM.md", 2), entry("agent.toml", 1)];
+        let loaded = [("agent.toml".to_string(), [1; 32])];
+        assert_eq!(loaded_matches_signed(&loaded, &signed), Ok(()));
+        let swapped = [("agent.toml".to_string(), [9; 32])];
+        let err = loaded_matches_signed(&swapped, &signed).unwrap_err();
+        assert!(err.contains("agent.toml changed"), "{err}");
+        let appeared = [
+            ("agent.toml".to_string(), [1; 32]),
+            ("SKILL.md".to_string(), [3; 32]),
+        ];
+        let err = loaded_matches_signed(&appeared, &signed).unwrap_err();
+        assert!(err.contains("SKILL.md appeared"), "{err}");
+    }
+}
