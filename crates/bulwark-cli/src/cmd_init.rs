@@ -16,6 +16,14 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../templates/assistant/SYSTEM.md"),
     ),
     (
+        "agents/offline/agent.toml",
+        include_str!("../templates/offline/agent.toml"),
+    ),
+    (
+        "agents/offline/SYSTEM.md",
+        include_str!("../templates/offline/SYSTEM.md"),
+    ),
+    (
         "agents/demo/agent.toml",
         include_str!("../templates/demo/agent.toml"),
     ),
@@ -57,7 +65,7 @@ pub fn init(home: &Home, force: bool) -> Result<(), Failure> {
             kept.push(*rel);
         }
     }
-    for agent in ["assistant", "demo"] {
+    for agent in ["assistant", "demo", "offline"] {
         let notes = home.workspace_dir(LOCAL_USER, agent)?.join("notes.txt");
         write_file(&notes, SAMPLE_NOTES, force)?;
     }
@@ -74,5 +82,7 @@ pub fn init(home: &Home, force: bool) -> Result<(), Failure> {
     );
     println!("  bulwark policy explain assistant    what the assistant may do");
     println!("  bulwark preflight assistant         check its model and keys");
+    println!("  bulwark model fetch                 the offline model (about 490 MB), then:");
+    println!("  bulwark run offline \"What is the launch code name in notes.txt?\"");
     Ok(())
 }

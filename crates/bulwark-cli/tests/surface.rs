@@ -207,8 +207,13 @@ fn agents_list_shows_the_examples() {
         .lines()
         .filter_map(|l| l.split_whitespace().next())
         .collect();
-    assert_eq!(names, ["assistant", "demo"]);
+    assert_eq!(names, ["assistant", "demo", "offline"]);
     assert!(out.stdout.contains("script:demo.jsonl"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("local:qwen2.5-coder-0.5b"),
+        "{}",
+        out.stdout
+    );
 }
 
 /// `init` twice keeps the user's edits; `--force` restores the examples.

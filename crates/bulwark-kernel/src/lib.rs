@@ -23,7 +23,9 @@ pub use bulwark_policy::taint_needs_approval;
 pub use door::{DispatchResult, Door, ToolCall};
 pub use environment::{Environment, KEPT_VARIABLES, environment};
 pub use home::{Home, LoadedAgent, valid_name};
-pub use providers::{ResolvedModel, resolve_model};
+pub use providers::{
+    MODEL_CATALOGUE_VAR, ResolvedModel, default_model, model_catalogue, resolve_model,
+};
 pub use registry::ToolRegistry;
 pub use scoped::{ScopedFiles, ScopedHttp, ScopedMemory, ScopedProcess};
 pub use session::{Session, SessionIdentity, SessionResources, SessionState, ToolLimits};

@@ -1,15 +1,17 @@
 //! Turns `provider:model` into a driver.
 //!
 //! Built-in provider names: `anthropic`, `openai`, `ollama` (OpenAI-compatible
-//! on the local machine) and `script` (replays a JSONL file; for tests and
+//! on the local machine), `local` (a GGUF model run in-process; needs the
+//! `local` cargo feature) and `script` (replays a JSONL file; for tests and
 //! demos, never chosen silently). `config.toml` `[providers.<name>]` adds
 //! more (vLLM, llama.cpp server, LM Studio, hosted OpenAI-compatible services)
 //! or overrides a built-in's URL and key variable.
 
 use crate::agent::KernelError;
 use bulwark_llm::{AnthropicDriver, LlmDriver, OpenAiDriver, ProviderConfig, ScriptDriver};
+use bulwark_models::Catalogue;
 use bulwark_policy::{GlobalConfig, ProviderKind, parse_model_ref};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// A resolved model endpoint.
@@ -58,6 +60,7 @@ fn endpoint(provider: &str, global: &GlobalConfig) -> Result<Endpoint, KernelErr
                 "anthropic".into(),
                 "openai".into(),
                 "ollama".into(),
+                "local".into(),
                 "script".into(),
             ];
             known.extend(global.providers.keys().cloned());
@@ -69,14 +72,23 @@ fn endpoint(provider: &str, global: &GlobalConfig) -> Result<Endpoint, KernelErr
     }
 }
 
-/// Resolves `model` (e.g. `anthropic:claude-sonnet-4-5`, `script:demo.jsonl`).
-/// Script paths are relative to the agent directory.
+/// Resolves `model` (e.g. `anthropic:claude-sonnet-4-5`, `script:demo.jsonl`,
+/// `local:qwen2.5-coder-0.5b`). Script paths and relative `local:` paths
+/// are relative to the agent directory.
 pub fn resolve_model(
     model: &str,
     global: &GlobalConfig,
     agent_dir: &Path,
 ) -> Result<ResolvedModel, KernelError> {
     let model_ref = parse_model_ref(model).map_err(KernelError::Setup)?;
+    if model_ref.provider == "local" && !global.providers.contains_key("local") {
+        return resolve_local(
+            &model_ref.model,
+            &model_catalogue()?,
+            &models_dir(agent_dir)?,
+            agent_dir,
+        );
+    }
     if model_ref.provider == "script" {
         let path = agent_dir.join(&model_ref.model);
         let driver = ScriptDriver::from_file(&path)?;
@@ -115,4 +127,250 @@ pub fn resolve_model(
         endpoint: ep.base_url,
         key_env: ep.key_env,
     })
+}
+
+/// The model for an agent whose manifest names none: `config.toml`'s
+/// `default_model`, else the bundled local model when no provider key is
+/// configured (a fresh install works offline, with no account anywhere),
+/// else `None`: with a key but no default, which of that provider's models
+/// to use is the user's choice, not ours.
+pub fn default_model(global: &GlobalConfig) -> Option<String> {
+    if let Some(model) = &global.default_model {
+        return Some(model.clone());
+    }
+    let env = crate::environment();
+    let keyed = ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]
+        .into_iter()
+        .chain(
+            global
+                .providers
+                .values()
+                .filter_map(|p| p.api_key_env.as_deref()),
+        )
+        .any(|var| env.is_set(var));
+    (!keyed).then(|| format!("local:{}", bulwark_models::DEFAULT_MODEL))
+}
+
+/// The variable naming a TOML file of extra `[[model]]` pins (models the
+/// operator trusts by hash); built-in names and files cannot be redefined.
+pub const MODEL_CATALOGUE_VAR: &str = "BULWARK_MODEL_CATALOGUE";
+
+/// The models `local:<name>` and `bulwark model` know: the built-in pins,
+/// plus `$BULWARK_MODEL_CATALOGUE`'s when it is set.
+pub fn model_catalogue() -> Result<Catalogue, KernelError> {
+    match crate::environment().get(MODEL_CATALOGUE_VAR) {
+        Some(path) => {
+            use secrecy::ExposeSecret;
+            Catalogue::with_extra(Path::new(path.expose_secret()))
+                .map_err(|e| KernelError::Setup(format!("{e} (set by {MODEL_CATALOGUE_VAR})")))
+        }
+        None => Ok(Catalogue::builtin()),
+    }
+}
+
+/// `$BULWARK_HOME/models`. Agent directories are `<home>/agents/<name>`
+/// ([`crate::Home::agent_dir`]), so the home is found from `agent_dir`;
+/// any other layout falls back to the environment's home.
+fn models_dir(agent_dir: &Path) -> Result<PathBuf, KernelError> {
+    let parent = agent_dir.parent();
+    if let Some(home) = parent
+        .filter(|p| p.file_name().is_some_and(|n| n == "agents"))
+        .and_then(Path::parent)
+    {
+        return Ok(home.join("models"));
+    }
+    Ok(crate::Home::from_env()?.root().join("models"))
+}
+
+/// Where `local:<spec>` is on disk: a catalogue name is
+/// `<models_dir>/<file>`; anything with a `/` or ending in `.gguf` is a
+/// path (relative ones against the agent directory, like `script:`).
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
+fn local_model_path(
+    spec: &str,
+    catalogue: &Catalogue,
+    models_dir: &Path,
+    agent_dir: &Path,
+) -> Result<PathBuf, KernelError> {
+    if let Some(entry) = catalogue.get(spec) {
+        let path = models_dir.join(&entry.file);
+        if !path.is_file() {
+            return Err(KernelError::Setup(format!(
+                "local model `{spec}` is not installed ({} is missing): run `bulwark model fetch {spec}`",
+                path.display()
+            )));
+        }
+        return Ok(path);
+    }
+    if spec.contains('/') || spec.ends_with(".gguf") {
+        let path = agent_dir.join(spec);
+        if !path.is_file() {
+            return Err(KernelError::Setup(format!(
+                "local model file {} does not exist (relative paths are relative to the agent directory)",
+                path.display()
+            )));
+        }
+        return Ok(path);
+    }
+    let known: Vec<&str> = catalogue.models().iter().map(|e| e.name.as_str()).collect();
+    Err(KernelError::Setup(format!(
+        "unknown local model `{spec}`; known: {} (or give a path to a .gguf file, e.g. `local:./model.gguf`)",
+        known.join(", ")
+    )))
+}
+
+fn resolve_local(
+    spec: &str,
+    catalogue: &Catalogue,
+    models_dir: &Path,
+    agent_dir: &Path,
+) -> Result<ResolvedModel, KernelError> {
+    #[cfg(not(feature = "local"))]
+    {
+        let _ = (spec, catalogue, models_dir, agent_dir);
+        Err(KernelError::Setup(
+            "this build has no local model support; rebuild with --features local".into(),
+        ))
+    }
+    #[cfg(feature = "local")]
+    {
+        let path = local_model_path(spec, catalogue, models_dir, agent_dir)?;
+        let driver = bulwark_llm::LocalDriver::load(&path, bulwark_llm::LocalOptions::default())
+            .map_err(|e| KernelError::Setup(format!("local model `{spec}`: {e}")))?;
+        Ok(ResolvedModel {
+            provider: "local".into(),
+            model: spec.to_owned(),
+            driver: Arc::new(driver),
+            endpoint: path.display().to_string(),
+            key_env: None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_home(tag: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("bulwark-providers-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("agents/helper")).unwrap();
+        dir
+    }
+
+    #[test]
+    fn models_live_beside_the_agents() {
+        let home = temp_home("dir");
+        assert_eq!(
+            models_dir(&home.join("agents/helper")).unwrap(),
+            home.join("models")
+        );
+        std::fs::remove_dir_all(&home).unwrap();
+    }
+
+    #[test]
+    fn local_names_and_paths() {
+        let home = temp_home("paths");
+        let agent = home.join("agents/helper");
+        let models = home.join("models");
+        let cat = Catalogue::builtin();
+
+        let err = local_model_path("qwen2.5-coder-0.5b", &cat, &models, &agent)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("run `bulwark model fetch qwen2.5-coder-0.5b`"),
+            "{err}"
+        );
+        assert!(
+            err.contains("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
+            "{err}"
+        );
+        let err = local_model_path("qwen2.5-coder-1.5b", &cat, &models, &agent)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("bulwark model fetch qwen2.5-coder-1.5b"),
+            "{err}"
+        );
+
+        std::fs::create_dir_all(&models).unwrap();
+        let file = models.join("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+        std::fs::write(&file, b"GGUF").unwrap();
+        assert_eq!(
+            local_model_path("qwen2.5-coder-0.5b", &cat, &models, &agent).unwrap(),
+            file
+        );
+
+        std::fs::write(agent.join("mine.gguf"), b"GGUF").unwrap();
+        assert_eq!(
+            local_model_path("./mine.gguf", &cat, &models, &agent).unwrap(),
+            agent.join("./mine.gguf")
+        );
+        let absolute = file.display().to_string();
+        assert_eq!(
+            local_model_path(&absolute, &cat, &models, &agent).unwrap(),
+            file
+        );
+        let err = local_model_path("./missing.gguf", &cat, &models, &agent)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("does not exist"), "{err}");
+        let err = local_model_path("llama-70b", &cat, &models, &agent)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown local model `llama-70b`"), "{err}");
+        assert!(err.contains("qwen2.5-coder-0.5b"), "{err}");
+        std::fs::remove_dir_all(&home).unwrap();
+    }
+
+    #[cfg(not(feature = "local"))]
+    #[test]
+    fn without_the_feature_local_is_a_clear_error() {
+        let home = temp_home("nofeature");
+        let err = match resolve_model(
+            "local:qwen2.5-coder-0.5b",
+            &GlobalConfig::default(),
+            &home.join("agents/helper"),
+        ) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("resolved without the feature"),
+        };
+        assert!(err.contains("rebuild with --features local"), "{err}");
+        std::fs::remove_dir_all(&home).unwrap();
+    }
+
+    #[cfg(feature = "local")]
+    #[test]
+    fn a_missing_model_names_the_fetch_command() {
+        let home = temp_home("missing");
+        let err = match resolve_model(
+            "local:qwen2.5-coder-0.5b",
+            &GlobalConfig::default(),
+            &home.join("agents/helper"),
+        ) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("resolved a missing model"),
+        };
+        assert!(
+            err.contains("run `bulwark model fetch qwen2.5-coder-0.5b`"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&home).unwrap();
+    }
+
+    #[test]
+    fn the_default_model() {
+        let mut global = GlobalConfig {
+            default_model: Some("ollama:qwen2.5:7b".into()),
+            ..GlobalConfig::default()
+        };
+        assert_eq!(default_model(&global).as_deref(), Some("ollama:qwen2.5:7b"));
+        global.default_model = None;
+        let env = crate::environment();
+        let keyed = env.is_set("ANTHROPIC_API_KEY") || env.is_set("OPENAI_API_KEY");
+        let expected = (!keyed).then(|| "local:qwen2.5-coder-0.5b".to_owned());
+        assert_eq!(default_model(&global), expected);
+    }
 }

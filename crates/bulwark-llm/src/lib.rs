@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod anthropic;
+pub mod local;
 mod message;
 mod openai;
 mod repair;
@@ -10,6 +11,9 @@ mod sse;
 mod transport;
 
 pub use anthropic::AnthropicDriver;
+#[cfg(feature = "local")]
+pub use local::LocalDriver;
+pub use local::{LocalError, LocalOptions, ToolChoice};
 pub use message::*;
 pub use openai::{OpenAiDriver, TOOL_ERROR_PREFIX};
 pub use repair::{INTERRUPTED_RESULT, Rule, Violation, repair, validate};
@@ -75,13 +79,15 @@ pub enum LlmError {
     Script(String),
     #[error("{0}")]
     Config(String),
+    #[error("local: {0}")]
+    Local(#[from] LocalError),
 }
 
 /// One model endpoint. `chat` streams events through `on_event` while the
 /// response arrives and returns the complete assistant message.
 #[async_trait::async_trait]
 pub trait LlmDriver: Send + Sync {
-    /// Short provider name for messages and audit (`anthropic`, `openai`, `script`).
+    /// Short provider name for messages and audit (`anthropic`, `openai`, `local`, `script`).
     fn provider(&self) -> &str;
     /// Called once when a stored session is resumed, with the number of
     /// assistant turns its history holds. Live models ignore it; replaying

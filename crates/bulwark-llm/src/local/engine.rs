@@ -1,0 +1,586 @@
+//! The llama.cpp side of the local driver: one model, one context, one KV
+//! cache. Everything here runs on the driver's own thread (`driver.rs`);
+//! nothing is shared, so there is no locking and no `unsafe`.
+
+use std::io::Read as _;
+use std::num::NonZeroU32;
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+use llama_cpp_2::token::data::LlamaTokenData;
+use llama_cpp_2::token::data_array::LlamaTokenDataArray;
+use llama_cpp_2::{LogOptions, send_logs_to_tracing};
+
+use super::grammar::{call_grammar, text_grammar, tool_grammar};
+use super::output::{self, Output};
+use super::template::{self, IM_END, IM_START, Segment};
+use super::{LocalError, LocalOptions, TurnKind, TurnStats, turn_kind};
+use crate::{Block, ChatRequest, ChatResponse, Message, Role, StopReason, StreamEvent, Usage};
+
+/// llama.cpp's process-wide backend. It may be initialised once per
+/// process, so every model (and the raw-llama.cpp benchmark) shares this
+/// one. llama.cpp's own logs go to `tracing` when debug logging is on at
+/// start-up (`BULWARK_LOG=debug`) and nowhere otherwise: at other levels
+/// they are model-loading chatter ("control-looking token ...") that a user
+/// can do nothing about; every failure reaches the caller as an error.
+pub fn backend() -> Result<&'static LlamaBackend, LocalError> {
+    static BACKEND: OnceLock<Option<LlamaBackend>> = OnceLock::new();
+    BACKEND
+        .get_or_init(|| {
+            let debug = tracing::enabled!(tracing::Level::DEBUG);
+            send_logs_to_tracing(LogOptions::default().with_logs_enabled(debug));
+            LlamaBackend::init().ok()
+        })
+        .as_ref()
+        .ok_or_else(|| {
+            LocalError::Backend(
+                "the backend could not be initialised (another library in this process may have done it)"
+                    .into(),
+            )
+        })
+}
+
+/// Loads a GGUF file (memory-mapped: the pages are shared with the page
+/// cache and with other processes using the same file).
+pub(crate) fn load_model(path: &Path) -> Result<LlamaModel, LocalError> {
+    let fail = |detail: String| LocalError::Load {
+        path: path.display().to_string(),
+        detail,
+    };
+    // llama.cpp answers a missing or foreign file with a bare null; these
+    // checks turn the common mistakes into messages a user can act on.
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .map_err(|e| fail(e.to_string()))?;
+    if &magic != b"GGUF" {
+        return Err(fail("not a GGUF file".into()));
+    }
+    let started = Instant::now();
+    let model = LlamaModel::load_from_file(backend()?, path, &LlamaModelParams::default())
+        .map_err(|e| fail(e.to_string()))?;
+    tracing::debug!(path = %path.display(), secs = started.elapsed().as_secs_f32(), "local model loaded");
+    Ok(model)
+}
+
+/// Receives what a turn produces while it runs.
+pub(crate) trait Sink {
+    fn event(&mut self, event: StreamEvent);
+    /// Nobody waits for the answer any more: stop generating.
+    fn cancelled(&self) -> bool;
+}
+
+/// A loaded model with its context and the tokens its KV cache holds.
+pub(crate) struct Engine<'m> {
+    model: &'m LlamaModel,
+    ctx: LlamaContext<'m>,
+    batch: LlamaBatch<'static>,
+    batch_tokens: usize,
+    /// The tokens at positions `0..cached.len()` of sequence 0.
+    cached: Vec<LlamaToken>,
+    /// Control tokens that do not end a turn (`<|im_start|>`, FIM markers,
+    /// ...): the grammar sees them as text, so they are masked here.
+    banned: Vec<bool>,
+    im_start: LlamaToken,
+    im_end: LlamaToken,
+    options: LocalOptions,
+    /// Sampling chain when `temperature > 0`.
+    sampler: Option<LlamaSampler>,
+}
+
+impl<'m> Engine<'m> {
+    pub(crate) fn new(
+        model: &'m LlamaModel,
+        options: &LocalOptions,
+        path: &Path,
+    ) -> Result<Self, LocalError> {
+        let not_chatml = || LocalError::NotChatMl {
+            path: path.display().to_string(),
+        };
+        let chat_template = model.chat_template(None).map_err(|_| not_chatml())?;
+        if !chat_template.to_str().is_ok_and(|t| t.contains(IM_START)) {
+            return Err(not_chatml());
+        }
+        let im_start = control_token(model, IM_START).ok_or_else(not_chatml)?;
+        let im_end = control_token(model, IM_END).ok_or_else(not_chatml)?;
+
+        let threads = match options.threads {
+            Some(n) => n.get(),
+            None => std::thread::available_parallelism()
+                .map(|n| u32::try_from(n.get()).unwrap_or(1))
+                .unwrap_or(1),
+        };
+        let threads = i32::try_from(threads).unwrap_or(1);
+        let params = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(options.context_tokens))
+            .with_n_batch(options.batch_tokens)
+            .with_n_ubatch(options.batch_tokens)
+            .with_n_threads(threads)
+            .with_n_threads_batch(threads);
+        let ctx = model
+            .new_context(backend()?, params)
+            .map_err(|e| LocalError::Backend(format!("cannot create a context: {e}")))?;
+
+        let vocab = model.vocab();
+        let banned = (0..vocab.n_tokens())
+            .map(|id| {
+                let token = LlamaToken::new(id);
+                vocab.is_control(token) && !vocab.is_eog(token)
+            })
+            .collect();
+        let batch_tokens = usize::try_from(options.batch_tokens).unwrap_or(512);
+        let sampler = (options.temperature > 0.0).then(|| {
+            LlamaSampler::chain_simple([
+                LlamaSampler::top_k(40),
+                LlamaSampler::top_p(0.95, 1),
+                LlamaSampler::temp(options.temperature),
+                LlamaSampler::dist(options.seed),
+            ])
+        });
+        tracing::debug!(
+            threads,
+            context = options.context_tokens,
+            "local model context ready"
+        );
+        Ok(Self {
+            model,
+            ctx,
+            batch: LlamaBatch::new(batch_tokens, 1),
+            batch_tokens,
+            cached: Vec::new(),
+            banned,
+            im_start,
+            im_end,
+            options: options.clone(),
+            sampler,
+        })
+    }
+
+    /// Forget the KV cache (the next turn prefills its whole prompt).
+    pub(crate) fn reset(&mut self) {
+        self.ctx.clear_kv_cache();
+        self.cached.clear();
+    }
+
+    /// Run one turn: render, prefill what the cache lacks, generate under
+    /// the turn's grammar, read the output back.
+    pub(crate) fn chat(
+        &mut self,
+        request: &ChatRequest,
+        sink: &mut dyn Sink,
+    ) -> Result<(ChatResponse, TurnStats), LocalError> {
+        let started = Instant::now();
+        let kind = turn_kind(
+            request,
+            self.options.tool_call_budget,
+            self.options.tool_choice,
+        );
+        let grammar_text = match kind {
+            TurnKind::Text => text_grammar(),
+            TurnKind::Tools {
+                max_calls,
+                text: true,
+            } => tool_grammar(&request.tools, max_calls)?,
+            TurnKind::Tools {
+                max_calls,
+                text: false,
+            } => call_grammar(&request.tools, max_calls)?,
+        };
+        let mut grammar = LlamaSampler::grammar(self.model, &grammar_text, "root")
+            .map_err(|e| LocalError::Backend(format!("llama.cpp rejected the grammar: {e}")))?;
+
+        let prompt = self.tokenize(&template::render(request, self.options.tool_call_budget));
+        let context = self.ctx.n_ctx();
+        if prompt.len() >= context as usize {
+            return Err(LocalError::PromptTooLong {
+                prompt: prompt.len(),
+                context,
+            });
+        }
+        let reused = self.prefill(&prompt)?;
+        let prefill_time = started.elapsed();
+        tracing::debug!(
+            prompt = prompt.len(),
+            reused,
+            prefilled = prompt.len() - reused,
+            ms = prefill_time.as_millis() as u64,
+            ?kind,
+            "local prefill"
+        );
+
+        let limit = (request.max_tokens as usize).min(context as usize - prompt.len());
+        let mut text = String::new();
+        let mut utf8 = Utf8Stream::default();
+        let mut is_call: Option<bool> = None;
+        let mut generated = 0usize;
+        let mut first_token_time = None;
+        let mut stop = StopReason::MaxTokens;
+        let mut sampling_time = std::time::Duration::ZERO;
+        while generated < limit {
+            if sink.cancelled() {
+                return Err(LocalError::Output("the request was cancelled".into()));
+            }
+            let sampling = Instant::now();
+            let token = self.pick(&mut grammar)?;
+            first_token_time.get_or_insert_with(|| started.elapsed());
+            if self.model.vocab().is_eog(token) {
+                stop = StopReason::EndTurn;
+                break;
+            }
+            grammar.try_accept(token).map_err(|e| {
+                LocalError::Backend(format!("the grammar refused a token it allowed: {e}"))
+            })?;
+            sampling_time += sampling.elapsed();
+            generated += 1;
+            let piece = self.model.vocab().token_to_piece(token, false, None);
+            let chunk = utf8.push(&piece);
+            emit(&mut text, &chunk, &mut is_call, sink);
+            if generated < limit {
+                self.decode_one(token)?;
+            }
+        }
+        let rest = utf8.finish();
+        emit(&mut text, &rest, &mut is_call, sink);
+        let first_token_time = first_token_time.unwrap_or_else(|| started.elapsed());
+        let stats = TurnStats {
+            prompt_tokens: prompt.len(),
+            reused_tokens: reused,
+            prefilled_tokens: prompt.len() - reused,
+            generated_tokens: generated,
+            prefill_time,
+            first_token_time,
+            generation_time: started.elapsed().saturating_sub(first_token_time),
+            sampling_time,
+        };
+        tracing::debug!(
+            generated,
+            ms = stats.generation_time.as_millis() as u64,
+            "local generation"
+        );
+
+        let truncated = (stop == StopReason::MaxTokens).then_some(request.max_tokens);
+        let output = output::parse(&text, &request.tools, truncated)
+            .map_err(|e| LocalError::Output(e.to_string()))?;
+        let (blocks, stop) = match output {
+            Output::Text(text) => (vec![Block::Text { text }], stop),
+            Output::Calls(calls) => {
+                let mut ids = CallIds::new(request);
+                let blocks = calls
+                    .into_iter()
+                    .map(|(name, arguments)| {
+                        let id = ids.next();
+                        sink.event(StreamEvent::ToolUseStart {
+                            id: id.clone(),
+                            name: name.clone(),
+                        });
+                        Block::ToolUse {
+                            id,
+                            name,
+                            input: serde_json::Value::Object(arguments),
+                        }
+                    })
+                    .collect();
+                (blocks, StopReason::ToolUse)
+            }
+        };
+        let response = ChatResponse {
+            message: Message {
+                role: Role::Assistant,
+                blocks,
+            },
+            stop,
+            usage: Usage {
+                input_tokens: prompt.len() as u64,
+                output_tokens: generated as u64,
+            },
+        };
+        Ok((response, stats))
+    }
+
+    /// Control segments become their single token; text is tokenized with
+    /// special-token parsing off, so text can never forge a control token.
+    fn tokenize(&self, segments: &[Segment]) -> Vec<LlamaToken> {
+        let vocab = self.model.vocab();
+        let mut tokens = Vec::new();
+        for segment in segments {
+            match segment {
+                Segment::Control(IM_START) => tokens.push(self.im_start),
+                Segment::Control(_) => tokens.push(self.im_end),
+                Segment::Text(text) => {
+                    tokens.extend(vocab.tokenize(text.as_bytes(), false, false));
+                }
+            }
+        }
+        tokens
+    }
+
+    /// Make the KV cache hold `prompt`, decoding only what follows the
+    /// longest common prefix with what it holds. Returns the reused count.
+    fn prefill(&mut self, prompt: &[LlamaToken]) -> Result<usize, LocalError> {
+        let mut keep = self
+            .cached
+            .iter()
+            .zip(prompt)
+            .take_while(|(a, b)| a == b)
+            .count();
+        // The last prompt token is always decoded: its logits start the turn.
+        keep = keep.min(prompt.len().saturating_sub(1));
+        if keep < self.cached.len() {
+            let removed = u32::try_from(keep)
+                .ok()
+                .and_then(|p0| self.ctx.clear_kv_cache_seq(Some(0), Some(p0), None).ok())
+                .unwrap_or(false);
+            if !removed {
+                self.reset();
+                keep = 0;
+            }
+            self.cached.truncate(keep);
+        }
+        let mut start = keep;
+        while start < prompt.len() {
+            let end = (start + self.batch_tokens).min(prompt.len());
+            self.batch.clear();
+            for (pos, token) in (start..end).zip(&prompt[start..end]) {
+                let last = pos + 1 == prompt.len();
+                self.add(*token, pos, last)?;
+            }
+            self.decode()?;
+            self.cached.extend_from_slice(&prompt[start..end]);
+            start = end;
+        }
+        Ok(keep)
+    }
+
+    fn decode_one(&mut self, token: LlamaToken) -> Result<(), LocalError> {
+        self.batch.clear();
+        self.add(token, self.cached.len(), true)?;
+        self.decode()?;
+        self.cached.push(token);
+        Ok(())
+    }
+
+    fn add(&mut self, token: LlamaToken, pos: usize, logits: bool) -> Result<(), LocalError> {
+        let pos =
+            i32::try_from(pos).map_err(|_| LocalError::Backend("position overflow".into()))?;
+        self.batch
+            .add(token, pos, &[0], logits)
+            .map_err(|e| LocalError::Backend(e.to_string()))
+    }
+
+    /// A failed decode leaves the cache in an unknown state: forget it.
+    fn decode(&mut self) -> Result<(), LocalError> {
+        if let Err(e) = self.ctx.decode(&mut self.batch) {
+            self.reset();
+            return Err(LocalError::Backend(format!("decode failed: {e}")));
+        }
+        Ok(())
+    }
+
+    /// The next token under `grammar`. Greedy decoding first tries the
+    /// unconstrained favourite and asks the grammar about that one token
+    /// (cheap); only when it is refused does the grammar filter the whole
+    /// vocabulary. Sampling at a temperature always filters first.
+    fn pick(&mut self, grammar: &mut LlamaSampler) -> Result<LlamaToken, LocalError> {
+        let logits = self.ctx.get_logits_ith(-1);
+        if self.sampler.is_none()
+            && let Some(best) = argmax(logits.iter().copied().enumerate(), &self.banned)
+        {
+            let mut one =
+                LlamaTokenDataArray::new(vec![LlamaTokenData::new(best, 0.0, 0.0)], false);
+            grammar.apply(&mut one);
+            if one.data.first().is_some_and(|d| d.logit().is_finite()) {
+                return Ok(best);
+            }
+        }
+        let mut candidates = LlamaTokenDataArray::new(
+            logits
+                .iter()
+                .enumerate()
+                .map(|(id, &logit)| {
+                    let logit = if self.banned.get(id).copied().unwrap_or(true) {
+                        f32::NEG_INFINITY
+                    } else {
+                        logit
+                    };
+                    LlamaTokenData::new(LlamaToken::new(id as i32), logit, 0.0)
+                })
+                .collect(),
+            false,
+        );
+        grammar.apply(&mut candidates);
+        let picked = match &mut self.sampler {
+            None => argmax(
+                candidates
+                    .data
+                    .iter()
+                    .map(|d| (d.id().0 as usize, d.logit())),
+                &self.banned,
+            ),
+            Some(sampler) => {
+                if candidates.data.iter().all(|d| !d.logit().is_finite()) {
+                    None
+                } else {
+                    candidates.apply_sampler(sampler);
+                    candidates.selected_token()
+                }
+            }
+        };
+        picked.ok_or_else(|| LocalError::Backend("the grammar allows no next token".into()))
+    }
+}
+
+/// The highest finite logit that is not banned.
+fn argmax(logits: impl Iterator<Item = (usize, f32)>, banned: &[bool]) -> Option<LlamaToken> {
+    let mut best: Option<(usize, f32)> = None;
+    for (id, logit) in logits {
+        if !logit.is_finite() || banned.get(id).copied().unwrap_or(true) {
+            continue;
+        }
+        if best.is_none_or(|(_, b)| logit > b) {
+            best = Some((id, logit));
+        }
+    }
+    best.and_then(|(id, _)| i32::try_from(id).ok())
+        .map(LlamaToken::new)
+}
+
+/// The single control token spelled `text`, if the vocabulary has one.
+fn control_token(model: &LlamaModel, text: &str) -> Option<LlamaToken> {
+    let vocab = model.vocab();
+    match vocab.tokenize(text.as_bytes(), false, true).as_slice() {
+        [token] if vocab.is_control(*token) => Some(*token),
+        _ => None,
+    }
+}
+
+/// Append `chunk` to the turn's text and stream it once the turn is known
+/// to be an answer (its first character says so; calls are announced
+/// whole, after parsing).
+fn emit(text: &mut String, chunk: &str, is_call: &mut Option<bool>, sink: &mut dyn Sink) {
+    if chunk.is_empty() {
+        return;
+    }
+    text.push_str(chunk);
+    match *is_call {
+        None => {
+            let call = output::is_call(text);
+            *is_call = Some(call);
+            if !call {
+                sink.event(StreamEvent::TextDelta(text.clone()));
+            }
+        }
+        Some(false) => sink.event(StreamEvent::TextDelta(chunk.to_owned())),
+        Some(true) => {}
+    }
+}
+
+/// Token pieces are bytes; a character may span two tokens.
+#[derive(Default)]
+struct Utf8Stream {
+    pending: Vec<u8>,
+}
+
+impl Utf8Stream {
+    /// The complete characters so far; an incomplete tail waits for more.
+    fn push(&mut self, bytes: &[u8]) -> String {
+        self.pending.extend_from_slice(bytes);
+        let mut out = String::new();
+        loop {
+            match std::str::from_utf8(&self.pending) {
+                Ok(text) => {
+                    out.push_str(text);
+                    self.pending.clear();
+                    return out;
+                }
+                Err(e) => {
+                    let valid = e.valid_up_to();
+                    out.push_str(&String::from_utf8_lossy(&self.pending[..valid]));
+                    match e.error_len() {
+                        // Incomplete sequence at the end: keep it.
+                        None => {
+                            self.pending.drain(..valid);
+                            return out;
+                        }
+                        Some(bad) => {
+                            out.push(char::REPLACEMENT_CHARACTER);
+                            self.pending.drain(..valid + bad);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self) -> String {
+        let rest = String::from_utf8_lossy(&self.pending).into_owned();
+        self.pending.clear();
+        rest
+    }
+}
+
+/// Tool-use ids `call_N`, unique within the conversation.
+struct CallIds {
+    used: std::collections::HashSet<String>,
+    next: usize,
+}
+
+impl CallIds {
+    fn new(request: &ChatRequest) -> Self {
+        let used = request
+            .messages
+            .iter()
+            .flat_map(|m| m.tool_uses().map(|(id, _, _)| id.to_owned()))
+            .collect();
+        Self { used, next: 1 }
+    }
+
+    fn next(&mut self) -> String {
+        loop {
+            let id = format!("call_{}", self.next);
+            self.next += 1;
+            if self.used.insert(id.clone()) {
+                return id;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utf8_stream_joins_split_characters() {
+        let mut s = Utf8Stream::default();
+        let heron = "héron 🐦".as_bytes();
+        let mut out = String::new();
+        for byte in heron {
+            out.push_str(&s.push(&[*byte]));
+        }
+        out.push_str(&s.finish());
+        assert_eq!(out, "héron 🐦");
+        assert_eq!(s.push(b"a\xffb"), "a\u{fffd}b");
+        assert_eq!(s.push(b"\xf0\x9f"), "");
+        assert_eq!(s.finish(), "\u{fffd}");
+    }
+
+    #[test]
+    fn argmax_skips_banned_and_infinite() {
+        let banned = [true, false, false, false];
+        let logits = [9.0, f32::NEG_INFINITY, 1.0, 2.0];
+        assert_eq!(
+            argmax(logits.iter().copied().enumerate(), &banned),
+            Some(LlamaToken::new(3))
+        );
+        assert_eq!(argmax([(0, 1.0)].into_iter(), &banned), None);
+    }
+}

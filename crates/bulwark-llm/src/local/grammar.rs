@@ -1,0 +1,706 @@
+//! GBNF grammars for the local model's turns, generated from the tool
+//! schemas of one request.
+//!
+//! The point is that a malformed or unauthorised tool call cannot be
+//! *produced*: llama.cpp masks every token the grammar does not allow, so the
+//! model's turn is, by construction, either
+//!
+//! - plain text, which never starts with `<`, `{`, `[` or whitespace (so it
+//!   can never be mistaken for a call, a call can never hide behind a
+//!   newline, and a small model cannot answer with a bare JSON "call"), or
+//! - 1..=`max_calls` calls separated by `\n`, each in Qwen2.5's convention
+//!   `<tool_call>\n{"name": "NAME", "arguments": {...}}\n</tool_call>` or
+//!   as the bare object `{"name": "NAME", "arguments": {...}}`, where NAME is
+//!   one of exactly the offered tools and the arguments follow that tool's
+//!   JSON schema. The bare form is there because Qwen2.5-Coder-0.5B, asked
+//!   to use a tool, starts with `{"` far more often than with
+//!   `<tool_call>`; letting that start lead into a *constrained* call is
+//!   what makes the small model's calls reliable. Either form is read back
+//!   the same way and re-rendered in the tagged form.
+//!
+//! Schemas come from tools (built-in, WASM, MCP servers), so the generator
+//! treats them as untrusted-ish input: it never fails on an odd schema, it
+//! falls back to a generic JSON value for what it does not understand
+//! (`$ref`, `allOf`, `not`, patterns, tuple `items`, ...), nesting is cut at
+//! [`MAX_SCHEMA_DEPTH`], and the whole grammar is capped at
+//! [`MAX_GRAMMAR_BYTES`]. What *is* enforced: object property names and
+//! which of them are required (declared properties only, in the order a
+//! `serde_json::Map` holds them, so the arguments re-render into the next
+//! prompt exactly as generated), `string` / `integer` / `number` /
+//! `boolean` / `null`, arrays and
+//! their item schema, `enum`, `const`, `anyOf` / `oneOf`, and type unions.
+//! Length, range and pattern limits are not: the tool still validates its
+//! input, the grammar only guarantees the shape. The tool NAME is always
+//! constrained, whatever the schema says.
+//!
+//! JSON is spelled the way the model was trained to write it (Python's
+//! `json.dumps` defaults: `", "` and `": "` separators, no other
+//! whitespace), see [`to_spaced_json`]; a fixed spelling also keeps small
+//! models from wandering into runs of whitespace.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+use crate::ToolDef;
+
+/// Deeper schema nesting becomes a generic JSON value.
+pub const MAX_SCHEMA_DEPTH: usize = 12;
+/// Upper bound on the grammar text; a larger one is an error.
+pub const MAX_GRAMMAR_BYTES: usize = 256 * 1024;
+/// Upper bound on calls in one turn (the grammar grows with it).
+pub const MAX_CALLS_PER_TURN: usize = 16;
+/// Objects with more declared properties than this take a generic object.
+pub const MAX_PROPERTIES: usize = 128;
+
+/// Opening and closing tags of one call, as in Qwen2.5's chat template.
+pub const CALL_OPEN: &str = "<tool_call>\n";
+pub const CALL_CLOSE: &str = "\n</tool_call>";
+
+/// Why no grammar could be built for a request's tools.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GrammarError {
+    #[error("a tool turn needs at least one tool")]
+    NoTools,
+    #[error("tool `{0}` is offered twice")]
+    DuplicateTool(String),
+    #[error("a tool turn must allow between 1 and {MAX_CALLS_PER_TURN} calls, not {0}")]
+    CallLimit(usize),
+    #[error(
+        "the grammar for these tool schemas is {0} bytes, over the {MAX_GRAMMAR_BYTES}-byte limit"
+    )]
+    TooLarge(usize),
+}
+
+/// Shared JSON rules, in the spelling of [`to_spaced_json`].
+const JSON_RULES: &str = r#"json-value ::= json-object | json-array | json-string | json-number | json-boolean | "null"
+json-object ::= "{" ( json-string ": " json-value ( ", " json-string ": " json-value )* )? "}"
+json-array ::= "[" ( json-value ( ", " json-value )* )? "]"
+json-string ::= "\"" json-char* "\""
+json-char ::= [^"\\\x00-\x1f] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] )
+json-integer ::= "-"? ( "0" | [1-9] [0-9]* )
+json-number ::= json-integer ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
+json-boolean ::= "true" | "false"
+"#;
+
+/// Plain text: at least one character, no NUL anywhere, and a first
+/// character that is not `<` (a call), `{` or `[` (a bare JSON "call", which
+/// Qwen2.5-Coder-0.5B writes instead of `<tool_call>` when it may) or
+/// whitespace.
+const TEXT_RULE: &str = "text ::= [^<{\\[\\x00\\t\\n\\r ] [^\\x00]*\n";
+
+/// The grammar of a turn that may only answer in text (no tools offered,
+/// or the tool-call budget is spent).
+pub fn text_grammar() -> String {
+    format!("root ::= text\n{TEXT_RULE}")
+}
+
+/// The grammar of a turn that may answer in text or make 1..=`max_calls`
+/// calls to exactly `tools`, with arguments shaped by their schemas.
+pub fn tool_grammar(tools: &[ToolDef], max_calls: usize) -> Result<String, GrammarError> {
+    build(tools, max_calls, true)
+}
+
+/// The grammar of a turn that must make 1..=`max_calls` calls to exactly
+/// `tools` (no text): [`super::ToolChoice::Required`].
+pub fn call_grammar(tools: &[ToolDef], max_calls: usize) -> Result<String, GrammarError> {
+    build(tools, max_calls, false)
+}
+
+fn build(tools: &[ToolDef], max_calls: usize, allow_text: bool) -> Result<String, GrammarError> {
+    if tools.is_empty() {
+        return Err(GrammarError::NoTools);
+    }
+    if max_calls == 0 || max_calls > MAX_CALLS_PER_TURN {
+        return Err(GrammarError::CallLimit(max_calls));
+    }
+    let mut seen = HashSet::new();
+    for tool in tools {
+        if !seen.insert(tool.name.as_str()) {
+            return Err(GrammarError::DuplicateTool(tool.name.clone()));
+        }
+    }
+
+    let mut builder = Builder::default();
+    let mut alternatives = Vec::with_capacity(tools.len());
+    for (index, tool) in tools.iter().enumerate() {
+        let args = builder.arguments(&tool.input_schema, &format!("t{index}"));
+        let head = format!("{}, \"arguments\": ", json_string(&tool.name));
+        let name = builder.fresh(&format!("tool{index}"));
+        builder.add(&name, format!("{} {args}", literal(&head)));
+        alternatives.push(name);
+    }
+
+    let mut out = String::new();
+    if allow_text {
+        out.push_str("root ::= text | calls\n");
+        out.push_str(TEXT_RULE);
+    } else {
+        out.push_str("root ::= calls\n");
+    }
+    let mut calls = String::from("call");
+    for _ in 1..max_calls {
+        calls = format!("call ( \"\\n\" {calls} )?");
+    }
+    // `calls` is built inside out; this reads `call ( "\n" call ( ... )? )?`.
+    let _ = writeln!(out, "calls ::= {calls}");
+    let _ = writeln!(
+        out,
+        "call ::= {} call-body {} | call-body",
+        literal(CALL_OPEN),
+        literal(CALL_CLOSE),
+    );
+    let _ = writeln!(
+        out,
+        "call-body ::= \"{{\\\"name\\\": \" ( {} ) \"}}\"",
+        alternatives.join(" | "),
+    );
+    for (name, expr) in &builder.rules {
+        let _ = writeln!(out, "{name} ::= {expr}");
+    }
+    out.push_str(JSON_RULES);
+    if out.len() > MAX_GRAMMAR_BYTES {
+        return Err(GrammarError::TooLarge(out.len()));
+    }
+    Ok(out)
+}
+
+/// Rules generated for one grammar, in order of creation.
+#[derive(Default)]
+struct Builder {
+    rules: Vec<(String, String)>,
+    names: HashSet<String>,
+}
+
+impl Builder {
+    /// A rule name from `hint` (GBNF names are `[a-zA-Z0-9-]+`), made unique.
+    fn fresh(&mut self, hint: &str) -> String {
+        let mut base: String = hint
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .take(40)
+            .collect();
+        if base.is_empty() {
+            base.push('r');
+        }
+        let mut name = base.clone();
+        let mut n = 2;
+        // `json-`, `text`, `root`, `call`, `calls` are fixed rules; the
+        // generated names all start with `t`/`tool` plus a digit, but the
+        // set check keeps that an invariant rather than a convention.
+        while self.names.contains(&name)
+            || name.starts_with("json-")
+            || ["root", "text", "call", "calls", "call-body"].contains(&name.as_str())
+        {
+            name = format!("{base}-{n}");
+            n += 1;
+        }
+        self.names.insert(name.clone());
+        name
+    }
+
+    fn add(&mut self, name: &str, expr: String) {
+        self.rules.push((name.to_owned(), expr));
+    }
+
+    /// The `arguments` object of a call: always a JSON object, so a
+    /// schema that describes something else gets a generic object.
+    fn arguments(&mut self, schema: &Value, hint: &str) -> String {
+        match schema {
+            Value::Object(map) if is_object_schema(map) => self.object(map, hint, 0),
+            _ => "json-object".into(),
+        }
+    }
+
+    /// An expression matching the JSON spelling of values valid for
+    /// `schema`: a rule name, a literal or a parenthesised group.
+    fn value(&mut self, schema: &Value, hint: &str, depth: usize) -> String {
+        if depth > MAX_SCHEMA_DEPTH {
+            return "json-value".into();
+        }
+        let Value::Object(map) = schema else {
+            // `true`, `false` (unsatisfiable; the tool will refuse) and
+            // anything that is not a schema.
+            return "json-value".into();
+        };
+        if let Some(value) = map.get("const") {
+            return literal(&to_spaced_json(value));
+        }
+        if let Some(Value::Array(options)) = map.get("enum")
+            && !options.is_empty()
+        {
+            let mut seen = HashSet::new();
+            let alternatives: Vec<String> = options
+                .iter()
+                .map(|v| literal(&to_spaced_json(v)))
+                .filter(|lit| seen.insert(lit.clone()))
+                .collect();
+            return group(&alternatives);
+        }
+        for key in ["anyOf", "oneOf"] {
+            if let Some(Value::Array(branches)) = map.get(key)
+                && !branches.is_empty()
+            {
+                let alternatives: Vec<String> = branches
+                    .iter()
+                    .enumerate()
+                    .map(|(i, branch)| self.value(branch, &format!("{hint}-{i}"), depth + 1))
+                    .collect();
+                return group(&dedup(alternatives));
+            }
+        }
+        match map.get("type") {
+            Some(Value::String(kind)) => self.typed(kind, map, hint, depth),
+            Some(Value::Array(kinds)) if !kinds.is_empty() => {
+                let mut alternatives = Vec::with_capacity(kinds.len());
+                for kind in kinds {
+                    match kind {
+                        Value::String(kind) => {
+                            alternatives.push(self.typed(kind, map, hint, depth))
+                        }
+                        _ => return "json-value".into(),
+                    }
+                }
+                group(&dedup(alternatives))
+            }
+            None if is_object_schema(map) => self.object(map, hint, depth),
+            None if map.contains_key("items") => self.array(map, hint, depth),
+            _ => "json-value".into(),
+        }
+    }
+
+    fn typed(
+        &mut self,
+        kind: &str,
+        map: &serde_json::Map<String, Value>,
+        hint: &str,
+        depth: usize,
+    ) -> String {
+        match kind {
+            "string" => "json-string".into(),
+            "integer" => "json-integer".into(),
+            "number" => "json-number".into(),
+            "boolean" => "json-boolean".into(),
+            "null" => literal("null"),
+            "object" => self.object(map, hint, depth),
+            "array" => self.array(map, hint, depth),
+            _ => "json-value".into(),
+        }
+    }
+
+    /// Arrays of one item schema; `minItems >= 1` makes them non-empty.
+    /// Tuple forms (`items: [...]`, `prefixItems`) take a generic array.
+    fn array(&mut self, map: &serde_json::Map<String, Value>, hint: &str, depth: usize) -> String {
+        let item = match map.get("items") {
+            Some(items @ (Value::Object(_) | Value::Bool(true))) => {
+                self.value(items, &format!("{hint}-item"), depth + 1)
+            }
+            _ => return "json-array".into(),
+        };
+        let non_empty = map
+            .get("minItems")
+            .and_then(Value::as_u64)
+            .is_some_and(|n| n >= 1);
+        let name = self.fresh(&format!("{hint}-array"));
+        let items = format!("{item} ( \", \" {item} )*");
+        let expr = if non_empty {
+            format!("\"[\" {items} \"]\"")
+        } else {
+            format!("\"[\" ( {items} )? \"]\"")
+        };
+        self.add(&name, expr);
+        name
+    }
+
+    /// Objects with declared properties, in declaration order: each
+    /// required property must appear, each optional one may, nothing else
+    /// may. Without declared properties: `{}` when `additionalProperties`
+    /// is `false`, else a generic object.
+    fn object(&mut self, map: &serde_json::Map<String, Value>, hint: &str, depth: usize) -> String {
+        let required: Vec<&str> = match map.get("required") {
+            Some(Value::Array(names)) => names.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        // A required name without a declaration still has to be there,
+        // with any value. The order is the `Map`'s own, the order in which
+        // the arguments are read back and re-rendered into the prompt.
+        let mut declared = match map.get("properties") {
+            Some(Value::Object(props)) => props.clone(),
+            _ => serde_json::Map::new(),
+        };
+        for name in &required {
+            if !declared.contains_key(*name) {
+                declared.insert((*name).to_owned(), Value::Bool(true));
+            }
+        }
+        let props: Vec<(&str, &Value, bool)> = declared
+            .iter()
+            .map(|(k, v)| (k.as_str(), v, required.contains(&k.as_str())))
+            .collect();
+        if props.is_empty() {
+            return if map.get("additionalProperties") == Some(&Value::Bool(false)) {
+                literal("{}")
+            } else {
+                "json-object".into()
+            };
+        }
+        if props.len() > MAX_PROPERTIES {
+            return "json-object".into();
+        }
+        let pairs: Vec<String> = props
+            .iter()
+            .map(|(key, schema, _)| {
+                let value = self.value(schema, &format!("{hint}-{key}"), depth + 1);
+                let name = self.fresh(&format!("{hint}-{key}-kv"));
+                self.add(
+                    &name,
+                    format!("{} {value}", literal(&format!("{}: ", json_string(key)))),
+                );
+                name
+            })
+            .collect();
+        let is_required: Vec<bool> = props.iter().map(|(_, _, r)| *r).collect();
+        let all_optional = !is_required.contains(&true);
+        let first = self.first_rule(&pairs, &is_required, 0, hint);
+        let name = self.fresh(&format!("{hint}-object"));
+        let body = if all_optional {
+            format!("( {first} )?")
+        } else {
+            first
+        };
+        self.add(&name, format!("\"{{\" {body} \"}}\""));
+        name
+    }
+
+    /// The rule for "properties `from..` where none was written yet": the
+    /// first one written has no `, ` before it. An optional property may be
+    /// skipped only while a later one can still come first.
+    fn first_rule(
+        &mut self,
+        pairs: &[String],
+        required: &[bool],
+        from: usize,
+        hint: &str,
+    ) -> String {
+        let rest: String = (from + 1..pairs.len())
+            .map(|j| {
+                if required[j] {
+                    format!(" \", \" {}", pairs[j])
+                } else {
+                    format!(" ( \", \" {} )?", pairs[j])
+                }
+            })
+            .collect();
+        let mut alternatives = vec![format!("{}{rest}", pairs[from])];
+        if !required[from] && from + 1 < pairs.len() {
+            alternatives.push(self.first_rule(pairs, required, from + 1, hint));
+        }
+        let name = self.fresh(&format!("{hint}-from{from}"));
+        self.add(&name, alternatives.join(" | "));
+        name
+    }
+}
+
+fn is_object_schema(map: &serde_json::Map<String, Value>) -> bool {
+    match map.get("type") {
+        Some(Value::String(kind)) => kind == "object",
+        Some(_) => false,
+        None => map.contains_key("properties") || map.contains_key("required"),
+    }
+}
+
+fn dedup(items: Vec<String>) -> Vec<String> {
+    let mut seen = HashSet::new();
+    items
+        .into_iter()
+        .filter(|i| seen.insert(i.clone()))
+        .collect()
+}
+
+fn group(alternatives: &[String]) -> String {
+    match alternatives {
+        [one] => one.clone(),
+        _ => format!("( {} )", alternatives.join(" | ")),
+    }
+}
+
+/// `text` as a GBNF string literal. Everything this module puts in a
+/// literal went through [`to_spaced_json`] or is fixed scaffolding, so
+/// control characters are rare; they are escaped all the same.
+pub(crate) fn literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A JSON string literal for `text` (quotes and escapes as `serde_json`
+/// writes them, which is also how Python's `json.dumps` writes them with
+/// `ensure_ascii=False`).
+fn json_string(text: &str) -> String {
+    Value::String(text.to_owned()).to_string()
+}
+
+/// `value` as JSON with `", "` and `": "` separators and no other
+/// whitespace: the spelling of Python's `json.dumps` (and of Qwen's chat
+/// template), which the grammar enforces and the prompt renders.
+pub fn to_spaced_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_spaced(value, &mut out);
+    out
+}
+
+fn write_spaced(value: &Value, out: &mut String) {
+    match value {
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_spaced(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push('{');
+            for (i, (key, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(&json_string(key));
+                out.push_str(": ");
+                write_spaced(item, out);
+            }
+            out.push('}');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(name: &str, schema: Value) -> ToolDef {
+        ToolDef {
+            name: name.into(),
+            description: String::new(),
+            input_schema: schema,
+        }
+    }
+
+    #[test]
+    fn text_grammar_is_one_rule() {
+        assert_eq!(
+            text_grammar(),
+            "root ::= text\ntext ::= [^<{\\[\\x00\\t\\n\\r ] [^\\x00]*\n"
+        );
+    }
+
+    #[test]
+    fn one_tool_with_a_required_string() {
+        let grammar = tool_grammar(
+            &[tool(
+                "file_read",
+                json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+            )],
+            1,
+        )
+        .unwrap();
+        let expected = concat!(
+            "root ::= text | calls\n",
+            "text ::= [^<{\\[\\x00\\t\\n\\r ] [^\\x00]*\n",
+            "calls ::= call\n",
+            "call ::= \"<tool_call>\\n\" call-body \"\\n</tool_call>\" | call-body\n",
+            "call-body ::= \"{\\\"name\\\": \" ( tool0 ) \"}\"\n",
+            "t0-path-kv ::= \"\\\"path\\\": \" json-string\n",
+            "t0-from0 ::= t0-path-kv\n",
+            "t0-object ::= \"{\" t0-from0 \"}\"\n",
+            "tool0 ::= \"\\\"file_read\\\", \\\"arguments\\\": \" t0-object\n",
+        );
+        assert!(grammar.starts_with(expected), "{grammar}");
+        assert!(grammar.ends_with(JSON_RULES));
+    }
+
+    #[test]
+    fn a_required_call_leaves_no_text() {
+        let tools = [tool(
+            "file_read",
+            json!({"properties": {"path": {"type": "string"}}}),
+        )];
+        let grammar = call_grammar(&tools, 1).unwrap();
+        assert!(
+            grammar.starts_with("root ::= calls\ncalls ::= call\n"),
+            "{grammar}"
+        );
+        assert!(!grammar.contains("text"), "{grammar}");
+        assert_eq!(call_grammar(&[], 1), Err(GrammarError::NoTools));
+    }
+
+    #[test]
+    fn optional_properties_and_call_limit() {
+        let grammar = tool_grammar(
+            &[tool(
+                "list",
+                json!({"properties": {"a": {"type": "integer"}, "b": {"enum": ["x", 2]}}}),
+            )],
+            3,
+        )
+        .unwrap();
+        assert!(
+            grammar.contains("calls ::= call ( \"\\n\" call ( \"\\n\" call )? )?\n"),
+            "{grammar}"
+        );
+        assert!(
+            grammar.contains("t0-a-kv ::= \"\\\"a\\\": \" json-integer\n"),
+            "{grammar}"
+        );
+        assert!(
+            grammar.contains("t0-b-kv ::= \"\\\"b\\\": \" ( \"\\\"x\\\"\" | \"2\" )\n"),
+            "{grammar}"
+        );
+        assert!(grammar.contains("t0-from1 ::= t0-b-kv\n"), "{grammar}");
+        assert!(
+            grammar.contains("t0-from0 ::= t0-a-kv ( \", \" t0-b-kv )? | t0-from1\n"),
+            "{grammar}"
+        );
+        assert!(
+            grammar.contains("t0-object ::= \"{\" ( t0-from0 )? \"}\"\n"),
+            "{grammar}"
+        );
+    }
+
+    #[test]
+    fn odd_schemas_fall_back_to_generic_values() {
+        for schema in [
+            json!(true),
+            json!("nonsense"),
+            json!({"type": "string"}),
+            json!({"$ref": "#/defs/x"}),
+            json!({"type": "object"}),
+        ] {
+            let grammar = tool_grammar(&[tool("x", schema.clone())], 1).unwrap();
+            assert!(
+                grammar.contains("tool0 ::= \"\\\"x\\\", \\\"arguments\\\": \" json-object\n"),
+                "{schema}: {grammar}"
+            );
+        }
+        let grammar = tool_grammar(
+            &[tool(
+                "x",
+                json!({"properties": {"r": {"$ref": "#/x"}, "t": {"type": ["string", "null"]}, "u": {"type": "uuid"}}}),
+            )],
+            1,
+        )
+        .unwrap();
+        assert!(
+            grammar.contains("t0-r-kv ::= \"\\\"r\\\": \" json-value\n"),
+            "{grammar}"
+        );
+        assert!(
+            grammar.contains("t0-t-kv ::= \"\\\"t\\\": \" ( json-string | \"null\" )\n"),
+            "{grammar}"
+        );
+        assert!(
+            grammar.contains("t0-u-kv ::= \"\\\"u\\\": \" json-value\n"),
+            "{grammar}"
+        );
+    }
+
+    #[test]
+    fn names_and_keys_are_escaped_and_rule_names_sanitised() {
+        let grammar = tool_grammar(
+            &[tool(
+                "we\"ird\\name\n",
+                json!({"properties": {"ke\"y ü": {"type": "boolean"}}, "required": ["ke\"y ü", "undeclared"]}),
+            )],
+            1,
+        )
+        .unwrap();
+        assert!(
+            grammar.contains(r#"tool0 ::= "\"we\\\"ird\\\\name\\n\", \"arguments\": " t0-object"#),
+            "{grammar}"
+        );
+        assert!(
+            grammar.contains(r#"t0-ke-y---kv ::= "\"ke\\\"y ü\": " json-boolean"#),
+            "{grammar}"
+        );
+        assert!(
+            grammar.contains(r#"t0-undeclared-kv ::= "\"undeclared\": " json-value"#),
+            "{grammar}"
+        );
+        for line in grammar.lines() {
+            let name = line.split(" ::= ").next().unwrap();
+            assert!(
+                name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn deep_nesting_is_cut() {
+        let mut schema = json!({"type": "string"});
+        for _ in 0..40 {
+            schema = json!({"type": "object", "properties": {"n": schema}, "required": ["n"]});
+        }
+        let grammar = tool_grammar(&[tool("deep", schema)], 1).unwrap();
+        assert!(grammar.contains("json-value\n"), "{grammar}");
+        assert!(grammar.len() < 10_000);
+    }
+
+    #[test]
+    fn refusals() {
+        assert_eq!(tool_grammar(&[], 1), Err(GrammarError::NoTools));
+        let t = tool("a", json!({}));
+        assert_eq!(
+            tool_grammar(std::slice::from_ref(&t), 0),
+            Err(GrammarError::CallLimit(0))
+        );
+        assert_eq!(
+            tool_grammar(std::slice::from_ref(&t), MAX_CALLS_PER_TURN + 1),
+            Err(GrammarError::CallLimit(MAX_CALLS_PER_TURN + 1))
+        );
+        assert_eq!(
+            tool_grammar(&[t.clone(), t], 1),
+            Err(GrammarError::DuplicateTool("a".into()))
+        );
+        let huge: Vec<ToolDef> = (0..4000)
+            .map(|i| {
+                tool(
+                    &format!("tool_with_a_long_name_{i}"),
+                    json!({"properties": {"x": {"type": "string"}}}),
+                )
+            })
+            .collect();
+        assert!(matches!(
+            tool_grammar(&huge, 1),
+            Err(GrammarError::TooLarge(_))
+        ));
+    }
+
+    #[test]
+    fn spaced_json_matches_python() {
+        let value = json!({"a": [1, 2.5, "x\"\n"], "b": {"c": null, "d": true}, "é": {}});
+        assert_eq!(
+            to_spaced_json(&value),
+            r#"{"a": [1, 2.5, "x\"\n"], "b": {"c": null, "d": true}, "é": {}}"#
+        );
+    }
+}
