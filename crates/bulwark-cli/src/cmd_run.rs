@@ -8,9 +8,9 @@ use crate::{ChatArgs, Failure, RunArgs, usage_error};
 use anyhow::{Context, anyhow};
 use bulwark_audit::{AuditRecord, AuditSink, Decision};
 use bulwark_kernel::{
-    AgentRuntime, AgentSetup, Door, Home, Kernel, KernelError, PolicyContext, PreApproved, Session,
-    SessionIdentity, SessionState, ToolLimits, ToolRegistry, TurnEnd, build_session,
-    effective_policy, load_secrets, resolve_model,
+    AgentRuntime, AgentSetup, Approver, Door, Home, Kernel, KernelError, PolicyContext,
+    PreApproved, Session, SessionIdentity, SessionState, ToolLimits, ToolRegistry, TurnEnd,
+    build_session, effective_policy, load_secrets, resolve_model,
 };
 use bulwark_llm::Message;
 use bulwark_store::{NewSession, Store};
@@ -18,22 +18,23 @@ use std::io::{BufRead, Write};
 use std::sync::Arc;
 
 /// Setup failures are the user's to fix (exit 2); everything else is 1.
-fn kernel_failure(err: KernelError) -> Failure {
+pub(crate) fn kernel_failure(err: KernelError) -> Failure {
     match err {
         KernelError::Setup(_) => usage_error(err),
         other => Failure::from(other),
     }
 }
 
-struct Prepared {
-    kernel: Kernel,
-    session: Session,
-    history: Vec<Message>,
-    agent: AgentRuntime,
+/// A session ready to take turns (shared by `run`, `chat` and `worker`).
+pub(crate) struct Prepared {
+    pub(crate) kernel: Kernel,
+    pub(crate) session: Session,
+    pub(crate) history: Vec<Message>,
+    pub(crate) agent: AgentRuntime,
     /// Signs checkpoints while the run lasts, and the last one at its end.
-    checkpoints: Checkpointer,
+    pub(crate) checkpoints: Checkpointer,
     /// Ctrl-C / SIGTERM, listened for from before the session starts.
-    shutdown: Shutdown,
+    pub(crate) shutdown: Shutdown,
 }
 
 /// What a run was configured with, for its `config_load` audit record:
@@ -76,13 +77,16 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-fn prepare(
+/// Sets a session up: names, config, signature, policy, model, store,
+/// audit records. `approver` answers the door's approval requests (the
+/// terminal for `run`/`chat`, the server for a worker).
+pub(crate) fn prepare(
     home: &Home,
     agent_name: &str,
     user: &str,
     model_override: Option<&str>,
     resume: Option<&str>,
-    pre_approved: PreApproved,
+    approver: Arc<dyn Approver>,
 ) -> Result<Prepared, Failure> {
     // Both names become directory names: refuse bad ones before anything
     // (the database, a session row) is created.
@@ -158,12 +162,8 @@ fn prepare(
         agent: &loaded.sources,
         signature: &signature,
     };
-    let door = Door::new(
-        registry,
-        audit.clone(),
-        Arc::new(TerminalApprover::new(pre_approved)),
-    )
-    .with_recorded_arguments(global.audit.record_arguments);
+    let door = Door::new(registry, audit.clone(), approver)
+        .with_recorded_arguments(global.audit.record_arguments);
     let kernel = Kernel::new(door, store.clone());
 
     let (id, saved, history) = match resume {
@@ -310,7 +310,7 @@ pub async fn run(home: &Home, args: RunArgs) -> Result<(), Failure> {
         &args.user,
         args.model.as_deref(),
         args.session.as_deref(),
-        pre,
+        Arc::new(TerminalApprover::new(pre)),
     )?;
     eprintln!(
         "session {} · agent {} · model {}",
@@ -367,7 +367,7 @@ pub async fn chat(home: &Home, args: ChatArgs) -> Result<(), Failure> {
         &args.user,
         args.model.as_deref(),
         args.resume.as_deref(),
-        PreApproved::default(),
+        Arc::new(TerminalApprover::new(PreApproved::default())),
     )?;
     eprintln!(
         "chatting with {} (session {}; resume with --resume {}). /exit to leave.",

@@ -3,6 +3,7 @@
 
 mod approver;
 mod checkpoints;
+mod cmd_access;
 mod cmd_audit;
 mod cmd_credentials;
 mod cmd_init;
@@ -12,6 +13,8 @@ mod cmd_model;
 mod cmd_net;
 mod cmd_run;
 mod cmd_sandbox;
+mod cmd_serve;
+mod cmd_worker;
 mod printer;
 mod terminal;
 
@@ -106,6 +109,17 @@ enum Command {
         #[command(subcommand)]
         command: KeysCommand,
     },
+    /// Serve agents to the users in access.toml over HTTP and WebSocket,
+    /// each conversation in its own worker process.
+    #[command(
+        after_help = "Examples:\n  bulwark access create alice --agents assistant   (prints alice's token once)\n  bulwark serve                                      (http://127.0.0.1:8420, loopback only)\n  bulwark serve --bind 0.0.0.0:8420 --allow-host agents.example.com:8420\n\nClients authenticate with `Authorization: Bearer <token>` (REST) or the\nWebSocket subprotocols `bulwark.v1, bearer.<token>`; a token in a query\nstring is refused. Public: /health only. API description:\n/api/v1/openapi.json. Without access.toml nobody can sign in."
+    )]
+    Serve(cmd_serve::ServeArgs),
+    /// Users of `bulwark serve` and their API tokens (access.toml).
+    Access {
+        #[command(subcommand)]
+        command: AccessCommand,
+    },
     /// Sign an agent: write agents/<AGENT>/agent.sig over every file of the agent.
     #[command(
         after_help = "Examples:\n  bulwark sign assistant                 (the only key in keys/)\n  bulwark sign assistant --key alice\n\nThe signature covers every file under agents/<AGENT>/ except agent.sig:\nthe manifest, SYSTEM.md, skills and anything else. Links are refused.\nSign again after every change you approve."
@@ -131,6 +145,9 @@ enum Command {
         /// The agent's name (a directory under agents/).
         agent: String,
     },
+    /// Run one conversation for `bulwark serve` (frames on stdin/stdout).
+    #[command(hide = true)]
+    Worker,
 }
 
 #[derive(Subcommand)]
@@ -190,6 +207,34 @@ enum KeysCommand {
     },
     /// The trusted keys, and the signing keys on this machine.
     #[command(after_help = "Example:\n  bulwark keys list")]
+    List,
+}
+
+#[derive(Subcommand)]
+enum AccessCommand {
+    /// Add a user with a new API token (printed once), or give a token to
+    /// an existing entry that has none.
+    #[command(
+        after_help = "Examples:\n  bulwark access create alice --agents assistant,researcher\n  bulwark access create root --role admin\n\nThe token is shown only now; access.toml keeps an HMAC of it (keyed by\nkeys/server.secret, created on first use)."
+    )]
+    Create {
+        user: String,
+        /// `user` (default) or `admin` (every agent, /health/detail, /metrics).
+        #[arg(long, value_parser = ["user", "admin"])]
+        role: Option<String>,
+        /// Agents the user may use (comma-separated; default: any the agent admits).
+        #[arg(long, value_delimiter = ',', value_name = "A,B")]
+        agents: Option<Vec<String>>,
+    },
+    /// Replace a user's tokens with a new one (printed once); the old one
+    /// stops working and its connections close.
+    #[command(after_help = "Example:\n  bulwark access rotate alice")]
+    Rotate { user: String },
+    /// Remove a user's tokens (their entry and restrictions stay).
+    #[command(after_help = "Example:\n  bulwark access revoke alice")]
+    Revoke { user: String },
+    /// Users, roles, agents and token ids (never tokens or hashes).
+    #[command(after_help = "Example:\n  bulwark access list")]
     List,
 }
 
@@ -448,15 +493,29 @@ fn main() -> ExitCode {
     bulwark_kernel::environment();
     bulwark_sandbox::scrub_environment(bulwark_kernel::KEPT_VARIABLES);
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("BULWARK_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        // No colour codes in logs that go to a file or a pipe.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("BULWARK_LOG").unwrap_or_else(|_| {
+        // A server's requests and workers are worth an info line each.
+        tracing_subscriber::EnvFilter::new(if matches!(cli.command, Command::Serve(_)) {
+            "info"
+        } else {
+            "warn"
+        })
+    });
+    if matches!(cli.command, Command::Serve(_)) {
+        // Structured logs for a service: one JSON object per line.
+        tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    } else {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            // No colour codes in logs that go to a file or a pipe.
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -574,6 +633,18 @@ fn main() -> ExitCode {
             Command::Keys {
                 command: KeysCommand::List,
             } => cmd_keys::keys_list(&home),
+            Command::Access {
+                command: AccessCommand::Create { user, role, agents },
+            } => cmd_access::create(&home, &user, role.as_deref(), agents.as_deref()),
+            Command::Access {
+                command: AccessCommand::Rotate { user },
+            } => cmd_access::rotate(&home, &user),
+            Command::Access {
+                command: AccessCommand::Revoke { user },
+            } => cmd_access::revoke(&home, &user),
+            Command::Access {
+                command: AccessCommand::List,
+            } => cmd_access::list(&home),
             Command::Model {
                 command: ModelCommand::Fetch { name, from },
             } => cmd_model::fetch(&home, name.as_deref(), from).await,
@@ -585,6 +656,8 @@ fn main() -> ExitCode {
             } => cmd_model::path(&home, name.as_deref()).await,
             Command::Sign { agent, key } => cmd_keys::sign(&home, &agent, key.as_deref()),
             Command::Verify { agent } => cmd_keys::verify(&home, &agent),
+            Command::Worker => cmd_worker::worker(&home).await,
+            Command::Serve(args) => cmd_serve::serve(&home, args).await,
         }
     });
     // Do not wait for a blocking read of stdin that an interrupted chat

@@ -31,6 +31,44 @@ pub struct UserEntry {
     /// A ceiling on capabilities; absent = no ceiling.
     #[serde(default)]
     pub capabilities: Option<Vec<Capability>>,
+    /// API tokens for `bulwark serve`. Only an HMAC of each token is kept
+    /// (keyed by `keys/server.secret`), so this file never holds anything
+    /// that authenticates by itself. Written by `bulwark access`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tokens: Vec<TokenEntry>,
+    /// Per-user limits for `bulwark serve`; absent = the server's defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<UserLimits>,
+}
+
+/// One API token, as stored: its public id and the HMAC of the whole token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenEntry {
+    /// The token's public part (`bwk_<id>_...`): names it in listings and
+    /// finds its hash without trying every entry. Unique in the file.
+    pub id: String,
+    /// Lowercase hex HMAC-SHA256 of the whole token under the server secret.
+    pub hash: String,
+    /// When it was issued (informational).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<toml::value::Datetime>,
+}
+
+/// Longest token id accepted in `access.toml`.
+pub const MAX_TOKEN_ID_LEN: usize = 32;
+
+/// Limits a server applies to one user, overriding its defaults.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserLimits {
+    /// Rate budget in cost units per minute (a REST read costs a few
+    /// units, opening a conversation or sending a message many).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_minute: Option<u32>,
+    /// Concurrent WebSocket connections.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,6 +84,7 @@ pub fn parse_access(src: &str, origin: &str) -> Result<AccessFile, ConfigError> 
     use Seg::Key;
     let loc = Located::new(src, origin);
     let a: AccessFile = toml::from_str(src).map_err(|e| loc.toml_error(&e))?;
+    let mut seen_ids = std::collections::BTreeSet::new();
     for (name, u) in &a.users {
         let base = [Key("users"), Key(name.as_str())];
         // User names become directory names under users/, so they follow
@@ -75,6 +114,55 @@ pub fn parse_access(src: &str, origin: &str) -> Result<AccessFile, ConfigError> 
         validate::tool_filter(&loc, &[base[0], base[1], Key("tools")], &u.tools)?;
         if let Some(caps) = &u.capabilities {
             validate::capabilities(&loc, &[base[0], base[1], Key("capabilities")], caps)?;
+        }
+        for (i, t) in u.tokens.iter().enumerate() {
+            let at = |field| [base[0], base[1], Key("tokens"), Seg::Idx(i), Key(field)];
+            let id_ok = !t.id.is_empty()
+                && t.id.len() <= MAX_TOKEN_ID_LEN
+                && t.id
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+            if !id_ok {
+                return Err(loc.at(
+                    &at("id"),
+                    format_args!(
+                        "must be 1-{MAX_TOKEN_ID_LEN} lowercase letters or digits (as `bulwark access create` writes it)"
+                    ),
+                ));
+            }
+            if !seen_ids.insert(t.id.as_str()) {
+                return Err(loc.at(
+                    &at("id"),
+                    format_args!(
+                        "token id {:?} appears twice; ids must be unique in the file (`bulwark access rotate` issues a new one)",
+                        t.id
+                    ),
+                ));
+            }
+            let hash_ok = t.hash.len() == 64
+                && t.hash
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            if !hash_ok {
+                return Err(loc.at(
+                    &at("hash"),
+                    "must be 64 lowercase hex digits (an HMAC-SHA256 written by `bulwark access`); never put a raw token here",
+                ));
+            }
+        }
+        if let Some(limits) = &u.limits {
+            let fields = [
+                ("requests_per_minute", limits.requests_per_minute),
+                ("max_connections", limits.max_connections),
+            ];
+            for (field, value) in fields {
+                if value == Some(0) {
+                    return Err(loc.at(
+                        &[base[0], base[1], Key("limits"), Key(field)],
+                        "must be at least 1 (remove the user's tokens to lock them out)",
+                    ));
+                }
+            }
         }
     }
     Ok(a)
@@ -108,5 +196,79 @@ pub fn user_may_use_agent(
         AccessMode::Private => Err(format!(
             "agent {agent:?} is private (access.mode = \"private\"): admins only"
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HASH: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
+    fn with_tokens(tokens: &str) -> String {
+        format!("[users.alice]\nrole = \"user\"\n{tokens}")
+    }
+
+    #[test]
+    fn tokens_and_limits_parse() {
+        let src = with_tokens(&format!(
+            "tokens = [{{ id = \"ab12\", hash = \"{HASH}\", created = 2026-01-02T03:04:05Z }}]\n[users.alice.limits]\nrequests_per_minute = 60\nmax_connections = 2\n"
+        ));
+        let a = parse_access(&src, "access.toml").unwrap();
+        let alice = &a.users["alice"];
+        assert_eq!(alice.tokens.len(), 1);
+        assert_eq!(alice.tokens[0].id, "ab12");
+        assert!(alice.tokens[0].created.is_some());
+        assert_eq!(alice.limits.unwrap().max_connections, Some(2));
+        // Absent means none, and the old schema still parses.
+        let a = parse_access("[users.bob]\n", "access.toml").unwrap();
+        assert!(a.users["bob"].tokens.is_empty() && a.users["bob"].limits.is_none());
+    }
+
+    #[test]
+    fn bad_tokens_are_located() {
+        for (bad, field) in [
+            (
+                format!("tokens = [{{ id = \"AB\", hash = \"{HASH}\" }}]\n"),
+                "tokens[0].id",
+            ),
+            (
+                "tokens = [{ id = \"ab\", hash = \"bwk_raw\" }]\n".to_string(),
+                "tokens[0].hash",
+            ),
+            (
+                format!(
+                    "tokens = [{{ id = \"ab\", hash = \"{}\" }}]\n",
+                    HASH.to_uppercase()
+                ),
+                "tokens[0].hash",
+            ),
+            (
+                format!(
+                    "tokens = [{{ id = \"ab\", hash = \"{HASH}\" }}, {{ id = \"ab\", hash = \"{HASH}\" }}]\n"
+                ),
+                "tokens[1].id",
+            ),
+            (
+                format!("tokens = [{{ id = \"ab\", hash = \"{HASH}\", secret = \"x\" }}]\n"),
+                "secret",
+            ),
+            (
+                "[users.alice.limits]\nmax_connections = 0\n".to_string(),
+                "limits.max_connections",
+            ),
+            ("[users.alice.limits]\nburst = 3\n".to_string(), "burst"),
+        ] {
+            let src = with_tokens(&bad);
+            let e = parse_access(&src, "access.toml").unwrap_err();
+            assert!(e.to_string().contains(field), "{field}: {e}");
+            assert!(e.line >= 2, "{e}");
+        }
+        // Ids are unique across users too: one id finds one hash.
+        let src = format!(
+            "[users.a]\ntokens = [{{ id = \"x1\", hash = \"{HASH}\" }}]\n[users.b]\ntokens = [{{ id = \"x1\", hash = \"{HASH}\" }}]\n"
+        );
+        let e = parse_access(&src, "access.toml").unwrap_err();
+        assert_eq!(e.line, 4, "{e}");
     }
 }

@@ -1,0 +1,240 @@
+//! `bulwark serve`: the server of `bulwark-server` in front of the worker
+//! supervisor of `bulwark-worker`, each conversation in its own
+//! `bulwark worker` process.
+//!
+//! The two crates do not know each other: the server talks to a
+//! [`Backend`], the supervisor runs workers. [`WorkerBackend`] is the
+//! adapter, and this is also where the worker's environment is decided:
+//! only the provider and credential keys the configuration names travel to
+//! a worker, never the server's whole environment.
+
+use crate::{Failure, usage_error};
+use anyhow::{Context, anyhow};
+use async_trait::async_trait;
+use bulwark_kernel::Home;
+use bulwark_server::{
+    AppState, Backend, BackendError, BackendStats, Conversation, ConversationControl, OpenRequest,
+    ServerConfig,
+};
+use bulwark_store::Store;
+use bulwark_worker::protocol::ErrorCode;
+use bulwark_worker::{
+    CapScope, Supervisor, SupervisorConfig, SupervisorError, WorkerEnv, WorkerHandle,
+};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on. The default is loopback only; to serve others,
+    /// bind a public address AND list the names clients use with
+    /// --allow-host (anything else is refused, which stops DNS rebinding).
+    #[arg(long, default_value_t = bulwark_server::DEFAULT_BIND)]
+    pub bind: SocketAddr,
+    /// A Host header value to accept (`name` or `name:port`); repeatable.
+    /// Default: the bind address, localhost, 127.0.0.1 and [::1].
+    #[arg(long = "allow-host", value_name = "HOST")]
+    pub allow_hosts: Vec<String>,
+    /// A browser Origin to accept for WebSockets (`scheme://host[:port]`);
+    /// repeatable. Default: http(s):// + each allowed host.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub allow_origins: Vec<String>,
+    /// Clients reach this server over https (directly or via a proxy that
+    /// terminates TLS): send HSTS.
+    #[arg(long)]
+    pub tls: bool,
+    /// Conversations (worker processes) running at once, all users.
+    #[arg(long, default_value_t = 64)]
+    pub max_workers: usize,
+    /// Conversations running at once per user.
+    #[arg(long, default_value_t = 4)]
+    pub max_workers_per_user: usize,
+    /// Seconds a worker may sit without a command or a running turn.
+    #[arg(long, default_value_t = 900)]
+    pub idle_timeout_secs: u64,
+}
+
+/// The supervisor as the server's [`Backend`].
+pub struct WorkerBackend {
+    supervisor: Supervisor,
+}
+
+struct Kill(WorkerHandle);
+
+impl ConversationControl for Kill {
+    fn kill(&self) {
+        self.0.kill();
+    }
+}
+
+fn backend_error(err: SupervisorError) -> BackendError {
+    match err {
+        SupervisorError::AtCapacity { scope, limit } => BackendError::AtCapacity {
+            message: match scope {
+                CapScope::Global => format!(
+                    "the server is running its maximum of {limit} conversations; try again shortly"
+                ),
+                CapScope::User => format!(
+                    "you already have {limit} conversations running; close one and try again"
+                ),
+            },
+            retry_after_secs: 5,
+        },
+        SupervisorError::Refused { code, message } => match code {
+            ErrorCode::Forbidden => BackendError::Forbidden(message),
+            ErrorCode::Setup => BackendError::Setup(message),
+            _ => BackendError::Internal(message),
+        },
+        SupervisorError::BadRequest(too_long) => BackendError::Setup(too_long.to_string()),
+        SupervisorError::ShuttingDown => {
+            BackendError::Internal("the server is shutting down".into())
+        }
+        other => {
+            // Spawn failures, timeouts and protocol breaks are the
+            // operator's to read in the log, not the client's.
+            tracing::warn!(error = %other, "a worker could not be started");
+            BackendError::Internal("the conversation could not be started; try again".into())
+        }
+    }
+}
+
+#[async_trait]
+impl Backend for WorkerBackend {
+    async fn open(&self, request: OpenRequest) -> Result<Conversation, BackendError> {
+        let conversation = self
+            .supervisor
+            .open(bulwark_worker::OpenRequest {
+                user: request.user,
+                agent: request.agent,
+                resume: request.resume,
+            })
+            .await
+            .map_err(backend_error)?;
+        Ok(Conversation {
+            session_id: conversation.session_id,
+            history_messages: conversation.history_messages,
+            commands: conversation.commands,
+            events: conversation.events,
+            control: Box::new(Kill(conversation.worker)),
+        })
+    }
+
+    fn stats(&self) -> BackendStats {
+        let stats = self.supervisor.stats();
+        BackendStats {
+            workers: stats.workers as u64,
+            workers_by_user: stats
+                .per_user
+                .into_iter()
+                .map(|(user, n)| (user, n as u64))
+                .collect(),
+            crashes: stats.crashed + stats.protocol_violations,
+            max_workers: Some(self.supervisor.config().max_workers as u64),
+        }
+    }
+}
+
+/// The variables a worker may need: every provider key and every
+/// credential key the configuration or an agent names, with its value from
+/// the start-up snapshot. Nothing else of the server's environment.
+fn worker_environment(home: &Home) -> Result<WorkerEnv, Failure> {
+    let global = home
+        .load_global()
+        .map_err(|e| usage_error(anyhow!("{e}")))?;
+    let mut names: Vec<String> = vec!["ANTHROPIC_API_KEY".into(), "OPENAI_API_KEY".into()];
+    names.extend(
+        global
+            .providers
+            .values()
+            .filter_map(|p| p.api_key_env.clone()),
+    );
+    names.extend(global.secrets.env.iter().cloned());
+    for agent in home.list_agents().unwrap_or_default() {
+        // An agent that does not load is refused when it is opened; it
+        // contributes no keys here.
+        if let Ok(loaded) = home.load_agent(&agent) {
+            for grant in loaded.manifest.credentials.grants.values() {
+                names.extend(grant.keys.iter().cloned());
+            }
+        }
+    }
+    names.sort_unstable();
+    names.dedup();
+    let snapshot = bulwark_kernel::environment();
+    let mut env = WorkerEnv::from_process();
+    for name in names {
+        if let Some(value) = snapshot.get(&name) {
+            env = env.with_var(&name, value.clone()).map_err(|e| {
+                usage_error(anyhow!(
+                    "the key variable `{name}` cannot be passed to workers: {e}; rename it in config.toml or the agent's credentials"
+                ))
+            })?;
+        }
+    }
+    Ok(env)
+}
+
+pub async fn serve(home: &Home, args: ServeArgs) -> Result<(), Failure> {
+    if !home.access_path().is_file() {
+        eprintln!(
+            "note: {} does not exist, so nobody can sign in; create a user with `bulwark access create <name>`",
+            home.access_path().display()
+        );
+    }
+    std::fs::create_dir_all(home.root())
+        .with_context(|| format!("cannot create {}", home.root().display()))?;
+    let store = Store::open(&home.db_path())
+        .with_context(|| format!("cannot open {}", home.db_path().display()))?;
+    let program =
+        std::env::current_exe().context("cannot find the bulwark binary to run workers")?;
+    let mut supervisor_config = SupervisorConfig::new(program, ["worker"], home.root());
+    supervisor_config.env = worker_environment(home)?;
+    supervisor_config.max_workers = args.max_workers.max(1);
+    supervisor_config.max_workers_per_user = args.max_workers_per_user.max(1);
+    supervisor_config.idle_timeout = Duration::from_secs(args.idle_timeout_secs.max(1));
+    let supervisor = Supervisor::new(supervisor_config);
+
+    let mut config = ServerConfig::new(args.bind);
+    config.allowed_hosts = args.allow_hosts;
+    config.allowed_origins = args.allow_origins;
+    config.tls = args.tls;
+    let backend = Arc::new(WorkerBackend {
+        supervisor: supervisor.clone(),
+    });
+    let state = AppState::new(config, home.clone(), store, backend);
+    let shutdown = async {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    };
+    let listener = tokio::net::TcpListener::bind(args.bind)
+        .await
+        .map_err(|e| {
+            usage_error(anyhow!(
+                "cannot listen on {}: {e} (is another server using the port? choose one with --bind)",
+                args.bind
+            ))
+        })?;
+    let bound = listener
+        .local_addr()
+        .context("cannot read the bound address")?;
+    eprintln!(
+        "bulwark serve: listening on http://{bound} (Ctrl-C stops; workers are shut down cleanly)"
+    );
+    let served = bulwark_server::serve_on(listener, state, shutdown).await;
+    supervisor.shutdown().await;
+    served.map_err(|e| Failure {
+        code: 1,
+        error: anyhow!("{e}"),
+    })
+}

@@ -1,0 +1,152 @@
+//! `bulwark access create | rotate | revoke | list` through the binary:
+//! the token is printed once and verifies; files keep only hashes, stay
+//! owner-only and keep the operator's comments; mistakes are refused
+//! without touching the file.
+
+mod common;
+
+use bulwark_server::auth::AuthSnapshot;
+use bulwark_server::{ServerSecret, secret_path};
+use common::Bw;
+use std::os::unix::fs::PermissionsExt;
+
+/// The one token line of a create/rotate output.
+fn token_of(stdout: &str) -> String {
+    let tokens: Vec<&str> = stdout.lines().filter(|l| l.starts_with("bwk_")).collect();
+    assert_eq!(tokens.len(), 1, "exactly one token line:\n{stdout}");
+    tokens[0].to_string()
+}
+
+fn snapshot(bw: &Bw) -> AuthSnapshot {
+    let access = std::fs::read_to_string(bw.path("access.toml")).unwrap();
+    let secret = ServerSecret::load(&secret_path(bw.home())).map_err(|e| e.to_string());
+    AuthSnapshot::build(1, Some(&access), "access.toml", secret)
+}
+
+fn mode(bw: &Bw, rel: &str) -> u32 {
+    std::fs::metadata(bw.path(rel))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+#[test]
+fn create_list_rotate_revoke() {
+    let bw = Bw::empty();
+    bw.write(
+        "access.toml",
+        "# people who may use the server\n[users.ops]\nrole = \"admin\" # on call\n",
+    );
+    let out = bw.run(&["access", "create", "alice", "--agents", "assistant,demo"]);
+    out.ok();
+    let alice = token_of(&out.stdout);
+    assert!(out.stdout.contains("shown only now"), "{}", out.stdout);
+    assert_eq!(snapshot(&bw).verify(&alice).unwrap().user, "alice");
+    let text = std::fs::read_to_string(bw.path("access.toml")).unwrap();
+    assert!(!text.contains(&alice), "the raw token is never stored");
+    assert!(text.contains("# people who may use the server") && text.contains("# on call"));
+    assert!(
+        text.contains("agents = [\"assistant\", \"demo\"]"),
+        "{text}"
+    );
+    assert_eq!(mode(&bw, "access.toml"), 0o600);
+    assert_eq!(mode(&bw, "keys/server.secret"), 0o600);
+
+    let out = bw.run(&["access", "create", "root", "--role", "admin"]);
+    out.ok();
+    let root = token_of(&out.stdout);
+    assert!(snapshot(&bw).verify(&root).unwrap().is_admin());
+
+    // list: ids, never tokens, hashes or the secret.
+    let out = bw.run(&["access", "list"]);
+    out.ok();
+    let secret = std::fs::read_to_string(bw.path("keys/server.secret")).unwrap();
+    for line in text.lines().filter(|l| l.contains("hash")) {
+        let hash = line.split("hash = \"").nth(1).unwrap();
+        assert!(!out.stdout.contains(&hash[..64]), "{}", out.stdout);
+    }
+    assert!(!out.stdout.contains(&alice) && !out.stdout.contains(&root));
+    assert!(!out.stdout.contains(secret.trim()));
+    let alice_id = alice.split('_').nth(1).unwrap();
+    assert!(out.stdout.contains(alice_id), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("ops") && out.stdout.contains("no token"),
+        "{}",
+        out.stdout
+    );
+
+    // A second create for alice is refused; rotate replaces her token.
+    let out = bw.run(&["access", "create", "alice"]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("rotate"), "{}", out.stderr);
+    let out = bw.run(&["access", "rotate", "alice"]);
+    out.ok();
+    let rotated = token_of(&out.stdout);
+    assert_ne!(rotated, alice);
+    let snap = snapshot(&bw);
+    assert!(snap.verify(&alice).is_err(), "the old token is gone");
+    assert_eq!(snap.verify(&rotated).unwrap().user, "alice");
+    assert!(snap.verify(&root).is_ok(), "other users are untouched");
+
+    // ops had an entry without a token: create adds one and keeps the role.
+    let out = bw.run(&["access", "create", "ops"]);
+    out.ok();
+    let ops = token_of(&out.stdout);
+    assert!(snapshot(&bw).verify(&ops).unwrap().is_admin());
+
+    let out = bw.run(&["access", "revoke", "alice"]);
+    out.ok();
+    assert!(snapshot(&bw).verify(&rotated).is_err());
+    assert!(snapshot(&bw).user("alice").is_some(), "the entry stays");
+    let out = bw.run(&["access", "revoke", "nobody"]);
+    out.expect_code(2);
+    assert!(
+        out.stderr.contains("access create nobody"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn mistakes_are_refused_and_change_nothing() {
+    let bw = Bw::empty();
+    bw.run(&["access", "create", "Bad Name"]).expect_code(2);
+    bw.run(&["access", "create", "alice", "--role", "root"])
+        .expect_code(2);
+    bw.run(&["access", "create", "alice", "--agents", "../etc"])
+        .expect_code(2);
+    assert!(!bw.path("access.toml").exists());
+
+    let broken = "[users.alice]\nrole = \"superuser\"\n";
+    bw.write("access.toml", broken);
+    let out = bw.run(&["access", "create", "bob"]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("access.toml:2"), "{}", out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(bw.path("access.toml")).unwrap(),
+        broken
+    );
+    bw.run(&["access", "list"]).expect_code(2);
+
+    // A server secret others can read is refused, with the fix.
+    std::fs::remove_file(bw.path("access.toml")).unwrap();
+    bw.run(&["access", "create", "bob"]).ok();
+    std::fs::set_permissions(
+        bw.path("keys/server.secret"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let out = bw.run(&["access", "rotate", "bob"]);
+    out.expect_code(1);
+    assert!(out.stderr.contains("chmod 600"), "{}", out.stderr);
+    assert!(!out.stdout.contains("bwk_"));
+}
+
+#[test]
+fn list_without_a_file() {
+    let bw = Bw::empty();
+    let out = bw.run(&["access", "list"]);
+    out.ok();
+    assert!(out.stdout.contains("no users"), "{}", out.stdout);
+}

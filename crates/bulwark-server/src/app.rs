@@ -1,0 +1,488 @@
+//! The server's shared state, the router with its layers, and `serve`.
+//!
+//! Layers, outermost first: security headers (so every answer carries
+//! them), the access log and counters, the gate (Host, query tokens, CORS
+//! preflights, Origin, per-IP budget), the body limit, then the routes,
+//! whose extractors authenticate.
+
+use crate::auth::{AccessWatch, AuthFailure, Principal, credential};
+use crate::backend::{Backend, Conversation};
+use crate::config::{HostPolicy, ServerConfig};
+use crate::error::{ApiError, ServerError};
+use crate::limits::Limiters;
+use crate::metrics::Metrics;
+use crate::ws::session::{Hub, LiveSession};
+use axum::Router;
+use axum::extract::{ConnectInfo, FromRequestParts, MatchedPath, Request, State};
+use axum::http::HeaderMap;
+use axum::http::request::Parts;
+use axum::middleware::{Next, from_fn_with_state};
+use axum::response::{IntoResponse, Response};
+use bulwark_kernel::Home;
+use bulwark_store::{SessionRow, Store, StoreError};
+use std::convert::Infallible;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// How often rate-limiter state is swept.
+const SWEEP_EVERY: Duration = Duration::from_secs(30);
+
+/// Everything the handlers share. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState(Arc<Inner>);
+
+struct Inner {
+    config: ServerConfig,
+    home: Home,
+    store: Store,
+    backend: Arc<dyn Backend>,
+    auth: AccessWatch,
+    limiters: Arc<Limiters>,
+    hub: Arc<Hub>,
+    metrics: Metrics,
+    hosts: RwLock<Arc<HostPolicy>>,
+    openapi: RwLock<Arc<String>>,
+    started: Instant,
+    shutdown: watch::Sender<bool>,
+    tasks_started: AtomicBool,
+}
+
+impl AppState {
+    /// State for a server over `home` (access.toml, agents) and `store`
+    /// (`bulwark.db`), running conversations on `backend`. Reads
+    /// access.toml and the server secret once now; [`serve`] keeps them
+    /// current. Also caps the `log` crate's level at DEBUG: the WebSocket
+    /// library logs frame payloads and handshakes at TRACE through it.
+    pub fn new(config: ServerConfig, home: Home, store: Store, backend: Arc<dyn Backend>) -> Self {
+        cap_frame_logging();
+        let hosts = config.host_policy(config.bind);
+        let limiters = Arc::new(Limiters::new(&config.limits));
+        let (shutdown, _) = watch::channel(false);
+        AppState(Arc::new(Inner {
+            auth: AccessWatch::new(home.clone()),
+            config,
+            home,
+            store,
+            backend,
+            limiters,
+            hub: Arc::new(Hub::default()),
+            metrics: Metrics::default(),
+            hosts: RwLock::new(Arc::new(hosts)),
+            openapi: RwLock::new(Arc::new(String::new())),
+            started: Instant::now(),
+            shutdown,
+            tasks_started: AtomicBool::new(false),
+        }))
+    }
+
+    pub fn config(&self) -> &ServerConfig {
+        &self.0.config
+    }
+
+    pub fn home(&self) -> &Home {
+        &self.0.home
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.0.store
+    }
+
+    pub(crate) fn backend(&self) -> &Arc<dyn Backend> {
+        &self.0.backend
+    }
+
+    pub(crate) fn auth_watch(&self) -> &AccessWatch {
+        &self.0.auth
+    }
+
+    pub(crate) fn limiters(&self) -> &Arc<Limiters> {
+        &self.0.limiters
+    }
+
+    pub(crate) fn hub(&self) -> &Arc<Hub> {
+        &self.0.hub
+    }
+
+    pub(crate) fn metrics(&self) -> &Metrics {
+        &self.0.metrics
+    }
+
+    pub(crate) fn uptime(&self) -> Duration {
+        self.0.started.elapsed()
+    }
+
+    pub(crate) fn host_policy(&self) -> Arc<HostPolicy> {
+        self.0
+            .hosts
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Recomputes the default Host/Origin allowlists for the address
+    /// actually bound (its port may have been 0).
+    pub fn set_bound_addr(&self, bound: SocketAddr) {
+        let policy = Arc::new(self.0.config.host_policy(bound));
+        *self.0.hosts.write().unwrap_or_else(|p| p.into_inner()) = policy;
+    }
+
+    pub(crate) fn openapi_json(&self) -> Arc<String> {
+        self.0
+            .openapi
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Re-reads access.toml and the server secret now; `true` when they
+    /// changed. (The server also does this on its own every poll interval.)
+    pub fn reload_access(&self) -> bool {
+        self.0.auth.reload()
+    }
+
+    /// Tells every WebSocket and conversation to finish.
+    pub fn shutdown(&self) {
+        self.0.shutdown.send_replace(true);
+    }
+
+    pub(crate) fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.0.shutdown.subscribe()
+    }
+
+    /// Starts the access.toml poll and the limiter sweep (once). Needs a
+    /// Tokio runtime; [`serve`] calls it.
+    pub fn start_background_tasks(&self) {
+        if self.0.tasks_started.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let weak = Arc::downgrade(&self.0);
+        let mut stop = self.shutdown_signal();
+        let poll = self.0.config.limits.access_poll;
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(poll);
+            let mut last_sweep = Instant::now();
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = stopped(&mut stop) => break,
+                }
+                let Some(inner) = weak.upgrade() else { break };
+                let state = AppState(inner);
+                let sweep = last_sweep.elapsed() >= SWEEP_EVERY;
+                if sweep {
+                    last_sweep = Instant::now();
+                }
+                let _ = tokio::task::spawn_blocking(move || {
+                    state.reload_access();
+                    if sweep {
+                        let snap = state.0.auth.current();
+                        state.0.limiters.sweep(|u| snap.user(u).is_some());
+                    }
+                })
+                .await;
+            }
+        });
+    }
+
+    /// The caller of a request, or why not. Failed attempts count against
+    /// the client address; once its budget is spent it gets 429.
+    pub(crate) fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        ip: IpAddr,
+    ) -> Result<Principal, ApiError> {
+        if let Some(limited) = self.0.limiters.auth_blocked(ip) {
+            self.0.metrics.rate_limited();
+            return Err(too_many_failures(limited.retry_after_secs));
+        }
+        let snap = self.0.auth.current();
+        match credential(headers).and_then(|token| snap.verify(token)) {
+            Ok(p) => Ok(p),
+            Err(AuthFailure::Missing) => Err(ApiError::Unauthorized(
+                AuthFailure::Missing.message().into(),
+            )),
+            Err(failure) => {
+                self.0.metrics.auth_failures();
+                self.0.limiters.auth_failed(ip);
+                tracing::warn!(%ip, reason = ?failure, "authentication failed");
+                if let Some(limited) = self.0.limiters.auth_blocked(ip) {
+                    self.0.metrics.rate_limited();
+                    return Err(too_many_failures(limited.retry_after_secs));
+                }
+                Err(ApiError::Unauthorized(failure.message().into()))
+            }
+        }
+    }
+
+    /// `requests_per_minute` from the user's access.toml entry.
+    fn user_rate(&self, user: &str) -> Option<u32> {
+        self.0
+            .auth
+            .current()
+            .user(user)
+            .and_then(|u| u.limits)
+            .and_then(|l| l.requests_per_minute)
+    }
+
+    /// `max_connections` from the user's access.toml entry.
+    pub(crate) fn user_max_connections(&self, user: &str) -> Option<u32> {
+        self.0
+            .auth
+            .current()
+            .user(user)
+            .and_then(|u| u.limits)
+            .and_then(|l| l.max_connections)
+    }
+
+    pub(crate) fn charge_user(&self, p: &Principal, cost: u32) -> Result<(), ApiError> {
+        self.0
+            .limiters
+            .charge_user(&p.user, self.user_rate(&p.user), cost)
+            .map_err(|l| {
+                self.0.metrics.rate_limited();
+                ApiError::TooManyRequests {
+                    message: "you are sending too many requests; slow down".into(),
+                    retry_after_secs: l.retry_after_secs,
+                }
+            })
+    }
+
+    pub(crate) fn charge_ip(&self, ip: IpAddr, cost: u32) -> Result<(), ApiError> {
+        self.0.limiters.charge_ip(ip, cost).map_err(|l| {
+            self.0.metrics.rate_limited();
+            ApiError::TooManyRequests {
+                message: "too many requests from this address; slow down".into(),
+                retry_after_secs: l.retry_after_secs,
+            }
+        })
+    }
+
+    /// Whether `user` may use `agent` now (access.toml, the agent's
+    /// manifest). The refusal does not say whether the agent exists.
+    pub(crate) async fn agent_allowed(&self, user: &str, agent: &str) -> Result<(), String> {
+        let snap = self.0.auth.current();
+        let refused = || format!("agent `{agent}` is not available to you");
+        let entry = snap.user(user).cloned().ok_or_else(refused)?;
+        let home = self.0.home.clone();
+        let (u, a) = (user.to_owned(), agent.to_owned());
+        let verdict = tokio::task::spawn_blocking(move || {
+            let loaded = home.load_agent(&a).map_err(|e| e.to_string())?;
+            bulwark_policy::user_may_use_agent(&loaded.manifest, &u, &entry)
+        })
+        .await
+        .unwrap_or_else(|_| Err("agent check failed".into()));
+        verdict.map_err(|why| {
+            tracing::debug!(user, agent, %why, "agent refused");
+            refused()
+        })
+    }
+
+    /// A stored session, read off the async threads.
+    pub(crate) async fn session_row(&self, id: &str) -> Result<Option<SessionRow>, StoreError> {
+        let store = self.0.store.clone();
+        let id = id.to_owned();
+        tokio::task::spawn_blocking(move || store.session(&id))
+            .await
+            .unwrap_or(Err(StoreError::Poisoned))
+    }
+
+    /// Makes an opened conversation live and starts its pump; when the
+    /// session turned out to be live already, ends the new one and returns
+    /// the existing.
+    pub(crate) fn register(
+        &self,
+        conversation: Conversation,
+        user: &str,
+        agent: &str,
+    ) -> Arc<LiveSession> {
+        let limits = &self.0.config.limits;
+        match self.0.hub.register(
+            conversation,
+            user,
+            agent,
+            limits.replay_frames,
+            limits.replay_bytes,
+        ) {
+            Ok((live, pump)) => {
+                tokio::spawn(pump.run(
+                    self.0.hub.clone(),
+                    limits.ws_detached_grace,
+                    self.shutdown_signal(),
+                ));
+                live
+            }
+            Err((existing, duplicate)) => {
+                duplicate.control.kill();
+                existing
+            }
+        }
+    }
+}
+
+/// Completes once the shutdown flag is set (or its sender is gone).
+pub(crate) async fn stopped(rx: &mut watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}
+
+/// Caps the process-wide `log` crate level at DEBUG. The WebSocket library
+/// logs every frame, payload included (message text), and handshake
+/// requests (tokens) at TRACE through `log`; none of that may reach a log
+/// whatever `BULWARK_LOG` says. Bulwark's own `tracing` events are not
+/// affected. Called when server state is built and again when serving.
+fn cap_frame_logging() {
+    if log::max_level() > log::LevelFilter::Debug {
+        log::set_max_level(log::LevelFilter::Debug);
+    }
+}
+
+fn too_many_failures(retry_after_secs: u64) -> ApiError {
+    ApiError::TooManyRequests {
+        message: "too many failed sign-ins from this address; wait before trying again".into(),
+        retry_after_secs,
+    }
+}
+
+/// The client's address (the TCP peer; forwarding headers are not
+/// trusted). Unspecified when the server was not started with connect info.
+pub struct ClientIp(pub IpAddr);
+
+fn ip_of(extensions: &axum::http::Extensions) -> IpAddr {
+    extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip())
+}
+
+pub(crate) fn client_ip(request: &Request) -> IpAddr {
+    ip_of(request.extensions())
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientIp {
+    type Rejection = Infallible;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Infallible> {
+        Ok(ClientIp(ip_of(&parts.extensions)))
+    }
+}
+
+/// An authenticated caller, charged one REST read.
+pub struct Authed(pub Principal);
+
+impl FromRequestParts<AppState> for Authed {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let p = state.authenticate(&parts.headers, ip_of(&parts.extensions))?;
+        state.charge_user(&p, state.config().limits.costs.read)?;
+        Ok(Authed(p))
+    }
+}
+
+/// An authenticated admin.
+pub struct Admin(pub Principal);
+
+impl FromRequestParts<AppState> for Admin {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let Authed(p) = Authed::from_request_parts(parts, state).await?;
+        if !p.is_admin() {
+            return Err(ApiError::Forbidden(
+                "admins only (role = \"admin\" in access.toml)".into(),
+            ));
+        }
+        Ok(Admin(p))
+    }
+}
+
+/// Counts responses and logs method, route template, status and time:
+/// never the URI (a query may hold anything), headers or bodies.
+async fn observe(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "-".to_owned(), |m| m.as_str().to_owned());
+    let started = Instant::now();
+    let response = next.run(request).await;
+    let status = response.status().as_u16();
+    state.0.metrics.response(status);
+    tracing::info!(%method, route, status, ms = started.elapsed().as_millis() as u64, "request");
+    response
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found()
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}
+
+/// The whole HTTP surface, for [`serve`] and for tests.
+pub fn router(state: AppState) -> Router {
+    let (routes, openapi) = crate::openapi::api_router().split_for_parts();
+    let json = openapi.to_json().unwrap_or_else(|_| "{}".into());
+    *state.0.openapi.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(json);
+    let body_limit = state.config().limits.rest_body_bytes;
+    routes
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(body_limit))
+        .layer(from_fn_with_state(state.clone(), crate::host::gate))
+        .layer(from_fn_with_state(state.clone(), observe))
+        .layer(from_fn_with_state(
+            state.clone(),
+            crate::headers::security_headers,
+        ))
+        .with_state(state)
+}
+
+/// Binds `config.bind` and serves until `shutdown` completes.
+pub async fn serve(
+    state: AppState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    let addr = state.config().bind;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Bind { addr, source })?;
+    serve_on(listener, state, shutdown).await
+}
+
+/// Serves on an already bound listener (tests bind port 0). When
+/// `shutdown` completes: stop accepting, close WebSockets (1001), shut
+/// every conversation down, and return once they ended (at most ~10 s).
+pub async fn serve_on(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    cap_frame_logging();
+    let bound = listener.local_addr()?;
+    state.set_bound_addr(bound);
+    state.start_background_tasks();
+    tracing::info!(%bound, hosts = ?state.host_policy().hosts, "serving");
+    let app = router(state.clone());
+    let signal = state.clone();
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move {
+        shutdown.await;
+        signal.shutdown();
+    })
+    .await?;
+    state.shutdown();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !state.0.hub.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+impl IntoResponse for AuthFailure {
+    fn into_response(self) -> Response {
+        ApiError::Unauthorized(self.message().into()).into_response()
+    }
+}

@@ -1,0 +1,459 @@
+//! Who gets in, over REST and WebSocket: no token, malformed, wrong,
+//! revoked, rotated away, in a query string, another user's session, an
+//! agent not granted, user vs admin routes; and a revocation or rotation
+//! ends a live WebSocket within a second.
+
+mod common;
+
+use axum::body::Body;
+use axum::http::Request;
+use bulwark_server::{AppState, Limits, Rate, ServerConfig};
+use common::{Fixture, body_json, call, closed, get, recv, send};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+fn lenient() -> ServerConfig {
+    ServerConfig {
+        limits: Limits {
+            auth_failures: Rate {
+                per_minute: 10_000,
+                burst: 10_000,
+            },
+            ..Limits::default()
+        },
+        ..ServerConfig::default()
+    }
+}
+
+type Case = (Vec<(&'static str, String)>, Option<u16>);
+
+const WELL_FORMED_BUT_UNKNOWN: &str =
+    "bwk_0123456789abcdef_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+
+async fn status(state: &AppState, path: &str, auth: Option<&str>) -> u16 {
+    let mut req = Request::get(path).header("host", "localhost:8420");
+    if let Some(a) = auth {
+        req = req.header("authorization", a);
+    }
+    call(state, req.body(Body::empty()).unwrap())
+        .await
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn rest_matrix() {
+    let f = Fixture::new();
+    let carol = f
+        .editor()
+        .create("carol", None, None)
+        .unwrap()
+        .token
+        .token
+        .to_string();
+    let dave_old = f
+        .editor()
+        .create("dave", None, None)
+        .unwrap()
+        .token
+        .token
+        .to_string();
+    f.editor().revoke("carol").unwrap();
+    let (dave_new, _) = f.editor().rotate("dave").unwrap();
+    let dave_new = dave_new.token.to_string();
+    let state = f.state(lenient());
+    let bearer = |t: &str| format!("Bearer {t}");
+    let user_routes = [
+        "/api/v1/agents",
+        "/api/v1/sessions",
+        "/api/v1/usage",
+        "/api/v1/openapi.json",
+    ];
+    let admin_routes = ["/health/detail", "/metrics"];
+    let mut checked = 0;
+    for path in user_routes.iter().chain(admin_routes.iter()) {
+        for (auth, want) in [
+            (None, 401),
+            (Some("Bearer".to_string()), 401),
+            (Some("Bearer abc".to_string()), 401),
+            (Some(format!("Basic {}", f.bob)), 401),
+            (Some(bearer(WELL_FORMED_BUT_UNKNOWN)), 401),
+            (Some(bearer(&f.bob.to_uppercase())), 401),
+            (Some(bearer(&carol)), 401),
+            (Some(bearer(&dave_old)), 401),
+        ] {
+            assert_eq!(
+                status(&state, path, auth.as_deref()).await,
+                want,
+                "{path} {auth:?}"
+            );
+            checked += 1;
+        }
+        let user_want = if admin_routes.contains(path) {
+            403
+        } else {
+            200
+        };
+        assert_eq!(
+            status(&state, path, Some(&bearer(&f.bob))).await,
+            user_want,
+            "{path}"
+        );
+        assert_eq!(
+            status(&state, path, Some(&bearer(&dave_new))).await,
+            user_want,
+            "{path}"
+        );
+        assert_eq!(
+            status(&state, path, Some(&bearer(&f.root))).await,
+            200,
+            "{path}"
+        );
+        // A token in the query string is refused even when valid, with or without a header.
+        for q in [
+            format!("token={}", f.bob),
+            format!("x={}", f.bob),
+            format!("access_token={}", f.root),
+        ] {
+            let p = format!("{path}?{q}");
+            assert_eq!(status(&state, &p, None).await, 400, "{p}");
+            assert_eq!(status(&state, &p, Some(&bearer(&f.root))).await, 400, "{p}");
+        }
+        checked += 9;
+    }
+    // 401s say how to authenticate.
+    let r = get(&state, "/api/v1/agents", None).await;
+    assert!(
+        r.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .starts_with("Bearer")
+    );
+    // Two credentials at once are refused.
+    let r = call(
+        &state,
+        Request::get("/api/v1/agents")
+            .header("host", "localhost:8420")
+            .header("authorization", bearer(&f.bob))
+            .header("authorization", bearer(&f.bob))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(r.status(), 401);
+    eprintln!("{checked} REST auth cases");
+}
+
+#[tokio::test]
+async fn users_see_their_own_things_only() {
+    let f = Fixture::new();
+    let server = f.serve(lenient()).await;
+    // One session each for alice and bob.
+    let mut sessions = Vec::new();
+    for token in [&f.alice, &f.bob] {
+        let mut ws = server.ws(token).await;
+        send(&mut ws, json!({"type": "subscribe", "agent": "helper"})).await;
+        sessions.push(
+            recv(&mut ws).await["session_id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    let (alices, bobs) = (&sessions[0], &sessions[1]);
+    // Agents: alice is given only `helper`; bob every public agent; root all.
+    let names = |v: serde_json::Value| -> Vec<String> {
+        v["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        names(body_json(server.get("/api/v1/agents", Some(&f.alice)).await).await),
+        ["helper"]
+    );
+    assert_eq!(
+        names(body_json(server.get("/api/v1/agents", Some(&f.bob)).await).await),
+        ["helper", "other"]
+    );
+    assert_eq!(
+        names(body_json(server.get("/api/v1/agents", Some(&f.root)).await).await),
+        ["helper", "other", "secret"]
+    );
+    // Sessions: own only; another user's is 404 exactly like a missing one.
+    let list = body_json(server.get("/api/v1/sessions", Some(&f.alice)).await).await;
+    let ids: Vec<&str> = list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [alices.as_str()]);
+    let theirs = server
+        .get(&format!("/api/v1/sessions/{bobs}/messages"), Some(&f.alice))
+        .await;
+    let missing = server
+        .get("/api/v1/sessions/no-such-id/messages", Some(&f.alice))
+        .await;
+    assert_eq!(
+        (theirs.status().as_u16(), missing.status().as_u16()),
+        (404, 404)
+    );
+    assert_eq!(body_json(theirs).await, body_json(missing).await);
+    assert_eq!(
+        server
+            .get(
+                &format!("/api/v1/sessions/{alices}/messages"),
+                Some(&f.alice)
+            )
+            .await
+            .status(),
+        200
+    );
+    assert_eq!(
+        server
+            .get("/api/v1/sessions?user=bob", Some(&f.alice))
+            .await
+            .status(),
+        403
+    );
+    assert_eq!(
+        server
+            .get("/api/v1/usage?user=bob", Some(&f.alice))
+            .await
+            .status(),
+        403
+    );
+    assert_eq!(
+        server
+            .get("/api/v1/sessions?user=alice", Some(&f.alice))
+            .await
+            .status(),
+        200
+    );
+    // Admins: anyone's, filtered by ?user=.
+    let list = body_json(server.get("/api/v1/sessions?user=bob", Some(&f.root)).await).await;
+    let ids: Vec<&str> = list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [bobs.as_str()]);
+    let all = body_json(server.get("/api/v1/sessions", Some(&f.root)).await).await;
+    assert_eq!(all["sessions"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        server
+            .get(&format!("/api/v1/sessions/{bobs}/messages"), Some(&f.root))
+            .await
+            .status(),
+        200
+    );
+    // WebSocket: alice cannot subscribe to bob's session or an agent not given.
+    let mut ws = server.ws(&f.alice).await;
+    send(
+        &mut ws,
+        json!({"type": "subscribe", "agent": "helper", "session": bobs}),
+    )
+    .await;
+    assert_eq!(recv(&mut ws).await["code"], "not_found");
+    send(&mut ws, json!({"type": "subscribe", "agent": "other"})).await;
+    assert_eq!(recv(&mut ws).await["code"], "forbidden");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn websocket_handshake_matrix() {
+    let f = Fixture::new();
+    let carol = f
+        .editor()
+        .create("carol", None, None)
+        .unwrap()
+        .token
+        .token
+        .to_string();
+    f.editor().revoke("carol").unwrap();
+    let server = f.serve(lenient()).await;
+    let proto = |t: &str| format!("bulwark.v1, bearer.{t}");
+    let origin = server.origin();
+    let cases: Vec<Case> = vec![
+        (vec![], Some(401)),
+        (
+            vec![("sec-websocket-protocol", "bulwark.v1".into())],
+            Some(401),
+        ),
+        (vec![("sec-websocket-protocol", proto("abc"))], Some(401)),
+        (
+            vec![("sec-websocket-protocol", proto(WELL_FORMED_BUT_UNKNOWN))],
+            Some(401),
+        ),
+        (vec![("sec-websocket-protocol", proto(&carol))], Some(401)),
+        (
+            vec![("sec-websocket-protocol", format!("bearer.{}", f.bob))],
+            Some(400),
+        ),
+        (
+            vec![(
+                "sec-websocket-protocol",
+                format!("bulwark.v1, bearer.{}, bearer.{}", f.bob, f.root),
+            )],
+            Some(401),
+        ),
+        (
+            vec![
+                ("sec-websocket-protocol", proto(&f.bob)),
+                ("origin", "http://evil.example".into()),
+            ],
+            Some(403),
+        ),
+        (
+            vec![
+                ("sec-websocket-protocol", proto(&f.bob)),
+                ("origin", "null".into()),
+            ],
+            Some(403),
+        ),
+        (
+            vec![
+                ("sec-websocket-protocol", proto(&f.bob)),
+                ("origin", origin.clone()),
+            ],
+            None,
+        ),
+        (vec![("sec-websocket-protocol", proto(&f.bob))], None),
+        (vec![("authorization", format!("Bearer {}", f.bob))], None),
+    ];
+    for (headers, want) in cases {
+        let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let got = server.ws_status(&h).await.err();
+        assert_eq!(got, want, "{headers:?}");
+    }
+    // A valid token in the URL is refused.
+    let url = format!("ws://{}/api/v1/ws?token={}", server.host(), f.bob);
+    match tokio_tungstenite::connect_async(url).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => assert_eq!(r.status(), 400),
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    server.stop().await;
+}
+
+async fn assert_dropped_within_a_second(ws: &mut common::Ws, started: Instant) {
+    let frame = recv(ws).await;
+    assert_eq!(frame["code"], "unauthorized", "{frame}");
+    assert_eq!(closed(ws, Duration::from_secs(1)).await, Some(1008));
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+    eprintln!("disconnected {took:?} after the change");
+}
+
+#[tokio::test]
+async fn revocation_and_rotation_end_live_websockets_within_a_second() {
+    let f = Fixture::new();
+    let server = f.serve(ServerConfig::default()).await;
+    let mut bob = server.ws(&f.bob).await;
+    send(&mut bob, json!({"type": "subscribe", "agent": "helper"})).await;
+    recv(&mut bob).await;
+    let mut alice = server.ws(&f.alice).await;
+    let mut root = server.ws(&f.root).await;
+
+    let started = Instant::now();
+    f.editor().revoke("bob").unwrap();
+    assert_dropped_within_a_second(&mut bob, started).await;
+
+    let started = Instant::now();
+    let (new_alice, _) = f.editor().rotate("alice").unwrap();
+    assert_dropped_within_a_second(&mut alice, started).await;
+    // The new token works; the old one no longer does.
+    let mut alice = server.ws(&new_alice.token).await;
+    send(&mut alice, json!({"type": "ping"})).await;
+    assert_eq!(recv(&mut alice).await["type"], "pong");
+    let proto = format!("bulwark.v1, bearer.{}", f.alice);
+    assert_eq!(
+        server
+            .ws_status(&[("sec-websocket-protocol", &proto)])
+            .await
+            .err(),
+        Some(401)
+    );
+    // The untouched admin connection is still fine.
+    send(&mut root, json!({"type": "ping"})).await;
+    assert_eq!(recv(&mut root).await["type"], "pong");
+
+    // Taking an agent away ends that subscription (the socket stays).
+    send(&mut alice, json!({"type": "subscribe", "agent": "helper"})).await;
+    assert_eq!(recv(&mut alice).await["type"], "subscribed");
+    let text = std::fs::read_to_string(f.home.access_path()).unwrap();
+    std::fs::write(
+        f.home.access_path(),
+        text.replace("agents = [\"helper\"]", "agents = [\"other\"]"),
+    )
+    .unwrap();
+    let e = recv(&mut alice).await;
+    assert_eq!(e["code"], "forbidden", "{e}");
+    send(&mut alice, json!({"type": "message", "text": "x"})).await;
+    assert_eq!(recv(&mut alice).await["code"], "not_subscribed");
+
+    // A broken access.toml closes everything (fail closed).
+    std::fs::write(f.home.access_path(), "[users.root\n").unwrap();
+    assert_dropped_within_a_second(&mut root, Instant::now()).await;
+    assert_eq!(
+        server.get("/api/v1/agents", Some(&f.root)).await.status(),
+        401
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn no_access_file_means_no_way_in_except_health() {
+    let f = Fixture::new();
+    std::fs::remove_file(f.home.access_path()).unwrap();
+    let state = f.state(lenient());
+    assert_eq!(get(&state, "/health", None).await.status(), 200);
+    for path in [
+        "/api/v1/agents",
+        "/api/v1/sessions",
+        "/health/detail",
+        "/metrics",
+        "/api/v1/ws",
+    ] {
+        for token in [None, Some(f.root.as_str()), Some(f.bob.as_str())] {
+            assert_eq!(get(&state, path, token).await.status(), 401, "{path}");
+        }
+    }
+    // Users without tokens: still nobody.
+    std::fs::write(f.home.access_path(), "[users.root]\nrole = \"admin\"\n").unwrap();
+    state.reload_access();
+    assert_eq!(get(&state, "/metrics", Some(&f.root)).await.status(), 401);
+}
+
+#[tokio::test]
+async fn failed_sign_ins_are_throttled_per_address() {
+    let f = Fixture::new();
+    let state = f.oneshot_state();
+    let mut statuses = Vec::new();
+    for _ in 0..12 {
+        statuses.push(
+            status(
+                &state,
+                "/api/v1/agents",
+                Some(&format!("Bearer {WELL_FORMED_BUT_UNKNOWN}")),
+            )
+            .await,
+        );
+    }
+    assert_eq!(&statuses[..10], &[401; 10]);
+    assert_eq!(&statuses[10..], &[429, 429]);
+    // Now even the right token waits: guessing cannot continue.
+    let r = get(&state, "/api/v1/agents", Some(&f.bob)).await;
+    assert_eq!(r.status(), 429);
+    let retry: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
+    // A request without credentials is not a failed sign-in... but /health stays open.
+    assert_eq!(get(&state, "/health", None).await.status(), 200);
+}

@@ -1,0 +1,228 @@
+//! A scriptable stand-in for `bulwark worker`, for the supervisor tests
+//! only (built with the `test-fixtures` feature).
+//!
+//! `FAKE_WORKER_MODE` chooses how it starts: `good` (default) answers
+//! `Start` with `Ready`; `silent` never answers; `refuse` answers with a
+//! fatal `Forbidden` error; `exit` exits at once; `garbage` answers with a
+//! frame that is not JSON. A good worker then acts on each user message's
+//! text (see `turn`): echo, sleep, hold until interrupted, crash, print its
+//! environment, ask for approval, or break the protocol in a chosen way.
+
+use bulwark_worker::frame::{CommandCodec, EventCodec, MAX_FRAME_BYTES};
+use bulwark_worker::protocol::{
+    Command, ErrorCode, Event, MAX_TEXT_CHARS, ToolDecision, TurnEnd, Usage,
+};
+use futures_util::{SinkExt, StreamExt};
+use std::time::Duration;
+use tokio::io::{AsyncWriteExt, Stdout};
+use tokio_util::codec::{FramedRead, FramedWrite};
+
+type Out = FramedWrite<Stdout, EventCodec>;
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let mode = std::env::var("FAKE_WORKER_MODE").unwrap_or_else(|_| "good".into());
+    let mut input = FramedRead::new(tokio::io::stdin(), CommandCodec::new());
+    let mut out = FramedWrite::new(tokio::io::stdout(), EventCodec::new());
+    let Some(Ok(Command::Start { resume, .. })) = input.next().await else {
+        std::process::exit(2);
+    };
+    match mode.as_str() {
+        "silent" => tokio::time::sleep(Duration::from_secs(3600)).await,
+        "exit" => std::process::exit(7),
+        "refuse" => {
+            send(
+                &mut out,
+                error(ErrorCode::Forbidden, "not your session", true),
+            )
+            .await;
+            std::process::exit(1);
+        }
+        "garbage" => raw(&mut out, b"this is not json").await,
+        _ => {}
+    }
+    let (session_id, history_messages) = match resume {
+        Some(id) => (id, 3),
+        None => (format!("fake-{}", std::process::id()), 0),
+    };
+    send(
+        &mut out,
+        Event::Ready {
+            session_id,
+            history_messages,
+        },
+    )
+    .await;
+    let mut holding = None;
+    while let Some(command) = input.next().await {
+        match command {
+            Ok(Command::UserMessage { message_id, text }) => {
+                if let Some(id) = turn(&mut out, &mut input, message_id, &text).await {
+                    holding = Some(id);
+                }
+            }
+            Ok(Command::Interrupt) => {
+                if let Some(id) = holding.take() {
+                    send(&mut out, ended(id, TurnEnd::Interrupted, "")).await;
+                }
+            }
+            Ok(Command::Shutdown) => std::process::exit(0),
+            Ok(_) => {}
+            Err(_) => std::process::exit(4),
+        }
+    }
+}
+
+/// Runs one turn; returns the id when the turn is held until an Interrupt.
+async fn turn(
+    out: &mut Out,
+    input: &mut FramedRead<tokio::io::Stdin, CommandCodec>,
+    id: u64,
+    text: &str,
+) -> Option<u64> {
+    let delta = |text: String| Event::TextDelta {
+        message_id: id,
+        text,
+    };
+    match text {
+        "hold" => {
+            send(out, delta("holding".into())).await;
+            return Some(id);
+        }
+        "env" => {
+            let mut vars: Vec<String> = std::env::vars().map(|(k, v)| format!("{k}={v}")).collect();
+            vars.sort();
+            send(out, delta(vars.join("\n"))).await;
+        }
+        "crash" => {
+            send(out, delta("partial".into())).await;
+            std::process::exit(3);
+        }
+        "tool" => {
+            let call = |call_id: &str| Event::ToolCall {
+                message_id: id,
+                call_id: call_id.into(),
+                tool: "file_read".into(),
+                summary: "file_read {\"path\":\"notes.txt\"}".into(),
+            };
+            send(out, call("c1")).await;
+            let result = Event::ToolResult {
+                message_id: id,
+                call_id: "c1".into(),
+                decision: ToolDecision::Allowed,
+                summary: "allowed".into(),
+            };
+            send(out, result).await;
+        }
+        "approve" => {
+            let request = Event::ApprovalRequest {
+                request_id: "r1".into(),
+                tool: "file_write".into(),
+                operation: "write".into(),
+                summary: "{\"path\":\"out.txt\"}".into(),
+                why: "policy".into(),
+            };
+            send(out, request).await;
+            let answer = loop {
+                match input.next().await {
+                    Some(Ok(Command::ToolApproval { approve, .. })) => break approve,
+                    Some(Ok(_)) => continue,
+                    _ => std::process::exit(5),
+                }
+            };
+            send(
+                out,
+                delta(if answer { "approved" } else { "denied" }.into()),
+            )
+            .await;
+        }
+        "unknown-field" => {
+            let body = format!(r#"{{"type":"text_delta","message_id":{id},"text":"x","debug":1}}"#);
+            raw(out, body.as_bytes()).await;
+        }
+        "unknown-type" => raw(out, br#"{"type":"debug_dump","data":"x"}"#).await,
+        "wrong-type" => {
+            raw(
+                out,
+                br#"{"type":"text_delta","message_id":"one","text":"x"}"#,
+            )
+            .await
+        }
+        "oversized" => {
+            let len = u32::try_from(MAX_FRAME_BYTES + 1).unwrap_or(u32::MAX);
+            let stdout = out.get_mut();
+            let _ = stdout.write_all(&len.to_be_bytes()).await;
+            let _ = stdout.flush().await;
+        }
+        "bad-bound" => {
+            let text = "x".repeat(MAX_TEXT_CHARS + 1);
+            let body = serde_json::json!({"type": "text_delta", "message_id": id, "text": text});
+            raw(out, body.to_string().as_bytes()).await;
+        }
+        "foreign" => {
+            send(
+                out,
+                Event::TextDelta {
+                    message_id: id + 1000,
+                    text: "not yours".into(),
+                },
+            )
+            .await
+        }
+        "lost" => {
+            send(
+                out,
+                error(ErrorCode::WorkerLost, "someone else died", false),
+            )
+            .await
+        }
+        "ready-again" => {
+            let ready = Event::Ready {
+                session_id: "again".into(),
+                history_messages: 0,
+            };
+            send(out, ready).await;
+        }
+        other => {
+            if let Some(ms) = other.strip_prefix("sleep:") {
+                let ms = ms.parse().unwrap_or(0);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            send(out, delta(format!("echo: {other}"))).await;
+        }
+    }
+    send(out, ended(id, TurnEnd::Completed, text)).await;
+    None
+}
+
+fn ended(id: u64, end: TurnEnd, text: &str) -> Event {
+    Event::TurnEnded {
+        message_id: id,
+        end,
+        text: text.into(),
+        usage: Usage::default(),
+    }
+}
+
+fn error(code: ErrorCode, message: &str, fatal: bool) -> Event {
+    Event::Error {
+        code,
+        message: message.into(),
+        fatal,
+    }
+}
+
+async fn send(out: &mut Out, event: Event) {
+    if out.send(event).await.is_err() {
+        std::process::exit(6);
+    }
+}
+
+/// Writes `body` as one frame without the codec's checks.
+async fn raw(out: &mut Out, body: &[u8]) {
+    let len = u32::try_from(body.len()).unwrap_or(u32::MAX);
+    let stdout = out.get_mut();
+    let _ = stdout.write_all(&len.to_be_bytes()).await;
+    let _ = stdout.write_all(body).await;
+    let _ = stdout.flush().await;
+}

@@ -1,0 +1,242 @@
+//! What the server and a conversation say to each other.
+//!
+//! These are the only messages that cross between `bulwark serve` and a
+//! `bulwark worker` process (inside IPC frames), and the vocabulary the
+//! server's WebSocket layer maps to and from client frames. Every type
+//! refuses unknown fields and every string and list has a bound, checked by
+//! [`Command::validate`] / [`Event::validate`] on *receipt*: the type is the
+//! schema, and a peer that sends something else gets an error, not a guess.
+//!
+//! A worker runs exactly one conversation (one session of one user with one
+//! agent). The server never forwards a worker's frame as it came: it
+//! rebuilds the event field by field from this type, so a compromised
+//! worker cannot smuggle extra fields or frame kinds to a client.
+
+use serde::{Deserialize, Serialize};
+
+/// Longest user message, in characters (the WebSocket limit too).
+pub const MAX_MESSAGE_CHARS: usize = 200_000;
+/// Longest streamed text chunk or final answer text an event may carry.
+pub const MAX_TEXT_CHARS: usize = 1_000_000;
+/// Longest short field: names, ids, summaries, reasons.
+pub const MAX_SHORT_CHARS: usize = 4_096;
+/// Longest identifier (session, request and call ids).
+pub const MAX_ID_CHARS: usize = 128;
+
+/// Server → worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Command {
+    /// The first command a worker receives: whose conversation it runs.
+    /// `resume` continues a stored session (it must belong to this user
+    /// and agent); `None` starts a new one.
+    Start {
+        user: String,
+        agent: String,
+        resume: Option<String>,
+    },
+    /// A user message: starts one turn. `message_id` is chosen by the
+    /// server and echoed in the turn's events.
+    UserMessage { message_id: u64, text: String },
+    /// Stop the running turn as soon as possible (between model calls and
+    /// tool calls); the turn ends with [`TurnEnd::Interrupted`].
+    Interrupt,
+    /// The user's answer to an [`Event::ApprovalRequest`].
+    ToolApproval { request_id: String, approve: bool },
+    /// Finish cleanly: sign the audit checkpoint, then exit.
+    Shutdown,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnEnd {
+    /// The model answered.
+    Completed,
+    /// The agent used its `max_turns` model calls and still wanted tools.
+    MaxTurns,
+    /// The session was stopped (loop guard, budget), or the turn failed:
+    /// then a non-fatal `Error` (code `Model` or `Internal`) came just
+    /// before. Every `UserMessage` ends with exactly one `TurnEnded`.
+    Stopped,
+    /// `Command::Interrupt` (or the worker shutting down) stopped it.
+    Interrupted,
+}
+
+/// The door's verdict on one tool call, as a client may see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolDecision {
+    Allowed,
+    Denied,
+    Failed,
+}
+
+/// Tokens used by a turn.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// Worker → server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Event {
+    /// The session is set up (policy computed, model loaded); commands
+    /// other than `Start` may now be sent. `history_messages` is how many
+    /// stored messages a resumed session already has.
+    Ready {
+        session_id: String,
+        history_messages: u64,
+    },
+    /// A piece of the model's answer, as it streams.
+    TextDelta { message_id: u64, text: String },
+    /// The model asked for a tool. `summary` is a short, truncated preview
+    /// of the arguments: full tool input never leaves the worker.
+    ToolCall {
+        message_id: u64,
+        call_id: String,
+        tool: String,
+        summary: String,
+    },
+    /// The door's decision and a short outcome line (never the full output).
+    ToolResult {
+        message_id: u64,
+        call_id: String,
+        decision: ToolDecision,
+        summary: String,
+    },
+    /// Policy wants a person to approve this call; answer with
+    /// [`Command::ToolApproval`]. Unanswered requests are denied when the
+    /// worker stops or the approval times out.
+    ApprovalRequest {
+        request_id: String,
+        tool: String,
+        operation: String,
+        summary: String,
+        why: String,
+    },
+    /// The turn for `message_id` is over; `text` is the final answer.
+    TurnEnded {
+        message_id: u64,
+        end: TurnEnd,
+        text: String,
+        usage: Usage,
+    },
+    /// Something went wrong. `fatal` means the worker is exiting.
+    Error {
+        code: ErrorCode,
+        message: String,
+        fatal: bool,
+    },
+}
+
+/// Machine-readable error classes (the message is for people).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// A command that is not valid now (a message before `Start`, a second
+    /// `Start`, an approval for an unknown request).
+    BadCommand,
+    /// The session could not be set up (agent, model, policy, signature).
+    Setup,
+    /// Not allowed for this user.
+    Forbidden,
+    /// The model provider failed.
+    Model,
+    /// A turn is already running; messages are serialized.
+    Busy,
+    /// Anything else inside the worker.
+    Internal,
+    /// The worker process died or broke the protocol (set by the server).
+    WorkerLost,
+}
+
+/// A field that breaks a bound.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("field `{field}` is too long ({len} characters; at most {max})")]
+pub struct TooLong {
+    pub field: &'static str,
+    pub len: usize,
+    pub max: usize,
+}
+
+fn bound(field: &'static str, value: &str, max: usize) -> Result<(), TooLong> {
+    // Bytes bound characters from above, so most values skip the count.
+    if value.len() <= max {
+        return Ok(());
+    }
+    let len = value.chars().count();
+    if len > max {
+        return Err(TooLong { field, len, max });
+    }
+    Ok(())
+}
+
+impl Command {
+    /// Checks every bound; call on receipt.
+    pub fn validate(&self) -> Result<(), TooLong> {
+        match self {
+            Command::Start {
+                user,
+                agent,
+                resume,
+            } => {
+                bound("user", user, MAX_ID_CHARS)?;
+                bound("agent", agent, MAX_ID_CHARS)?;
+                if let Some(id) = resume {
+                    bound("resume", id, MAX_ID_CHARS)?;
+                }
+                Ok(())
+            }
+            Command::UserMessage { text, .. } => bound("text", text, MAX_MESSAGE_CHARS),
+            Command::ToolApproval { request_id, .. } => {
+                bound("request_id", request_id, MAX_ID_CHARS)
+            }
+            Command::Interrupt | Command::Shutdown => Ok(()),
+        }
+    }
+}
+
+impl Event {
+    /// Checks every bound; call on receipt.
+    pub fn validate(&self) -> Result<(), TooLong> {
+        match self {
+            Event::Ready { session_id, .. } => bound("session_id", session_id, MAX_ID_CHARS),
+            Event::TextDelta { text, .. } => bound("text", text, MAX_TEXT_CHARS),
+            Event::ToolCall {
+                call_id,
+                tool,
+                summary,
+                ..
+            } => {
+                bound("call_id", call_id, MAX_ID_CHARS)?;
+                bound("tool", tool, MAX_ID_CHARS)?;
+                bound("summary", summary, MAX_SHORT_CHARS)
+            }
+            Event::ToolResult {
+                call_id, summary, ..
+            } => {
+                bound("call_id", call_id, MAX_ID_CHARS)?;
+                bound("summary", summary, MAX_SHORT_CHARS)
+            }
+            Event::ApprovalRequest {
+                request_id,
+                tool,
+                operation,
+                summary,
+                why,
+            } => {
+                bound("request_id", request_id, MAX_ID_CHARS)?;
+                bound("tool", tool, MAX_ID_CHARS)?;
+                bound("operation", operation, MAX_ID_CHARS)?;
+                bound("summary", summary, MAX_SHORT_CHARS)?;
+                bound("why", why, MAX_SHORT_CHARS)
+            }
+            Event::TurnEnded { text, .. } => bound("text", text, MAX_TEXT_CHARS),
+            Event::Error { message, .. } => bound("message", message, MAX_SHORT_CHARS),
+        }
+    }
+}

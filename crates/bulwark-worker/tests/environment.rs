@@ -1,0 +1,118 @@
+//! A worker's environment is the allowlist and nothing else, whatever the
+//! supervisor's own environment holds.
+//!
+//! The test re-runs itself as a child process with secret-looking and
+//! injection variables set (so the supervising process really has them,
+//! without mutating this process's environment), and the child checks
+//! what a worker it supervises sees.
+
+mod common;
+
+use bulwark_worker::protocol::Event;
+use bulwark_worker::{EnvError, Supervisor, WorkerEnv};
+use common::*;
+use secrecy::SecretString;
+use std::collections::BTreeMap;
+
+const CHILD_FLAG: &str = "BW_ENV_TEST_SUPERVISOR";
+const TEST_NAME: &str = "a_worker_sees_only_the_allowlisted_environment";
+
+const PLANTED: &[(&str, &str)] = &[
+    ("BW_TEST_SECRET_TOKEN", "sk-test-must-not-leak"),
+    ("NODE_OPTIONS", "--inspect=0.0.0.0:9229"),
+    ("LD_LIBRARY_PATH", "/tmp/not-a-library-dir"),
+    ("RUST_BACKTRACE", "1"),
+    ("BULWARK_LOG", "trace"),
+];
+
+#[test]
+fn a_worker_sees_only_the_allowlisted_environment() {
+    if std::env::var_os(CHILD_FLAG).is_some() {
+        return supervise_and_check();
+    }
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+    child
+        .args(["--exact", TEST_NAME, "--nocapture", "--test-threads=1"])
+        .env(CHILD_FLAG, "1");
+    for (name, value) in PLANTED {
+        child.env(name, value);
+    }
+    let out = child.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("1 passed"),
+        "the check ran in the child: {stdout}"
+    );
+}
+
+fn supervise_and_check() {
+    for (name, value) in PLANTED {
+        assert_eq!(std::env::var(name).as_deref(), Ok(*value), "planted {name}");
+    }
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut config = config("good");
+        config.env = config
+            .env
+            .with_var("PROVIDER_API_KEY", SecretString::from("pk-granted"))
+            .unwrap();
+        let expected_names: Vec<String> =
+            config.env.names().iter().map(|n| n.to_string()).collect();
+        let home = config.bulwark_home.clone();
+        let supervisor = Supervisor::new(config);
+        let mut conversation = supervisor.open(request("alice")).await.unwrap();
+        say(&conversation, 1, "env").await;
+        let events = turn(&mut conversation, 1).await;
+        let Event::TextDelta { text, .. } = &events[0] else {
+            panic!("{events:?}");
+        };
+        let seen: BTreeMap<&str, &str> = text
+            .lines()
+            .filter_map(|line| line.split_once('='))
+            .collect();
+        let mut names: Vec<String> = seen.keys().map(|k| k.to_string()).collect();
+        let mut expected = expected_names;
+        names.sort();
+        expected.sort();
+        assert_eq!(names, expected, "exactly the allowlist");
+        assert_eq!(seen.get("PROVIDER_API_KEY"), Some(&"pk-granted"));
+        assert_eq!(seen.get("FAKE_WORKER_MODE"), Some(&"good"));
+        assert_eq!(
+            seen.get("BULWARK_HOME").map(std::path::PathBuf::from),
+            Some(std::path::absolute(home).unwrap())
+        );
+        for (name, value) in PLANTED {
+            assert!(!seen.contains_key(name), "{name} reached the worker");
+            assert!(
+                !text.contains(value),
+                "the value of {name} reached the worker"
+            );
+        }
+    });
+}
+
+#[test]
+fn configuration_cannot_pass_injection_or_runtime_option_variables() {
+    for name in [
+        "LD_PRELOAD",
+        "NODE_OPTIONS",
+        "JAVA_TOOL_OPTIONS",
+        "BULWARK_SANDBOX_SPEC",
+    ] {
+        let err = WorkerEnv::from_process()
+            .with_var(name, SecretString::from("x"))
+            .err();
+        assert_eq!(err, Some(EnvError::Forbidden(name.into())), "{name}");
+    }
+    let err = WorkerEnv::from_process()
+        .with_var("A", SecretString::from("1"))
+        .unwrap()
+        .with_var("A", SecretString::from("2"))
+        .err();
+    assert_eq!(err, Some(EnvError::Duplicate("A".into())));
+}
