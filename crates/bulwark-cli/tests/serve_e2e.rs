@@ -13,6 +13,26 @@ use std::time::Duration;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
+/// An agent whose second turn waits for a person's approval: a worker
+/// that is mid-turn for as long as the test wants.
+const GATE: &str = r#"max_turns = 10
+[tools]
+allow = ["files"]
+[[capabilities]]
+kind = "file_write"
+path = "out/**"
+[approval]
+operations = ["files:write"]
+[access]
+mode = "users"
+users = ["alice"]
+"#;
+
+const GATE_SCRIPT: &str = r#"{"text": "first answer"}
+{"tool_calls": [{"name": "file_write", "input": {"path": "out/a.txt", "content": "written"}}]}
+{"text": "after the crash"}
+"#;
+
 type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
@@ -150,24 +170,22 @@ async fn a_conversation_runs_in_a_worker_and_survives_its_kill() {
         "agents/demo/agent.toml",
         &format!("{manifest}\n[access]\nmode = \"users\"\nusers = [\"alice\"]\n"),
     );
-    let token = token_for(&bw, "alice", "demo");
+    bw.agent("gate", &common::scripted("gate", GATE), Some(GATE_SCRIPT));
+    let token = token_for(&bw, "alice", "demo,gate");
     let server = start(&bw);
 
     // Public health says nothing but status and version.
-    let health = reqwest_get(&server.addr, "/health", None).await;
+    let health = http_get(&server.addr, "/health", None).await;
     assert_eq!(health.0, 200);
     let body: Value = serde_json::from_str(&health.1).expect("JSON");
     assert_eq!(body.as_object().map(|o| o.len()), Some(2), "{body}");
 
     // REST needs the token, and only from the header.
-    assert_eq!(
-        reqwest_get(&server.addr, "/api/v1/agents", None).await.0,
-        401
-    );
-    let agents = reqwest_get(&server.addr, "/api/v1/agents", Some(&token)).await;
+    assert_eq!(http_get(&server.addr, "/api/v1/agents", None).await.0, 401);
+    let agents = http_get(&server.addr, "/api/v1/agents", Some(&token)).await;
     assert_eq!(agents.0, 200, "{}", agents.1);
     assert!(agents.1.contains("\"demo\""), "{}", agents.1);
-    let in_query = reqwest_get(
+    let in_query = http_get(
         &server.addr,
         &format!("/api/v1/agents?token={token}"),
         Some(&token),
@@ -178,13 +196,8 @@ async fn a_conversation_runs_in_a_worker_and_survives_its_kill() {
     // A turn of the scripted demo agent, in a worker process.
     let mut ws = connect(&server.addr, &token).await;
     send(&mut ws, json!({"type": "subscribe", "agent": "demo"})).await;
-    let (subscribed, _) = until(&mut ws, "subscribed").await;
-    let session = subscribed["session_id"]
-        .as_str()
-        .expect("a session id")
-        .to_owned();
-    let workers = worker_pids();
-    assert_eq!(workers.len(), 1, "one worker per conversation: {workers:?}");
+    until(&mut ws, "subscribed").await;
+    assert_eq!(worker_pids().len(), 1, "one worker per conversation");
     send(&mut ws, json!({"type": "message", "text": "show me"})).await;
     let (ended, during) = until(&mut ws, "turn_ended").await;
     assert!(
@@ -192,22 +205,42 @@ async fn a_conversation_runs_in_a_worker_and_survives_its_kill() {
         "{during:#?}"
     );
     assert_eq!(ended["end"], "completed", "{ended}");
+    drop(ws);
 
-    // kill -9 the worker: the client hears about it, the server lives on.
-    let pid = workers[0];
+    // The gate agent: one completed turn, then a turn that stops at an
+    // approval, and the worker is killed with SIGKILL right there.
+    let before = worker_pids();
+    let mut ws = connect(&server.addr, &token).await;
+    send(&mut ws, json!({"type": "subscribe", "agent": "gate"})).await;
+    let (subscribed, _) = until(&mut ws, "subscribed").await;
+    let session = subscribed["session_id"]
+        .as_str()
+        .expect("a session id")
+        .to_owned();
+    let gate_worker: Vec<u32> = worker_pids()
+        .into_iter()
+        .filter(|p| !before.contains(p))
+        .collect();
+    assert_eq!(gate_worker.len(), 1, "{gate_worker:?}");
+    send(&mut ws, json!({"type": "message", "text": "one"})).await;
+    let (first, _) = until(&mut ws, "turn_ended").await;
+    assert_eq!(first["text"], "first answer", "{first}");
+    send(&mut ws, json!({"type": "message", "text": "two"})).await;
+    until(&mut ws, "approval_request").await;
     let status = Command::new("kill")
-        .args(["-9", &pid.to_string()])
+        .args(["-9", &gate_worker[0].to_string()])
         .status()
         .expect("kill runs");
     assert!(status.success());
     let (lost, _) = until(&mut ws, "error").await;
     assert_eq!(lost["code"], "worker_lost", "{lost}");
 
-    // Reconnect and resume: the history of the completed turn is intact.
+    // Reconnect and resume: the completed turn is intact, the unapproved
+    // write never happened, and the conversation goes on.
     let mut again = connect(&server.addr, &token).await;
     send(
         &mut again,
-        json!({"type": "subscribe", "agent": "demo", "session": session}),
+        json!({"type": "subscribe", "agent": "gate", "session": session}),
     )
     .await;
     let (resumed, _) = until(&mut again, "subscribed").await;
@@ -216,19 +249,28 @@ async fn a_conversation_runs_in_a_worker_and_survives_its_kill() {
         resumed["history_messages"].as_u64().unwrap_or(0) >= 2,
         "{resumed}"
     );
-    let messages = reqwest_get(
+    let messages = http_get(
         &server.addr,
         &format!("/api/v1/sessions/{session}/messages"),
         Some(&token),
     )
     .await;
     assert_eq!(messages.0, 200, "{}", messages.1);
-    assert!(messages.1.contains("show me"), "{}", messages.1);
+    assert!(messages.1.contains("first answer"), "{}", messages.1);
+    let workspace = bw.path("users/alice/agents/gate/workspace");
+    assert!(workspace.is_dir(), "alice's workspace for gate exists");
+    assert!(
+        !workspace.join("out/a.txt").exists(),
+        "the unapproved write ran"
+    );
+    send(&mut again, json!({"type": "message", "text": "three"})).await;
+    let (after, _) = until(&mut again, "turn_ended").await;
+    assert_eq!(after["text"], "after the crash", "{after}");
 }
 
 /// A minimal HTTP/1.1 GET over a plain socket (status, body), so this test
 /// needs no HTTP client crate.
-async fn reqwest_get(addr: &str, path: &str, token: Option<&str>) -> (u16, String) {
+async fn http_get(addr: &str, path: &str, token: Option<&str>) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr)
         .await

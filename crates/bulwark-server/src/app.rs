@@ -425,6 +425,7 @@ pub fn router(state: AppState) -> Router {
     *state.0.openapi.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(json);
     let body_limit = state.config().limits.rest_body_bytes;
     routes
+        .merge(crate::web::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(tower_http::limit::RequestBodyLimitLayer::new(body_limit))

@@ -2,9 +2,11 @@
 //!
 //! The set follows the OWASP Secure Headers Project's recommendations
 //! (tests check every route against its lists). The CSP is stricter than
-//! its baseline: nothing loads by default, inline script and style only
-//! with this response's nonce, connections only to this origin, and no
-//! `unsafe-eval` or third-party source anywhere. HSTS and
+//! its baseline: nothing loads by default, scripts and styles only from
+//! this origin's files (the web page's `/assets/`) or inline with this
+//! response's nonce, connections only to this origin (`'self'` covers its
+//! `ws://`/`wss://` too), and no `unsafe-inline`, `unsafe-eval` or
+//! third-party source anywhere. HSTS and
 //! `upgrade-insecure-requests` are sent only when the server is reached
 //! over https; on plain loopback http they would break the page.
 
@@ -40,7 +42,7 @@ pub fn content_security_policy(nonce: &CspNonce, tls: bool) -> String {
         None => "'none'".to_string(),
     };
     let mut csp = format!(
-        "default-src 'none'; script-src {inline}; style-src {inline}; img-src 'self'; \
+        "default-src 'none'; script-src 'self' {inline}; style-src 'self' {inline}; img-src 'self'; \
          connect-src 'self'; form-action 'none'; base-uri 'none'; object-src 'none'; \
          frame-ancestors 'none'"
     );

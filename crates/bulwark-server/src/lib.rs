@@ -4,8 +4,8 @@
 //! `bulwark worker` process per conversation); this crate is the surface in
 //! front of it: who may connect ([`auth`], tokens from `access.toml`), from
 //! where ([`host`]: Host and Origin allowlists), how much ([`limits`]),
-//! with which response headers ([`headers`]), and the REST and WebSocket
-//! vocabulary ([`rest`], [`ws`]).
+//! with which response headers ([`headers`]), the REST and WebSocket
+//! vocabulary ([`rest`], [`ws`]), and the web page served at `/` (`web`).
 //!
 //! To run it: build an [`AppState`] from a [`ServerConfig`], the home, the
 //! store and a backend, then [`serve`] it with a shutdown future.
@@ -26,6 +26,7 @@ mod openapi;
 pub mod rest;
 pub mod secret;
 pub mod tokens;
+mod web;
 pub mod ws;
 
 pub use access_edit::{AccessEditError, AccessEditor, Created, UserSummary};

@@ -170,6 +170,10 @@ async fn every_route_and_error_carries_the_secure_headers() {
         let (user, admin) = (Some(f.bob.as_str()), Some(f.root.as_str()));
         for (path, token, status) in [
             ("/health", None, 200),
+            ("/", None, 200),
+            ("/assets/app.js", None, 200),
+            ("/assets/app.css", None, 200),
+            ("/assets/nope.js", None, 404),
             ("/health/detail", admin, 200),
             ("/health/detail", user, 403),
             ("/health/detail", None, 401),
@@ -321,4 +325,40 @@ async fn csp_nonce_is_fresh_per_response() {
     assert_ne!(na, nb);
     assert!(na.len() >= 22, "{na}");
     assert!(!a.headers().contains_key("server"));
+}
+
+#[tokio::test]
+async fn the_web_page_is_served_with_exact_types_and_loads_only_its_own_files() {
+    let f = Fixture::new();
+    let state = f.oneshot_state();
+    for (path, kind) in [
+        ("/", "text/html; charset=utf-8"),
+        ("/assets/app.js", "text/javascript; charset=utf-8"),
+        ("/assets/app.css", "text/css; charset=utf-8"),
+    ] {
+        let r = get(&state, path, None).await;
+        assert_eq!(r.status(), 200, "{path}");
+        assert_eq!(r.headers()["content-type"], kind, "{path}");
+        assert_eq!(r.headers()["x-content-type-options"], "nosniff", "{path}");
+        let csp = directives(r.headers()["content-security-policy"].to_str().unwrap());
+        for d in ["script-src", "style-src"] {
+            assert_eq!(csp[d][0], "'self'", "{path}: {d}");
+            assert!(csp[d][1].starts_with("'nonce-"), "{path}: {d}");
+            assert_eq!(csp[d].len(), 2, "{path}: {d}");
+        }
+        assert_eq!(csp["connect-src"], ["'self'"], "{path}");
+    }
+    // The page itself has no inline script, style or handler, and loads
+    // nothing from another origin.
+    let html = common::body_text(get(&state, "/", None).await).await;
+    assert!(html.contains(r#"<script src="/assets/app.js" defer></script>"#));
+    assert_eq!(html.matches("<script").count(), 1, "one external script");
+    for bad in ["style=", "<style", "javascript:", "http:", "https:", "//"] {
+        assert!(!html.contains(bad), "index.html contains {bad:?}");
+    }
+    let handler = html.split(" on").skip(1).find(|rest| {
+        let name: String = rest.chars().take_while(char::is_ascii_alphabetic).collect();
+        rest[name.len()..].starts_with('=')
+    });
+    assert!(handler.is_none(), "an inline event handler: on{handler:?}");
 }
