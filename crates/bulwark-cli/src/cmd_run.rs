@@ -77,6 +77,17 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// Who the session serves, which decides whether config.toml's `[remote]`
+/// policy (no shell unless `remote.shell`, the `remote.tools` filter)
+/// narrows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// `run` and `chat`: the operator at this machine's terminal.
+    Terminal,
+    /// A worker for `serve`: a user who reached the server over the network.
+    Remote,
+}
+
 /// Sets a session up: names, config, signature, policy, model, store,
 /// audit records. `approver` answers the door's approval requests (the
 /// terminal for `run`/`chat`, the server for a worker).
@@ -86,6 +97,7 @@ pub(crate) fn prepare(
     user: &str,
     model_override: Option<&str>,
     resume: Option<&str>,
+    origin: Origin,
     approver: Arc<dyn Approver>,
 ) -> Result<Prepared, Failure> {
     // Both names become directory names: refuse bad ones before anything
@@ -117,7 +129,7 @@ pub(crate) fn prepare(
             access: &access,
             agent: &loaded,
             user,
-            remote: false,
+            remote: origin == Origin::Remote,
         },
         &registry,
     )
@@ -291,6 +303,7 @@ fn report_end(end: &TurnEnd, session: &str) -> Result<(), Failure> {
                 why.strip_prefix("session stopped: ").unwrap_or(why)
             ),
         }),
+        TurnEnd::Interrupted => Err(interrupted(session)),
         TurnEnd::MaxTurns => Err(Failure {
             code: 4,
             error: anyhow!(
@@ -310,6 +323,7 @@ pub async fn run(home: &Home, args: RunArgs) -> Result<(), Failure> {
         &args.user,
         args.model.as_deref(),
         args.session.as_deref(),
+        Origin::Terminal,
         Arc::new(TerminalApprover::new(pre)),
     )?;
     eprintln!(
@@ -367,6 +381,7 @@ pub async fn chat(home: &Home, args: ChatArgs) -> Result<(), Failure> {
         &args.user,
         args.model.as_deref(),
         args.resume.as_deref(),
+        Origin::Terminal,
         Arc::new(TerminalApprover::new(PreApproved::default())),
     )?;
     eprintln!(

@@ -8,6 +8,7 @@
 //! only the provider and credential keys the configuration names travel to
 //! a worker, never the server's whole environment.
 
+use crate::checkpoints::Checkpointer;
 use crate::{Failure, usage_error};
 use anyhow::{Context, anyhow};
 use async_trait::async_trait;
@@ -186,6 +187,16 @@ pub async fn serve(home: &Home, args: ServeArgs) -> Result<(), Failure> {
         .with_context(|| format!("cannot create {}", home.root().display()))?;
     let store = Store::open(&home.db_path())
         .with_context(|| format!("cannot open {}", home.db_path().display()))?;
+    // Workers are confined away from keys/, where the audit signing key
+    // is: the server signs checkpoints of what they record, periodically
+    // and once more at shutdown. Keeping `store` open for the server's
+    // life also keeps the database's -wal and -shm files in place, which
+    // a confined worker can use but not create.
+    let audit_config = home
+        .load_global()
+        .map_err(|e| usage_error(anyhow!("{e}")))?
+        .audit;
+    let checkpoints = Checkpointer::start(home, store.audit_sink(), &audit_config);
     let program =
         std::env::current_exe().context("cannot find the bulwark binary to run workers")?;
     let mut supervisor_config = SupervisorConfig::new(program, ["worker"], home.root());
@@ -233,6 +244,7 @@ pub async fn serve(home: &Home, args: ServeArgs) -> Result<(), Failure> {
     );
     let served = bulwark_server::serve_on(listener, state, shutdown).await;
     supervisor.shutdown().await;
+    checkpoints.finish();
     served.map_err(|e| Failure {
         code: 1,
         error: anyhow!("{e}"),

@@ -8,12 +8,14 @@
 //! exactly as `bulwark run` sets one up (`prepare`), with an approver that
 //! asks the server instead of a terminal.
 
-use crate::cmd_run::{Prepared, prepare};
+use crate::cmd_run::{Origin, Prepared, prepare};
+use crate::worker_confine::WorkerStart;
 use crate::{Failure, usage_error};
 use anyhow::{Context, anyhow};
 use bulwark_audit::Decision;
 use bulwark_kernel::{
-    ApprovalAnswer, ApprovalRequest, Approver, DispatchResult, Home, KernelError, TurnObserver,
+    ApprovalAnswer, ApprovalRequest, Approver, CancellationToken, DispatchResult, Home,
+    KernelError, TurnObserver,
 };
 use bulwark_store::Store;
 use bulwark_worker::io::{FrameReader, FrameWriter};
@@ -26,6 +28,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::net::unix::pipe::{Receiver, Sender};
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// An approval nobody answers is denied after this long.
@@ -37,7 +40,7 @@ const FLUSH_WAIT: Duration = Duration::from_secs(5);
 
 type Events = mpsc::UnboundedSender<Event>;
 
-pub async fn worker(home: &Home) -> Result<(), Failure> {
+pub async fn worker(home: &Home, expected: &WorkerStart) -> Result<(), Failure> {
     // main() hardened the process already; again here so worker mode never
     // depends on the order of main's start-up (not dumpable, no core).
     bulwark_sandbox::harden_process().map_err(|e| usage_error(anyhow!(e)))?;
@@ -50,6 +53,7 @@ pub async fn worker(home: &Home) -> Result<(), Failure> {
         pending: Mutex::new(HashMap::new()),
         next: AtomicU64::new(0),
         stop: stop.clone(),
+        turn: Mutex::new(CancellationToken::new()),
     });
     let (start_tx, start) = oneshot::channel();
     let (messages_tx, messages) = mpsc::channel(8);
@@ -72,7 +76,7 @@ pub async fn worker(home: &Home) -> Result<(), Failure> {
         interrupts,
         stop,
     };
-    let result = converse(home, channels, approvals).await;
+    let result = converse(home, channels, approvals, expected).await;
     // Every sender of events is gone once the reader is: the writer then
     // drains what is queued and ends.
     reader.abort();
@@ -96,7 +100,12 @@ async fn stopped(stop: &watch::Receiver<bool>) {
     }
 }
 
-async fn converse(home: &Home, mut ch: Channels, approvals: Arc<Approvals>) -> Result<(), Failure> {
+async fn converse(
+    home: &Home,
+    mut ch: Channels,
+    approvals: Arc<Approvals>,
+    expected: &WorkerStart,
+) -> Result<(), Failure> {
     let start = tokio::select! {
         start = &mut ch.start => start.ok(),
         () = stopped(&ch.stop) => None,
@@ -109,25 +118,60 @@ async fn converse(home: &Home, mut ch: Channels, approvals: Arc<Approvals>) -> R
     else {
         return Ok(());
     };
-    // The message goes to a remote user: the server's data directory is
-    // named, not spelled out (the full error is on stderr, in the log).
+    // The message goes to a remote user. A setup failure is the operator's
+    // to fix and its text names files, paths and settings of the server:
+    // the user gets a reference, the full error goes to stderr (the server
+    // log) under that reference. A refused resume only echoes the user's
+    // own request, with the data directory named, not spelled out.
     let root = home.root().display().to_string();
     let fail = |code, failure: Failure| {
-        let message = format!("{:#}", failure.error).replace(&root, "$BULWARK_HOME");
-        let message = clamp(&message, MAX_SHORT_CHARS);
+        let (message, failure) = match code {
+            ErrorCode::Setup => {
+                let reference = log_reference();
+                let message = format!(
+                    "agent `{agent}` could not be started; an administrator can find why in the server log under reference {reference}"
+                );
+                let error = failure.error.context(format!("reference {reference}"));
+                (message, Failure { error, ..failure })
+            }
+            _ => {
+                let message = format!("{:#}", failure.error).replace(&root, "$BULWARK_HOME");
+                (message, failure)
+            }
+        };
         let _ = ch.events.send(Event::Error {
             code,
-            message,
+            message: clamp(&message, MAX_SHORT_CHARS),
             fatal: true,
         });
         Err(failure)
     };
+    // Started for one user and agent (`--user`, `--agent`) and confined to
+    // their data before this runtime existed: it serves nobody else.
+    if user != expected.user || agent != expected.agent {
+        let failure = usage_error(anyhow!(
+            "this worker was started for a different user or agent than `Start` names"
+        ));
+        return fail(ErrorCode::Forbidden, failure);
+    }
+    if let Some(refusal) = &expected.refusal {
+        return fail(ErrorCode::Setup, anyhow!("{refusal}").into());
+    }
     if let Some(id) = &resume
         && let Err(failure) = check_owner(home, id, &user, &agent)
     {
         return fail(ErrorCode::Forbidden, failure);
     }
-    let mut p = match prepare(home, &agent, &user, None, resume.as_deref(), approvals) {
+    let turn_stop = approvals.clone();
+    let mut p = match prepare(
+        home,
+        &agent,
+        &user,
+        None,
+        resume.as_deref(),
+        Origin::Remote,
+        approvals,
+    ) {
         Ok(p) => p,
         Err(failure) => return fail(ErrorCode::Setup, failure),
     };
@@ -144,12 +188,81 @@ async fn converse(home: &Home, mut ch: Channels, approvals: Arc<Approvals>) -> R
         let Some((message_id, text)) = message else {
             break;
         };
-        if !run_turn(&mut p, &mut ch, message_id, &text).await {
+        if let Some(refusal) = budget_refusal(home, &p) {
+            let _ = ch.events.send(refusal);
+            let _ = ch.events.send(Event::TurnEnded {
+                message_id,
+                end: TurnEnd::Stopped,
+                text: String::new(),
+                usage: Usage::default(),
+            });
+            continue;
+        }
+        if !run_turn(&mut p, &mut ch, &turn_stop, message_id, &text).await {
             break;
         }
     }
     p.checkpoints.finish();
     Ok(())
+}
+
+/// The window of `tokens_per_day`.
+const BUDGET_WINDOW_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// An error event when the user may not start a turn: their
+/// `tokens_per_day` (read from the current access.toml, so a change applies
+/// to the next turn) is spent, or the budget cannot be checked (fail
+/// closed).
+fn budget_refusal(home: &Home, p: &Prepared) -> Option<Event> {
+    let refuse = |code, message: String| {
+        Some(Event::Error {
+            code,
+            message: clamp(&message, MAX_SHORT_CHARS),
+            fatal: false,
+        })
+    };
+    let user = &p.session.identity.user;
+    let access = match home.load_access() {
+        Ok(access) => access,
+        Err(err) => {
+            tracing::error!(error = %err, "access.toml unreadable; turn refused");
+            return refuse(
+                ErrorCode::Internal,
+                "the server cannot read its access settings; try again later".into(),
+            );
+        }
+    };
+    let limit = access
+        .users
+        .get(user)
+        .and_then(|u| u.limits.as_ref())
+        .and_then(|l| l.tokens_per_day)?;
+    let since = now_ms().saturating_sub(BUDGET_WINDOW_MS);
+    match p.kernel.store.tokens_since(user, since) {
+        Ok(used) if used < limit => None,
+        Ok(used) => refuse(
+            ErrorCode::BudgetExhausted,
+            format!(
+                "your token budget is spent: {used} of {limit} tokens in the last 24 hours; \
+                 it frees up as older use ages out, or an administrator can raise \
+                 `tokens_per_day` in access.toml"
+            ),
+        ),
+        Err(err) => {
+            tracing::error!(error = %err, "token usage unreadable; turn refused");
+            refuse(
+                ErrorCode::Internal,
+                "the server cannot check your token budget; try again later".into(),
+            )
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
 }
 
 /// A resumed session must be this user's and this agent's. Checked before
@@ -167,7 +280,13 @@ fn check_owner(home: &Home, id: &str, user: &str, agent: &str) -> Result<(), Fai
 }
 
 /// Runs one turn; `false` when the worker must stop (shutdown, signal).
-async fn run_turn(p: &mut Prepared, ch: &mut Channels, message_id: u64, text: &str) -> bool {
+async fn run_turn(
+    p: &mut Prepared,
+    ch: &mut Channels,
+    approvals: &Approvals,
+    message_id: u64,
+    text: &str,
+) -> bool {
     // An interrupt that arrived between turns was meant for an earlier one.
     while ch.interrupts.try_recv().is_ok() {}
     let mut observer = EventObserver {
@@ -175,15 +294,29 @@ async fn run_turn(p: &mut Prepared, ch: &mut Channels, message_id: u64, text: &s
         events: ch.events.clone(),
         calls: 0,
     };
+    let interrupt = CancellationToken::new();
+    approvals.begin_turn(interrupt.clone());
     let mut keep_going = true;
-    // Dropping the turn future stops it where it is (as Ctrl-C does in
-    // `chat`): every message stored so far stays, and the next turn's
-    // history repair closes a tool call left without its result.
-    let turn = tokio::select! {
-        turn = p.kernel.run_turn(&mut p.session, &mut p.history, &p.agent, text, &mut observer) => Some(turn),
-        Some(()) = ch.interrupts.recv() => None,
-        () = stopped(&ch.stop) => { keep_going = false; None }
-        () = p.shutdown.requested() => { keep_going = false; None }
+    // An interrupt asks the kernel to stop at its next step boundary (and
+    // denies any approval the turn waits for), so the turn ends with a
+    // whole history. Shutdown and stop drop the turn where it is: the
+    // process is ending, and the next start repairs what was cut.
+    let turn = p.kernel.run_turn_interruptible(
+        &mut p.session,
+        &mut p.history,
+        &p.agent,
+        text,
+        &mut observer,
+        &interrupt,
+    );
+    tokio::pin!(turn);
+    let turn = loop {
+        tokio::select! {
+            turn = &mut turn => break Some(turn),
+            Some(()) = ch.interrupts.recv() => interrupt.cancel(),
+            () = stopped(&ch.stop) => { keep_going = false; break None }
+            () = p.shutdown.requested() => { keep_going = false; break None }
+        }
     };
     let (end, text, usage) = match turn {
         Some(Ok(outcome)) => {
@@ -191,6 +324,7 @@ async fn run_turn(p: &mut Prepared, ch: &mut Channels, message_id: u64, text: &s
                 bulwark_kernel::TurnEnd::Completed => TurnEnd::Completed,
                 bulwark_kernel::TurnEnd::MaxTurns => TurnEnd::MaxTurns,
                 bulwark_kernel::TurnEnd::Stopped(_) => TurnEnd::Stopped,
+                bulwark_kernel::TurnEnd::Interrupted => TurnEnd::Interrupted,
             };
             let usage = Usage {
                 input_tokens: outcome.usage.input_tokens,
@@ -288,9 +422,20 @@ struct Approvals {
     pending: Mutex<HashMap<String, oneshot::Sender<bool>>>,
     next: AtomicU64,
     stop: watch::Receiver<bool>,
+    /// The running turn's interrupt: an interrupted turn's approvals are
+    /// denied, whether asked before or after the interrupt arrived.
+    turn: Mutex<CancellationToken>,
 }
 
 impl Approvals {
+    fn begin_turn(&self, interrupt: CancellationToken) {
+        *self.turn.lock().unwrap_or_else(|p| p.into_inner()) = interrupt;
+    }
+
+    fn turn(&self) -> CancellationToken {
+        self.turn.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<bool>>> {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -336,8 +481,13 @@ impl Approver for Approvals {
         if sent.is_err() {
             return ApprovalAnswer::Deny;
         }
+        let interrupt = self.turn();
+        if interrupt.is_cancelled() {
+            return ApprovalAnswer::Deny;
+        }
         let approved = tokio::select! {
             answer = rx => answer.unwrap_or(false),
+            () = interrupt.cancelled() => false,
             () = tokio::time::sleep(APPROVAL_TIMEOUT) => false,
             () = stopped(&self.stop) => false,
         };
@@ -371,7 +521,7 @@ impl Router {
 
 /// Reads commands until `Shutdown`, the end of stdin (the parent is gone)
 /// or an unreadable frame; then tells everything to stop.
-async fn read_commands(input: tokio::fs::File, mut router: Router) {
+async fn read_commands(input: Receiver, mut router: Router) {
     let mut frames = FrameReader::<_, Command>::new(input);
     while let Some(frame) = frames.next().await {
         let command = match frame {
@@ -420,16 +570,24 @@ async fn read_commands(input: tokio::fs::File, mut router: Router) {
     let _ = router.stop.send(true);
 }
 
-async fn write_events(output: tokio::fs::File, mut events: mpsc::UnboundedReceiver<Event>) {
+/// Writes events as they come; a burst already queued leaves in one flush.
+async fn write_events(output: Sender, mut events: mpsc::UnboundedReceiver<Event>) {
     let mut frames = FrameWriter::<_, Event>::new(output);
     while let Some(event) = events.recv().await {
-        match frames.send(event).await {
-            Ok(()) => {}
-            // Refused before writing: the stream is intact; say so instead.
-            Err(bulwark_worker::FrameError::Bound(err)) => {
-                tracing::warn!("an event was not sent: {err}");
+        let mut next = Some(event);
+        while let Some(event) = next {
+            match frames.feed(event).await {
+                Ok(()) => {}
+                // Refused before writing: the stream is intact; say so instead.
+                Err(bulwark_worker::FrameError::Bound(err)) => {
+                    tracing::warn!("an event was not sent: {err}");
+                }
+                Err(_) => return,
             }
-            Err(_) => break,
+            next = events.try_recv().ok();
+        }
+        if frames.flush().await.is_err() {
+            return;
         }
     }
 }
@@ -451,4 +609,11 @@ fn preview(text: &str, max: usize) -> String {
         let cut: String = one_line.chars().take(max).collect();
         format!("{cut}…")
     }
+}
+
+/// A short random reference that ties a message a remote user sees to the
+/// full error in the server log.
+fn log_reference() -> String {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    id[..12].to_owned()
 }

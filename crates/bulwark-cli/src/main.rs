@@ -17,6 +17,7 @@ mod cmd_serve;
 mod cmd_worker;
 mod printer;
 mod terminal;
+mod worker_confine;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -147,7 +148,7 @@ enum Command {
     },
     /// Run one conversation for `bulwark serve` (frames on stdin/stdout).
     #[command(hide = true)]
-    Worker,
+    Worker(worker_confine::WorkerArgs),
 }
 
 #[derive(Subcommand)]
@@ -516,6 +517,22 @@ fn main() -> ExitCode {
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .init();
     }
+    // A worker confines itself to its user's and agent's data now, while
+    // this is the only thread: Landlock binds the calling thread and those
+    // it starts later, so the runtime's threads are built inside it.
+    let worker_start = match &cli.command {
+        Command::Worker(args) => match home(cli.home.clone()) {
+            Ok(home) => {
+                checkpoints::leave_signing_to_the_server();
+                Some(worker_confine::confine_worker(&home, args))
+            }
+            Err(failure) => {
+                eprintln!("error: {:#}", failure.error);
+                return ExitCode::from(failure.code);
+            }
+        },
+        _ => None,
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -656,7 +673,10 @@ fn main() -> ExitCode {
             } => cmd_model::path(&home, name.as_deref()).await,
             Command::Sign { agent, key } => cmd_keys::sign(&home, &agent, key.as_deref()),
             Command::Verify { agent } => cmd_keys::verify(&home, &agent),
-            Command::Worker => cmd_worker::worker(&home).await,
+            Command::Worker(_) => match &worker_start {
+                Some(start) => cmd_worker::worker(&home, start).await,
+                None => Err(anyhow::anyhow!("the worker was not set up").into()),
+            },
             Command::Serve(args) => cmd_serve::serve(&home, args).await,
         }
     });

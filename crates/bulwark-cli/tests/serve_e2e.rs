@@ -4,14 +4,10 @@
 
 mod common;
 
-use common::{Bw, SCRUBBED};
-use futures_util::{SinkExt, StreamExt};
-use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use common::Bw;
+use common::serve::{connect, send, start, token_for, until, workers_of};
+use serde_json::json;
+use std::process::Command;
 
 /// An agent whose second turn waits for a person's approval: a worker
 /// that is mid-turn for as long as the test wants.
@@ -33,134 +29,6 @@ const GATE_SCRIPT: &str = r#"{"text": "first answer"}
 {"text": "after the crash"}
 "#;
 
-type Ws =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `bulwark serve --bind 127.0.0.1:0` and reads the bound address
-/// from its first line on stderr.
-fn start(bw: &Bw) -> Server {
-    let mut cmd = Command::new(common::BIN);
-    cmd.arg("--home")
-        .arg(bw.home())
-        .args(["serve", "--bind", "127.0.0.1:0"]);
-    for var in SCRUBBED {
-        cmd.env_remove(var);
-    }
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("bulwark serve starts");
-    let stderr = child.stderr.take().expect("stderr is piped");
-    let mut lines = BufReader::new(stderr).lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("serve printed its address before exiting")
-            .expect("stderr is text");
-        if let Some(rest) = line.split("listening on http://").nth(1) {
-            break rest
-                .split_whitespace()
-                .next()
-                .expect("an address")
-                .to_owned();
-        }
-    };
-    // Keep draining the logs so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    Server { child, addr }
-}
-
-fn token_for(bw: &Bw, user: &str, agents: &str) -> String {
-    let out = bw.run(&["access", "create", user, "--agents", agents]);
-    out.ok();
-    out.stdout
-        .lines()
-        .find(|l| l.starts_with("bwk_"))
-        .unwrap_or_else(|| panic!("no token in:\n{}", out.stdout))
-        .to_owned()
-}
-
-async fn connect(addr: &str, token: &str) -> Ws {
-    let mut request = format!("ws://{addr}/api/v1/ws")
-        .into_client_request()
-        .expect("a request");
-    request.headers_mut().insert(
-        "sec-websocket-protocol",
-        format!("bulwark.v1, bearer.{token}")
-            .parse()
-            .expect("a header value"),
-    );
-    tokio_tungstenite::connect_async(request)
-        .await
-        .expect("the WebSocket handshake")
-        .0
-}
-
-async fn send(ws: &mut Ws, frame: Value) {
-    ws.send(Message::text(frame.to_string()))
-        .await
-        .expect("send a frame");
-}
-
-/// The next JSON frame, within 60 s (a debug-build worker starts in well
-/// under a second; the bound only keeps a broken server from hanging CI).
-async fn next(ws: &mut Ws) -> Value {
-    loop {
-        let message = tokio::time::timeout(Duration::from_secs(60), ws.next())
-            .await
-            .expect("a frame within 60 s")
-            .expect("the connection is open")
-            .expect("a WebSocket message");
-        if let Message::Text(text) = message {
-            return serde_json::from_str(&text).expect("server frames are JSON");
-        }
-    }
-}
-
-async fn until(ws: &mut Ws, kind: &str) -> (Value, Vec<Value>) {
-    let mut seen = Vec::new();
-    loop {
-        let frame = next(ws).await;
-        if frame["type"] == kind {
-            return (frame, seen);
-        }
-        seen.push(frame);
-    }
-}
-
-fn worker_pids() -> Vec<u32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        if args.first().is_some_and(|a| a.ends_with(b"bulwark"))
-            && args.iter().any(|a| *a == b"worker")
-        {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversation_runs_in_a_worker_and_survives_its_kill() {
     let bw = Bw::init();
@@ -177,7 +45,7 @@ async fn a_conversation_runs_in_a_worker_and_survives_its_kill() {
     // Public health says nothing but status and version.
     let health = http_get(&server.addr, "/health", None).await;
     assert_eq!(health.0, 200);
-    let body: Value = serde_json::from_str(&health.1).expect("JSON");
+    let body: serde_json::Value = serde_json::from_str(&health.1).expect("JSON");
     assert_eq!(body.as_object().map(|o| o.len()), Some(2), "{body}");
 
     // REST needs the token, and only from the header.
@@ -197,7 +65,11 @@ async fn a_conversation_runs_in_a_worker_and_survives_its_kill() {
     let mut ws = connect(&server.addr, &token).await;
     send(&mut ws, json!({"type": "subscribe", "agent": "demo"})).await;
     until(&mut ws, "subscribed").await;
-    assert_eq!(worker_pids().len(), 1, "one worker per conversation");
+    assert_eq!(
+        workers_of(server.pid(), None).len(),
+        1,
+        "one worker per conversation"
+    );
     send(&mut ws, json!({"type": "message", "text": "show me"})).await;
     let (ended, during) = until(&mut ws, "turn_ended").await;
     assert!(
@@ -209,7 +81,7 @@ async fn a_conversation_runs_in_a_worker_and_survives_its_kill() {
 
     // The gate agent: one completed turn, then a turn that stops at an
     // approval, and the worker is killed with SIGKILL right there.
-    let before = worker_pids();
+    let before = workers_of(server.pid(), None);
     let mut ws = connect(&server.addr, &token).await;
     send(&mut ws, json!({"type": "subscribe", "agent": "gate"})).await;
     let (subscribed, _) = until(&mut ws, "subscribed").await;
@@ -217,7 +89,7 @@ async fn a_conversation_runs_in_a_worker_and_survives_its_kill() {
         .as_str()
         .expect("a session id")
         .to_owned();
-    let gate_worker: Vec<u32> = worker_pids()
+    let gate_worker: Vec<u32> = workers_of(server.pid(), None)
         .into_iter()
         .filter(|p| !before.contains(p))
         .collect();

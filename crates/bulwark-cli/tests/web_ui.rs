@@ -16,11 +16,11 @@
 
 mod common;
 
+use common::serve::{start, token_for};
 use common::{Bw, SCRUBBED};
 use fantoccini::wd::WebDriverCompatibleCommand;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -90,66 +90,6 @@ new MutationObserver((records) => {
 }).observe(document.getElementById('log'), { childList: true, subtree: true });
 return true;
 "#;
-
-// ---- the server (as in serve_e2e.rs) ---------------------------------
-
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `bulwark serve --bind 127.0.0.1:0` and reads the bound address
-/// from its first line on stderr.
-fn start(bw: &Bw) -> Server {
-    let mut cmd = Command::new(common::BIN);
-    cmd.arg("--home")
-        .arg(bw.home())
-        .args(["serve", "--bind", "127.0.0.1:0"]);
-    for var in SCRUBBED {
-        cmd.env_remove(var);
-    }
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("bulwark serve starts");
-    let stderr = child.stderr.take().expect("stderr is piped");
-    let mut lines = BufReader::new(stderr).lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("serve printed its address before exiting")
-            .expect("stderr is text");
-        if let Some(rest) = line.split("listening on http://").nth(1) {
-            break rest
-                .split_whitespace()
-                .next()
-                .expect("an address")
-                .to_owned();
-        }
-    };
-    // Keep draining the logs so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    Server { child, addr }
-}
-
-fn token_for(bw: &Bw, user: &str, agents: &str) -> String {
-    let out = bw.run(&["access", "create", user, "--agents", agents]);
-    out.ok();
-    out.stdout
-        .lines()
-        .find(|l| l.starts_with("bwk_"))
-        .unwrap_or_else(|| panic!("no token in:\n{}", out.stdout))
-        .to_owned()
-}
 
 // ---- the browser ---------------------------------------------------------
 

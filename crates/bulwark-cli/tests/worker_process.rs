@@ -379,10 +379,182 @@ async fn sessions_of_others_and_unknown_agents_are_refused_at_start() {
         SupervisorError::Refused { code, message } => {
             assert_eq!(code, ErrorCode::Setup);
             assert!(message.contains("no-such-agent"), "{message}");
+            assert!(message.contains("reference"), "{message}");
             let home = bw.home().display().to_string();
             assert!(!message.contains(&home), "no server paths: {message}");
         }
         other => panic!("{other:?}"),
     }
     assert_eq!(supervisor.stats().workers, 0);
+}
+
+/// A setup failure is the operator's to fix: the remote user learns that
+/// the agent could not start and a reference, never the server's files or
+/// settings (here: where the agent's script was supposed to be).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_failures_reach_the_client_as_a_reference_only() {
+    let bw = Bw::init();
+    let manifest =
+        "[agent]\nname = \"broken\"\nmodel = \"script:/srv/secret-layout/missing.jsonl\"\n";
+    bw.agent("broken", manifest, None);
+    let supervisor = supervisor(&bw);
+    match supervisor.open(open("local", "broken", None)).await.err() {
+        Some(SupervisorError::Refused { code, message }) => {
+            assert_eq!(code, ErrorCode::Setup);
+            assert!(message.contains("`broken`"), "{message}");
+            assert!(message.contains("reference"), "{message}");
+            for leak in ["secret-layout", "missing.jsonl", "script", "/"] {
+                assert!(!message.contains(leak), "`{leak}` leaked: {message}");
+            }
+        }
+        other => panic!("{other:?}"),
+    }
+    // The same agent under `run` (the operator at the terminal) says why.
+    let out = bw.run(&["run", "broken", "hello"]);
+    assert!(
+        out.stderr.contains("missing.jsonl"),
+        "the operator sees the cause: {}",
+        out.stderr
+    );
+}
+
+const SHELL_AGENT: &str = r#"max_turns = 4
+[tools]
+allow = ["shell"]
+[[capabilities]]
+kind = "shell_exec"
+argv = ["echo", "hi"]
+[sandbox]
+shell = true
+"#;
+
+const SHELL_SCRIPT: &str = r#"{"tool_calls": [{"name": "shell_exec", "input": {"argv": ["echo", "hi"]}}]}
+{"text": "done"}
+"#;
+
+/// A served session is a remote one: config.toml's `[remote]` policy
+/// applies, so an agent granted a shell gets none unless the operator set
+/// `remote.shell = true`. The same agent under `run` keeps its shell.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn served_sessions_get_the_remote_policy() {
+    let bw = Bw::init();
+    bw.agent("sh", &scripted("sh", SHELL_AGENT), Some(SHELL_SCRIPT));
+    let supervisor = supervisor(&bw);
+    let mut c = supervisor.open(open("local", "sh", None)).await.unwrap();
+    say(&c, 1, "echo").await;
+    let events = turn(&mut c, 1).await;
+    assert!(
+        events.iter().any(|e| matches!(
+            e,
+            Event::ToolResult {
+                decision: ToolDecision::Denied,
+                ..
+            }
+        )),
+        "the remote session has no shell: {events:?}"
+    );
+    shut_down(c).await;
+    let records = bw.audit();
+    let shell: Vec<&serde_json::Value> = records
+        .iter()
+        .filter(|r| r["action"] == "tool_call" && r["tool"] == "shell_exec")
+        .collect();
+    assert_eq!(shell.len(), 1, "{records:?}");
+    assert_eq!(shell[0]["decision"], "denied", "{shell:?}");
+    let why = shell[0]["detail"].as_str().unwrap_or_default();
+    assert!(why.contains("remote.shell = false"), "{why}");
+
+    let out = bw.run(&["run", "sh", "echo"]);
+    assert_eq!(out.code, Some(0), "run keeps the shell: {}", out.stderr);
+    let records = bw.audit();
+    let allowed = records
+        .iter()
+        .filter(|r| r["action"] == "tool_call" && r["tool"] == "shell_exec")
+        .filter(|r| r["decision"] == "allowed")
+        .count();
+    assert_eq!(allowed, 1, "{records:?}");
+}
+
+const SPENDER_SCRIPT: &str = r#"{"text": "one", "usage": {"input_tokens": 60, "output_tokens": 40}}
+{"text": "two", "usage": {"input_tokens": 60, "output_tokens": 40}}
+{"text": "three", "usage": {"input_tokens": 1, "output_tokens": 1}}
+"#;
+
+/// access.toml's `tokens_per_day` stops a user's next turn once the last
+/// 24 hours' model tokens reach it, in every session of theirs; raising it
+/// applies to the next turn; other users are not affected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spent_daily_token_budget_refuses_the_next_turn() {
+    let bw = Bw::init();
+    bw.agent("spender", &scripted("spender", ""), Some(SPENDER_SCRIPT));
+    bw.write(
+        "access.toml",
+        "[users.local.limits]\ntokens_per_day = 150\n[users.bob]\n",
+    );
+    let supervisor = supervisor(&bw);
+    let mut c = supervisor
+        .open(open("local", "spender", None))
+        .await
+        .unwrap();
+    say(&c, 1, "first").await;
+    let events = turn(&mut c, 1).await;
+    assert!(
+        matches!(events.last(), Some(Event::TurnEnded { end: TurnEnd::Completed, text, .. }) if text == "one"),
+        "{events:?}"
+    );
+    say(&c, 2, "second").await;
+    let events = turn(&mut c, 2).await;
+    assert!(
+        matches!(events.last(), Some(Event::TurnEnded { end: TurnEnd::Completed, text, .. }) if text == "two"),
+        "100 of 150 used, so this one runs: {events:?}"
+    );
+    say(&c, 3, "third").await;
+    let events = turn(&mut c, 3).await;
+    let refusal = events.iter().find_map(|e| match e {
+        Event::Error { code, message, .. } => Some((*code, message.clone())),
+        _ => None,
+    });
+    let (code, message) = refusal.unwrap_or_else(|| panic!("refused: {events:?}"));
+    assert_eq!(code, ErrorCode::BudgetExhausted);
+    assert!(message.contains("200 of 150"), "{message}");
+    assert!(
+        matches!(
+            events.last(),
+            Some(Event::TurnEnded {
+                end: TurnEnd::Stopped,
+                ..
+            })
+        ),
+        "{events:?}"
+    );
+
+    // Raised: the same conversation goes on (the model was not called for
+    // the refused turn, so the script's third reply is next).
+    bw.write(
+        "access.toml",
+        "[users.local.limits]\ntokens_per_day = 1000\n[users.bob]\n",
+    );
+    say(&c, 4, "again").await;
+    let events = turn(&mut c, 4).await;
+    assert!(
+        matches!(events.last(), Some(Event::TurnEnded { end: TurnEnd::Completed, text, .. }) if text == "three"),
+        "{events:?}"
+    );
+    shut_down(c).await;
+
+    // Bob has no budget set: his use is not limited by local's.
+    let mut b = supervisor.open(open("bob", "spender", None)).await.unwrap();
+    say(&b, 1, "hi").await;
+    let events = turn(&mut b, 1).await;
+    assert!(
+        matches!(
+            events.last(),
+            Some(Event::TurnEnded {
+                end: TurnEnd::Completed,
+                ..
+            })
+        ),
+        "{events:?}"
+    );
+    shut_down(b).await;
 }

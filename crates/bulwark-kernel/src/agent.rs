@@ -8,6 +8,12 @@ use bulwark_policy::Verdict;
 use bulwark_store::{Store, StoreError};
 use serde_json::Value;
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// The content of the result given to a tool call the turn did not run
+/// because the user interrupted it. The call never reached the door, so it
+/// had no effect and has no audit record.
+pub const NOT_RUN_INTERRUPTED: &str = "not run: the user interrupted the turn";
 
 /// A configured agent: its prompt and the model endpoint it talks to.
 pub struct AgentRuntime {
@@ -39,6 +45,8 @@ pub enum TurnEnd {
     MaxTurns,
     /// The session was stopped (loop guard breaker, token budget, audit failure).
     Stopped(String),
+    /// The user interrupted the turn; it stopped at the next step boundary.
+    Interrupted,
 }
 
 #[derive(Debug, Clone)]
@@ -116,6 +124,30 @@ impl Kernel {
         user_text: &str,
         observer: &mut dyn TurnObserver,
     ) -> Result<TurnOutcome, KernelError> {
+        let never = CancellationToken::new();
+        self.run_turn_interruptible(session, history, agent, user_text, observer, &never)
+            .await
+    }
+
+    /// [`run_turn`](Self::run_turn), stoppable by `interrupt`.
+    ///
+    /// Why not just drop the future: a turn dropped mid-way can leave an
+    /// assistant message whose tool calls have no results, and a tool that
+    /// was about to run may or may not have. Here the turn stops only at a
+    /// step boundary: a model reply in flight is abandoned (nothing of it is
+    /// stored), a tool already dispatched finishes (its effect and audit
+    /// record are whole), and every call after it gets a
+    /// [`NOT_RUN_INTERRUPTED`] result, so the stored history stays valid
+    /// and the next turn needs no repair.
+    pub async fn run_turn_interruptible(
+        &self,
+        session: &mut Session,
+        history: &mut Vec<Message>,
+        agent: &AgentRuntime,
+        user_text: &str,
+        observer: &mut dyn TurnObserver,
+        interrupt: &CancellationToken,
+    ) -> Result<TurnOutcome, KernelError> {
         let user = Message::user_text(user_text);
         self.persist(session, &user)?;
         history.push(user);
@@ -131,6 +163,9 @@ impl Kernel {
         let mut last_text = String::new();
 
         for _ in 0..agent.max_turns.max(1) {
+            if interrupt.is_cancelled() {
+                return self.interrupted(session, last_text, tool_calls, usage);
+            }
             if let Some(why) = session.state.stopped.clone() {
                 return Ok(TurnOutcome {
                     text: last_text,
@@ -152,11 +187,20 @@ impl Kernel {
                         observer.text_delta(&text);
                     }
                 };
-                agent.driver.chat(&request, &mut on_event).await?
+                tokio::select! {
+                    biased;
+                    () = interrupt.cancelled() => None,
+                    response = agent.driver.chat(&request, &mut on_event) => Some(response?),
+                }
+            };
+            let Some(response) = response else {
+                return self.interrupted(session, last_text, tool_calls, usage);
             };
             usage.input_tokens += response.usage.input_tokens;
             usage.output_tokens += response.usage.output_tokens;
             let spent = response.usage.input_tokens + response.usage.output_tokens;
+            self.store
+                .record_tokens(&session.identity.id, &session.identity.user, spent)?;
             if let Verdict::Break(why) = session.state.guard.charge_tokens(spent) {
                 session.state.stopped = Some(why);
             }
@@ -187,6 +231,15 @@ impl Kernel {
 
             let mut results = Vec::with_capacity(calls.len());
             for (id, name, input) in &calls {
+                if interrupt.is_cancelled() {
+                    results.push(Block::ToolResult {
+                        tool_use_id: id.clone(),
+                        content: NOT_RUN_INTERRUPTED.into(),
+                        is_error: true,
+                        taint: Vec::new(),
+                    });
+                    continue;
+                }
                 tool_calls += 1;
                 observer.tool_call(name, input);
                 let result = self
@@ -214,11 +267,31 @@ impl Kernel {
         self.save_state(session)?;
         let end = match session.state.stopped.clone() {
             Some(why) => TurnEnd::Stopped(why),
+            None if interrupt.is_cancelled() => TurnEnd::Interrupted,
             None => TurnEnd::MaxTurns,
         };
         Ok(TurnOutcome {
             text: last_text,
             end,
+            tool_calls,
+            usage,
+        })
+    }
+
+    /// Ends a turn at a step boundary: what is stored is already whole, so
+    /// only the audit barrier and the session state remain.
+    fn interrupted(
+        &self,
+        session: &mut Session,
+        text: String,
+        tool_calls: u32,
+        usage: Usage,
+    ) -> Result<TurnOutcome, KernelError> {
+        self.flush_audit(session)?;
+        self.save_state(session)?;
+        Ok(TurnOutcome {
+            text,
+            end: TurnEnd::Interrupted,
             tool_calls,
             usage,
         })

@@ -16,7 +16,10 @@ mod setup;
 mod tool;
 mod tools;
 
-pub use agent::{AgentRuntime, Kernel, KernelError, Silent, TurnEnd, TurnObserver, TurnOutcome};
+pub use agent::{
+    AgentRuntime, Kernel, KernelError, NOT_RUN_INTERRUPTED, Silent, TurnEnd, TurnObserver,
+    TurnOutcome,
+};
 pub use approval::{ApprovalAnswer, ApprovalRequest, Approver, PreApproved};
 pub use boundary::Boundary;
 pub use bulwark_policy::taint_needs_approval;
@@ -33,4 +36,5 @@ pub use setup::{
     AgentSetup, LOCAL_USER, PolicyContext, ProcessSandbox, build_session, effective_policy,
     egress_client, load_secrets,
 };
+pub use tokio_util::sync::CancellationToken;
 pub use tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};

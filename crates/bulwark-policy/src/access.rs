@@ -69,6 +69,11 @@ pub struct UserLimits {
     /// Concurrent WebSocket connections.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_connections: Option<u32>,
+    /// Model tokens (input + output) this user's served sessions may use in
+    /// any 24 hours. Checked before each turn: a turn that starts under the
+    /// budget runs to its end, so the budget can be overrun by one turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_day: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

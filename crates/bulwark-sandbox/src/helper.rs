@@ -17,7 +17,7 @@ use crate::enforcement::{
     Feature, decide,
 };
 use crate::spec::{Enforcement, HELPER_ARG, MAX_SPEC_BYTES, SPEC_ENV, SandboxSpec, check_shape};
-use crate::{landlock_rules, seccomp_filter, userns};
+use crate::{landlock_rules, nested, seccomp_filter, userns};
 
 /// Entry point of helper mode. The `bulwark` binary calls this first thing
 /// in `main` when its first argument is `__sandbox-exec`; the spec comes as
@@ -25,7 +25,9 @@ use crate::{landlock_rules, seccomp_filter, userns};
 ///
 /// In order: mark inherited fds close-on-exec; join the pids cgroup; set
 /// the parent-death signal; rlimits; without network a new user namespace
-/// (own ids mapped) and network namespace, then `RLIMIT_NPROC`;
+/// (own ids mapped) and network namespace (or, under a caller that
+/// confined itself, the ones it prepared: see [`crate::nested`]), then
+/// `RLIMIT_NPROC`;
 /// `no_new_privs`; Landlock; seccomp; then the environment is replaced by
 /// exactly `spec.env`, the cwd entered and the command exec'd.
 ///
@@ -110,12 +112,24 @@ fn confine(spec: &SandboxSpec, parent: Option<Pid>) -> Result<(), i32> {
         )?;
     }
     if !spec.network {
-        let maps = userns::IdMaps::own();
-        let user = userns::enter_user_ns(&maps).map_err(|err| err.to_string());
-        step(e, Feature::UserNamespace, user)?;
-        // Tried even without a user namespace: root can still unshare it.
-        let net = userns::enter_net_ns().map_err(|err| err.to_string());
-        step(e, Feature::NetworkNamespace, net)?;
+        match shared_namespaces() {
+            // The caller confined itself and prepared namespaces for us to
+            // join: under its Landlock domain we could not map new ones.
+            Some((user, net)) => {
+                let joined = userns::join_user_ns(user).map_err(|err| err.to_string());
+                step(e, Feature::UserNamespace, joined)?;
+                let joined = userns::join_net_ns(net).map_err(|err| err.to_string());
+                step(e, Feature::NetworkNamespace, joined)?;
+            }
+            None => {
+                let maps = userns::IdMaps::own();
+                let user = userns::enter_user_ns(&maps).map_err(|err| err.to_string());
+                step(e, Feature::UserNamespace, user)?;
+                // Tried even without a user namespace: root can still unshare it.
+                let net = userns::enter_net_ns().map_err(|err| err.to_string());
+                step(e, Feature::NetworkNamespace, net)?;
+            }
+        }
     }
     // After the user namespace: there the kernel counts only the sandbox's
     // own processes against it, instead of every process of our uid.
@@ -149,6 +163,13 @@ fn confine(spec: &SandboxSpec, parent: Option<Pid>) -> Result<(), i32> {
         return Err(EXIT_SANDBOX_UNAVAILABLE);
     }
     Ok(())
+}
+
+/// The namespace descriptors [`run_sandboxed`](crate::run_sandboxed)
+/// passed down from a self-confined caller (see [`crate::nested`]).
+fn shared_namespaces() -> Option<(i32, i32)> {
+    let value = std::env::var(nested::NS_FDS_ENV).ok()?;
+    nested::parse_env_value(&value)
 }
 
 /// Replace the helper with the command. Only returns (as an exit code) if

@@ -43,17 +43,17 @@ pub const ETC_ENTRIES: &[&str] = &[
 ];
 
 /// Device nodes granted read + write (writes are discarded or fail).
-const DEVICES_RW: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
+pub(crate) const DEVICES_RW: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 /// Device nodes granted read only.
-const DEVICES_RO: &[&str] = &["/dev/random", "/dev/urandom"];
+pub(crate) const DEVICES_RO: &[&str] = &["/dev/random", "/dev/urandom"];
 
 /// The newest ABI whose semantics this ruleset has been written and tested
 /// for (file system, TCP, scoping). A newer kernel is used at this level:
 /// handling rights we have not vetted (e.g. ABI 9's UNIX-socket rights)
 /// could break tools in ways no test here covers.
-const TARGET_ABI: i32 = 6;
-const ABI_NET: i32 = 4;
-const ABI_SCOPE: i32 = 6;
+pub(crate) const TARGET_ABI: i32 = 6;
+pub(crate) const ABI_NET: i32 = 4;
+pub(crate) const ABI_SCOPE: i32 = 6;
 
 /// `LANDLOCK_CREATE_RULESET_VERSION` from `<linux/landlock.h>`.
 const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
@@ -179,7 +179,7 @@ pub(crate) fn restrict(spec: &SandboxSpec) -> Result<Applied, String> {
 /// Open `path` for a rule. A missing system path is skipped (not every
 /// distribution has /lib32 or /etc/gitconfig); a missing path the spec asked
 /// for is an error, since the command would silently lose access to it.
-fn open_path(path: &Path, required: bool) -> Result<Option<(PathFd, bool)>, String> {
+pub(crate) fn open_path(path: &Path, required: bool) -> Result<Option<(PathFd, bool)>, String> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(_) if !required => return Ok(None),

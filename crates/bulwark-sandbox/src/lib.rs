@@ -16,6 +16,10 @@
 //!   environment of exactly what the caller passed. The runner kills the
 //!   whole process group (and cgroup) on timeout and after exit.
 //!   [`probe`] reports which of these the machine provides.
+//! * [`confine_current_process`]: `no_new_privs` and Landlock for the
+//!   calling process itself, for a long-running process (a `bulwark
+//!   worker`) that must not reach beyond its own user's data; commands it
+//!   runs with [`run_sandboxed`] keep working inside it.
 //! * [`run_process`]: the unconfined runner (cleared environment, no stdin,
 //!   own process group, bounded output, group kill) for trusted commands.
 #![deny(unsafe_code)]
@@ -25,11 +29,13 @@ mod enforcement;
 mod hardening;
 mod helper;
 mod landlock_rules;
+mod nested;
 mod path;
 mod probe;
 mod process;
 mod runner;
 mod seccomp_filter;
+mod self_confine;
 mod spec;
 mod supervise;
 mod userns;
@@ -44,6 +50,9 @@ pub use landlock_rules::{ETC_ENTRIES, SYSTEM_DIRS};
 pub use probe::{SandboxSupport, Support, probe};
 pub use process::{ProcessOutput, ProcessSpec, SpawnError, minimal_env, run_process};
 pub use runner::{SandboxError, SandboxOutput, TERM_GRACE, run_sandboxed};
+pub use self_confine::{
+    ConfinementReport, SelfConfineError, SelfConfinement, confine_current_process,
+};
 pub use spec::{Enforcement, HELPER_ARG, MAX_SPEC_BYTES, ResourceLimits, SPEC_ENV, SandboxSpec};
 pub use workspace::{
     EDIT_MAX_BYTES, EntryInfo, EntryKind, FsError, SEARCH_MAX_FILE_BYTES, SearchHit, Workspace,

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::cgroup::{self, RunCgroup};
 use crate::enforcement::{DIAGNOSTIC_PREFIX, EXIT_SANDBOX_UNAVAILABLE, leading_diagnostics};
+use crate::nested::{self, Namespaces};
 use crate::spec::{HELPER_ARG, MAX_SPEC_BYTES, SPEC_ENV, SandboxSpec, check_shape};
 use crate::supervise::{Limits, supervise};
 
@@ -138,6 +139,11 @@ pub async fn run_sandboxed(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    if !spec.network
+        && let Some(ns) = nested::prepared()
+    {
+        pass_namespaces(&mut cmd, ns);
+    }
     let child = cmd.spawn().map_err(|source| SandboxError::Helper {
         path: helper.to_path_buf(),
         source,
@@ -178,6 +184,32 @@ pub async fn run_sandboxed(
         pids_cgroup: run_cgroup.map(|cg| cg.path().to_path_buf()),
         duration: start.elapsed(),
     })
+}
+
+/// Hand the helper the namespaces a self-confined caller prepared (see
+/// [`crate::nested`]): their numbers in the environment, and the two
+/// descriptors inherited by this one child only (they stay close-on-exec
+/// in this process, so no other child gets them).
+fn pass_namespaces(cmd: &mut tokio::process::Command, ns: &'static Namespaces) {
+    use std::os::fd::AsRawFd;
+    cmd.env(nested::NS_FDS_ENV, nested::env_value(ns));
+    let fds = [ns.user.as_raw_fd(), ns.net.as_raw_fd()];
+    // SAFETY: the hook runs in the child between fork and exec, where only
+    // async-signal-safe calls are allowed: it makes two fcntl(F_SETFD)
+    // calls on descriptor numbers copied before the fork, and allocates
+    // nothing. The descriptors live in a process-wide static, so they are
+    // open in the parent (and so in the child) for the whole spawn.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(move || {
+            for fd in fds {
+                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
 }
 
 /// Checks that need the file system, so the caller gets a typed error

@@ -86,3 +86,54 @@ fn write_proc(path: &std::ffi::CStr, data: &[u8], step: &'static str) -> Result<
     }
     Ok(())
 }
+
+/// Write `maps` for process `pid`, which has just entered a new user
+/// namespace: `setgroups` denied first (the kernel requires it before an
+/// unprivileged `gid_map` write), then the uid and gid maps. Run by the
+/// parent of that process, which may allocate.
+pub(crate) fn map_process(pid: i32, maps: &IdMaps) -> Result<(), String> {
+    let files: [(&str, &[u8]); 3] = [
+        ("setgroups", b"deny\n"),
+        ("uid_map", &maps.uid),
+        ("gid_map", &maps.gid),
+    ];
+    for (name, data) in files {
+        let path = format!("/proc/{pid}/{name}");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, data))
+            .map_err(|e| format!("write {path}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Join the user namespace `fd` (a `/proc/<pid>/ns/user` descriptor)
+/// instead of creating one.
+///
+/// Used by a helper whose caller is itself confined and so cannot write
+/// the id maps of a new namespace under `/proc` (see [`crate::nested`]).
+/// As the namespace owner's euid in its parent namespace we hold every
+/// capability in it, which `setns` requires.
+pub(crate) fn join_user_ns(fd: i32) -> Result<(), NsError> {
+    set_ns(fd, libc::CLONE_NEWUSER, "setns(CLONE_NEWUSER)")
+}
+
+/// Join the network namespace `fd`; after [`join_user_ns`] of the user
+/// namespace that owns it, where we hold the capability it takes.
+pub(crate) fn join_net_ns(fd: i32) -> Result<(), NsError> {
+    set_ns(fd, libc::CLONE_NEWNET, "setns(CLONE_NEWNET)")
+}
+
+fn set_ns(fd: i32, kind: libc::c_int, step: &'static str) -> Result<(), NsError> {
+    // SAFETY: setns takes a descriptor number and a flag and reads no
+    // memory of ours; a number that is not an open namespace descriptor of
+    // the right kind fails with EBADF or EINVAL.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::setns(fd, kind) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let errno = Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::IO);
+    Err(NsError { step, errno })
+}

@@ -465,6 +465,14 @@ pub async fn serve_on(
     tracing::info!(%bound, hosts = ?state.host_policy().hosts, "serving");
     let app = router(state.clone());
     let signal = state.clone();
+    // Without TCP_NODELAY, a turn's first frame waits behind the `accepted`
+    // frame for the client's delayed ACK (~40 ms on Linux, up to 200 ms
+    // elsewhere): measured 41.5 ms to the first delta instead of ~1 ms.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(err) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %err, "cannot set TCP_NODELAY");
+        }
+    });
     axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),

@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use utoipa::{IntoParams, ToSchema};
 
-/// Sessions scanned per listing before filtering by user.
-const SCAN_SESSIONS: usize = 10_000;
+/// The most sessions read for a usage summary.
+const MAX_USAGE_SESSIONS: usize = 10_000;
 const DEFAULT_LIMIT: u32 = 50;
 const MAX_MESSAGES: u32 = 1000;
 
@@ -160,13 +160,10 @@ async fn sessions_of(
     state: &AppState,
     agent: Option<String>,
     user: Option<String>,
+    limit: usize,
 ) -> Result<Vec<SessionRow>, ApiError> {
     let store = state.store().clone();
-    let rows = blocking(move || store.list_sessions(agent.as_deref(), SCAN_SESSIONS)).await?;
-    Ok(rows
-        .into_iter()
-        .filter(|r| user.as_ref().is_none_or(|u| &r.user == u))
-        .collect())
+    blocking(move || store.sessions_of(user.as_deref(), agent.as_deref(), limit)).await
 }
 
 /// The agents this user may use.
@@ -218,11 +215,10 @@ pub(crate) async fn list_sessions(
         return Err(ApiError::BadRequest(format!("`limit` must be 1-{max}")));
     }
     let user = scope(&p, q.user)?;
-    let rows = sessions_of(&state, q.agent, user).await?;
+    let rows = sessions_of(&state, q.agent, user, limit).await?;
     let hub = state.hub();
     let sessions = rows
         .into_iter()
-        .take(limit)
         .map(|r| SessionInfo {
             live: hub.get(&r.id).is_some(),
             id: r.id,
@@ -304,7 +300,7 @@ pub(crate) async fn usage(
     let Query(q) = query.map_err(bad_query)?;
     check_name("user", &q.user)?;
     let user = scope(&p, q.user)?;
-    let rows = sessions_of(&state, None, user).await?;
+    let rows = sessions_of(&state, None, user, MAX_USAGE_SESSIONS).await?;
     let mut out = Usage {
         sessions: Vec::new(),
         agents: BTreeMap::new(),

@@ -6,23 +6,18 @@
 mod common;
 
 use axum::body::Body;
-use axum::http::Request;
-use bulwark_server::{AppState, Limits, Rate, ServerConfig};
-use common::{Fixture, body_json, call, closed, get, recv, send};
-use serde_json::json;
+use bulwark_server::{AppState, Limits, ServerConfig};
+use common::{
+    Fixture, bearer, body_json, call, closed, get, get_authorized, local, open_session, ping, rate,
+    recv, resubscribe, retry_after, send_message, subscribe, with_limits, ws_protocol, ws_refusal,
+};
 use std::time::{Duration, Instant};
 
 fn lenient() -> ServerConfig {
-    ServerConfig {
-        limits: Limits {
-            auth_failures: Rate {
-                per_minute: 10_000,
-                burst: 10_000,
-            },
-            ..Limits::default()
-        },
-        ..ServerConfig::default()
-    }
+    with_limits(Limits {
+        auth_failures: rate(10_000, 10_000),
+        ..Limits::default()
+    })
 }
 
 type Case = (Vec<(&'static str, String)>, Option<u16>);
@@ -30,39 +25,30 @@ type Case = (Vec<(&'static str, String)>, Option<u16>);
 const WELL_FORMED_BUT_UNKNOWN: &str =
     "bwk_0123456789abcdef_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
 
+/// The status of a GET with this exact Authorization value, if any.
 async fn status(state: &AppState, path: &str, auth: Option<&str>) -> u16 {
-    let mut req = Request::get(path).header("host", "localhost:8420");
-    if let Some(a) = auth {
-        req = req.header("authorization", a);
-    }
-    call(state, req.body(Body::empty()).unwrap())
-        .await
-        .status()
-        .as_u16()
+    get_authorized(state, path, auth).await.status().as_u16()
+}
+
+/// The ids in a `GET /api/v1/sessions` answer.
+fn session_ids(list: &serde_json::Value) -> Vec<&str> {
+    list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect()
 }
 
 #[tokio::test]
 async fn rest_matrix() {
     let f = Fixture::new();
-    let carol = f
-        .editor()
-        .create("carol", None, None)
-        .unwrap()
-        .token
-        .token
-        .to_string();
-    let dave_old = f
-        .editor()
-        .create("dave", None, None)
-        .unwrap()
-        .token
-        .token
-        .to_string();
+    let carol = f.add_user("carol");
+    let dave_old = f.add_user("dave");
     f.editor().revoke("carol").unwrap();
     let (dave_new, _) = f.editor().rotate("dave").unwrap();
     let dave_new = dave_new.token.to_string();
     let state = f.state(lenient());
-    let bearer = |t: &str| format!("Bearer {t}");
     let user_routes = [
         "/api/v1/agents",
         "/api/v1/sessions",
@@ -132,8 +118,7 @@ async fn rest_matrix() {
     // Two credentials at once are refused.
     let r = call(
         &state,
-        Request::get("/api/v1/agents")
-            .header("host", "localhost:8420")
+        local("GET", "/api/v1/agents")
             .header("authorization", bearer(&f.bob))
             .header("authorization", bearer(&f.bob))
             .body(Body::empty())
@@ -152,13 +137,7 @@ async fn users_see_their_own_things_only() {
     let mut sessions = Vec::new();
     for token in [&f.alice, &f.bob] {
         let mut ws = server.ws(token).await;
-        send(&mut ws, json!({"type": "subscribe", "agent": "helper"})).await;
-        sessions.push(
-            recv(&mut ws).await["session_id"]
-                .as_str()
-                .unwrap()
-                .to_string(),
-        );
+        sessions.push(open_session(&mut ws, "helper").await);
     }
     let (alices, bobs) = (&sessions[0], &sessions[1]);
     // Agents: alice is given only `helper`; bob every public agent; root all.
@@ -171,26 +150,20 @@ async fn users_see_their_own_things_only() {
             .collect()
     };
     assert_eq!(
-        names(body_json(server.get("/api/v1/agents", Some(&f.alice)).await).await),
+        names(server.get_json("/api/v1/agents", Some(&f.alice)).await),
         ["helper"]
     );
     assert_eq!(
-        names(body_json(server.get("/api/v1/agents", Some(&f.bob)).await).await),
+        names(server.get_json("/api/v1/agents", Some(&f.bob)).await),
         ["helper", "other"]
     );
     assert_eq!(
-        names(body_json(server.get("/api/v1/agents", Some(&f.root)).await).await),
+        names(server.get_json("/api/v1/agents", Some(&f.root)).await),
         ["helper", "other", "secret"]
     );
     // Sessions: own only; another user's is 404 exactly like a missing one.
-    let list = body_json(server.get("/api/v1/sessions", Some(&f.alice)).await).await;
-    let ids: Vec<&str> = list["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["id"].as_str().unwrap())
-        .collect();
-    assert_eq!(ids, [alices.as_str()]);
+    let list = server.get_json("/api/v1/sessions", Some(&f.alice)).await;
+    assert_eq!(session_ids(&list), [alices.as_str()]);
     let theirs = server
         .get(&format!("/api/v1/sessions/{bobs}/messages"), Some(&f.alice))
         .await;
@@ -202,81 +175,40 @@ async fn users_see_their_own_things_only() {
         (404, 404)
     );
     assert_eq!(body_json(theirs).await, body_json(missing).await);
-    assert_eq!(
-        server
-            .get(
-                &format!("/api/v1/sessions/{alices}/messages"),
-                Some(&f.alice)
-            )
-            .await
-            .status(),
-        200
-    );
-    assert_eq!(
-        server
-            .get("/api/v1/sessions?user=bob", Some(&f.alice))
-            .await
-            .status(),
-        403
-    );
-    assert_eq!(
-        server
-            .get("/api/v1/usage?user=bob", Some(&f.alice))
-            .await
-            .status(),
-        403
-    );
-    assert_eq!(
-        server
-            .get("/api/v1/sessions?user=alice", Some(&f.alice))
-            .await
-            .status(),
-        200
-    );
+    let alices_messages = format!("/api/v1/sessions/{alices}/messages");
+    assert_eq!(server.status(&alices_messages, Some(&f.alice)).await, 200);
+    for (path, want) in [
+        ("/api/v1/sessions?user=bob", 403),
+        ("/api/v1/usage?user=bob", 403),
+        ("/api/v1/sessions?user=alice", 200),
+    ] {
+        assert_eq!(server.status(path, Some(&f.alice)).await, want, "{path}");
+    }
     // Admins: anyone's, filtered by ?user=.
-    let list = body_json(server.get("/api/v1/sessions?user=bob", Some(&f.root)).await).await;
-    let ids: Vec<&str> = list["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["id"].as_str().unwrap())
-        .collect();
-    assert_eq!(ids, [bobs.as_str()]);
-    let all = body_json(server.get("/api/v1/sessions", Some(&f.root)).await).await;
+    let list = server
+        .get_json("/api/v1/sessions?user=bob", Some(&f.root))
+        .await;
+    assert_eq!(session_ids(&list), [bobs.as_str()]);
+    let all = server.get_json("/api/v1/sessions", Some(&f.root)).await;
     assert_eq!(all["sessions"].as_array().unwrap().len(), 2);
-    assert_eq!(
-        server
-            .get(&format!("/api/v1/sessions/{bobs}/messages"), Some(&f.root))
-            .await
-            .status(),
-        200
-    );
+    let bobs_messages = format!("/api/v1/sessions/{bobs}/messages");
+    assert_eq!(server.status(&bobs_messages, Some(&f.root)).await, 200);
     // WebSocket: alice cannot subscribe to bob's session or an agent not given.
     let mut ws = server.ws(&f.alice).await;
-    send(
-        &mut ws,
-        json!({"type": "subscribe", "agent": "helper", "session": bobs}),
-    )
-    .await;
-    assert_eq!(recv(&mut ws).await["code"], "not_found");
-    send(&mut ws, json!({"type": "subscribe", "agent": "other"})).await;
-    assert_eq!(recv(&mut ws).await["code"], "forbidden");
+    assert_eq!(
+        resubscribe(&mut ws, "helper", bobs).await["code"],
+        "not_found"
+    );
+    assert_eq!(subscribe(&mut ws, "other").await["code"], "forbidden");
     server.stop().await;
 }
 
 #[tokio::test]
 async fn websocket_handshake_matrix() {
     let f = Fixture::new();
-    let carol = f
-        .editor()
-        .create("carol", None, None)
-        .unwrap()
-        .token
-        .token
-        .to_string();
+    let carol = f.add_user("carol");
     f.editor().revoke("carol").unwrap();
     let server = f.serve(lenient()).await;
-    let proto = |t: &str| format!("bulwark.v1, bearer.{t}");
     let origin = server.origin();
     let cases: Vec<Case> = vec![
         (vec![], Some(401)),
@@ -284,12 +216,21 @@ async fn websocket_handshake_matrix() {
             vec![("sec-websocket-protocol", "bulwark.v1".into())],
             Some(401),
         ),
-        (vec![("sec-websocket-protocol", proto("abc"))], Some(401)),
         (
-            vec![("sec-websocket-protocol", proto(WELL_FORMED_BUT_UNKNOWN))],
+            vec![("sec-websocket-protocol", ws_protocol("abc"))],
             Some(401),
         ),
-        (vec![("sec-websocket-protocol", proto(&carol))], Some(401)),
+        (
+            vec![(
+                "sec-websocket-protocol",
+                ws_protocol(WELL_FORMED_BUT_UNKNOWN),
+            )],
+            Some(401),
+        ),
+        (
+            vec![("sec-websocket-protocol", ws_protocol(&carol))],
+            Some(401),
+        ),
         (
             vec![("sec-websocket-protocol", format!("bearer.{}", f.bob))],
             Some(400),
@@ -303,27 +244,27 @@ async fn websocket_handshake_matrix() {
         ),
         (
             vec![
-                ("sec-websocket-protocol", proto(&f.bob)),
+                ("sec-websocket-protocol", ws_protocol(&f.bob)),
                 ("origin", "http://evil.example".into()),
             ],
             Some(403),
         ),
         (
             vec![
-                ("sec-websocket-protocol", proto(&f.bob)),
+                ("sec-websocket-protocol", ws_protocol(&f.bob)),
                 ("origin", "null".into()),
             ],
             Some(403),
         ),
         (
             vec![
-                ("sec-websocket-protocol", proto(&f.bob)),
+                ("sec-websocket-protocol", ws_protocol(&f.bob)),
                 ("origin", origin.clone()),
             ],
             None,
         ),
-        (vec![("sec-websocket-protocol", proto(&f.bob))], None),
-        (vec![("authorization", format!("Bearer {}", f.bob))], None),
+        (vec![("sec-websocket-protocol", ws_protocol(&f.bob))], None),
+        (vec![("authorization", bearer(&f.bob))], None),
     ];
     for (headers, want) in cases {
         let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
@@ -332,10 +273,7 @@ async fn websocket_handshake_matrix() {
     }
     // A valid token in the URL is refused.
     let url = format!("ws://{}/api/v1/ws?token={}", server.host(), f.bob);
-    match tokio_tungstenite::connect_async(url).await {
-        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => assert_eq!(r.status(), 400),
-        other => panic!("{:?}", other.map(|_| ())),
-    }
+    assert_eq!(ws_refusal(url).await.status(), 400);
     server.stop().await;
 }
 
@@ -353,8 +291,7 @@ async fn revocation_and_rotation_end_live_websockets_within_a_second() {
     let f = Fixture::new();
     let server = f.serve(ServerConfig::default()).await;
     let mut bob = server.ws(&f.bob).await;
-    send(&mut bob, json!({"type": "subscribe", "agent": "helper"})).await;
-    recv(&mut bob).await;
+    subscribe(&mut bob, "helper").await;
     let mut alice = server.ws(&f.alice).await;
     let mut root = server.ws(&f.root).await;
 
@@ -367,23 +304,13 @@ async fn revocation_and_rotation_end_live_websockets_within_a_second() {
     assert_dropped_within_a_second(&mut alice, started).await;
     // The new token works; the old one no longer does.
     let mut alice = server.ws(&new_alice.token).await;
-    send(&mut alice, json!({"type": "ping"})).await;
-    assert_eq!(recv(&mut alice).await["type"], "pong");
-    let proto = format!("bulwark.v1, bearer.{}", f.alice);
-    assert_eq!(
-        server
-            .ws_status(&[("sec-websocket-protocol", &proto)])
-            .await
-            .err(),
-        Some(401)
-    );
+    assert_eq!(ping(&mut alice).await["type"], "pong");
+    assert_eq!(server.ws_status_as(&f.alice).await.err(), Some(401));
     // The untouched admin connection is still fine.
-    send(&mut root, json!({"type": "ping"})).await;
-    assert_eq!(recv(&mut root).await["type"], "pong");
+    assert_eq!(ping(&mut root).await["type"], "pong");
 
     // Taking an agent away ends that subscription (the socket stays).
-    send(&mut alice, json!({"type": "subscribe", "agent": "helper"})).await;
-    assert_eq!(recv(&mut alice).await["type"], "subscribed");
+    assert_eq!(subscribe(&mut alice, "helper").await["type"], "subscribed");
     let text = std::fs::read_to_string(f.home.access_path()).unwrap();
     std::fs::write(
         f.home.access_path(),
@@ -392,16 +319,13 @@ async fn revocation_and_rotation_end_live_websockets_within_a_second() {
     .unwrap();
     let e = recv(&mut alice).await;
     assert_eq!(e["code"], "forbidden", "{e}");
-    send(&mut alice, json!({"type": "message", "text": "x"})).await;
+    send_message(&mut alice, "x").await;
     assert_eq!(recv(&mut alice).await["code"], "not_subscribed");
 
     // A broken access.toml closes everything (fail closed).
     std::fs::write(f.home.access_path(), "[users.root\n").unwrap();
     assert_dropped_within_a_second(&mut root, Instant::now()).await;
-    assert_eq!(
-        server.get("/api/v1/agents", Some(&f.root)).await.status(),
-        401
-    );
+    assert_eq!(server.status("/api/v1/agents", Some(&f.root)).await, 401);
     server.stop().await;
 }
 
@@ -438,7 +362,7 @@ async fn failed_sign_ins_are_throttled_per_address() {
             status(
                 &state,
                 "/api/v1/agents",
-                Some(&format!("Bearer {WELL_FORMED_BUT_UNKNOWN}")),
+                Some(&bearer(WELL_FORMED_BUT_UNKNOWN)),
             )
             .await,
         );
@@ -448,11 +372,7 @@ async fn failed_sign_ins_are_throttled_per_address() {
     // Now even the right token waits: guessing cannot continue.
     let r = get(&state, "/api/v1/agents", Some(&f.bob)).await;
     assert_eq!(r.status(), 429);
-    let retry: u64 = r.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let retry = retry_after(&r);
     assert!((1..=60).contains(&retry), "{retry}");
     // A request without credentials is not a failed sign-in... but /health stays open.
     assert_eq!(get(&state, "/health", None).await.status(), 200);

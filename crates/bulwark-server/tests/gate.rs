@@ -4,26 +4,11 @@
 mod common;
 
 use axum::body::Body;
-use axum::http::Request;
-use bulwark_server::{Limits, Rate, ServerConfig};
-use common::{Fixture, call, get, recv, send};
-use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-async fn with_headers(
-    state: &bulwark_server::AppState,
-    uri: &str,
-    headers: &[(&str, &str)],
-) -> u16 {
-    let mut req = Request::get(uri);
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    call(state, req.body(Body::empty()).unwrap())
-        .await
-        .status()
-        .as_u16()
-}
+use bulwark_server::{Limits, ServerConfig};
+use common::{
+    Fixture, LOCAL_HOST, bearer, call, get, local, ping, rate, raw_get, recv, retry_after,
+    send_message, status, status_with_headers, subscribe, turn, with_limits,
+};
 
 #[tokio::test]
 async fn only_allowed_host_names_are_answered() {
@@ -36,7 +21,7 @@ async fn only_allowed_host_names_are_answered() {
         "[::1]:8420",
     ] {
         assert_eq!(
-            with_headers(&state, "/health", &[("host", host)]).await,
+            status_with_headers(&state, "/health", &[("host", host)]).await,
             200,
             "{host}"
         );
@@ -51,13 +36,13 @@ async fn only_allowed_host_names_are_answered() {
         "",
     ] {
         assert_eq!(
-            with_headers(&state, "/health", &[("host", host)]).await,
+            status_with_headers(&state, "/health", &[("host", host)]).await,
             421,
             "{host}"
         );
         // Before authentication too: a valid token does not help.
-        let auth = format!("Bearer {}", f.root);
-        let s = with_headers(
+        let auth = bearer(&f.root);
+        let s = status_with_headers(
             &state,
             "/metrics",
             &[("host", host), ("authorization", &auth)],
@@ -66,19 +51,17 @@ async fn only_allowed_host_names_are_answered() {
         assert_eq!(s, 421, "{host}");
     }
     assert_eq!(
-        with_headers(&state, "/health", &[]).await,
+        status_with_headers(&state, "/health", &[]).await,
         421,
         "no Host at all"
     );
     // Two Host headers, or an absolute URI naming another host.
-    let two = Request::get("/health")
-        .header("host", "localhost:8420")
+    let two = local("GET", "/health")
         .header("host", "attacker.example")
         .body(Body::empty())
         .unwrap();
     assert_eq!(call(&state, two).await.status(), 421);
-    let abs = Request::get("http://attacker.example/health")
-        .header("host", "localhost:8420")
+    let abs = local("GET", "http://attacker.example/health")
         .body(Body::empty())
         .unwrap();
     assert_eq!(call(&state, abs).await.status(), 421);
@@ -96,11 +79,7 @@ async fn a_rebound_name_is_refused_on_a_real_socket() {
         (server.host(), "HTTP/1.1 200"),
         (format!("localhost:{}", server.addr.port()), "HTTP/1.1 200"),
     ] {
-        let mut s = tokio::net::TcpStream::connect(server.addr).await.unwrap();
-        let req = format!("GET /health HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
-        s.write_all(req.as_bytes()).await.unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).await.unwrap();
+        let out = raw_get(server.addr, "/health", &host).await;
         assert!(out.starts_with(want), "{host}: {out}");
     }
     server.stop().await;
@@ -114,19 +93,19 @@ async fn configured_names_and_origins() {
         tls: true,
         ..ServerConfig::default()
     });
-    let auth = format!("Bearer {}", f.bob);
+    let auth = bearer(&f.bob);
     let h = [
         ("host", "bulwark.example.com"),
         ("authorization", auth.as_str()),
     ];
-    assert_eq!(with_headers(&state, "/api/v1/agents", &h).await, 200);
+    assert_eq!(status_with_headers(&state, "/api/v1/agents", &h).await, 200);
     assert_eq!(
-        with_headers(&state, "/health", &[("host", "localhost:8420")]).await,
+        status_with_headers(&state, "/health", &[("host", LOCAL_HOST)]).await,
         421
     );
     let with_origin = |o: &'static str| [h[0], h[1], ("origin", o)];
     assert_eq!(
-        with_headers(
+        status_with_headers(
             &state,
             "/api/v1/agents",
             &with_origin("https://bulwark.example.com")
@@ -135,7 +114,7 @@ async fn configured_names_and_origins() {
         200
     );
     assert_eq!(
-        with_headers(
+        status_with_headers(
             &state,
             "/api/v1/agents",
             &with_origin("http://bulwark.example.com")
@@ -149,8 +128,8 @@ async fn configured_names_and_origins() {
 async fn cross_site_requests_are_refused_and_never_granted() {
     let f = Fixture::new();
     let state = f.oneshot_state();
-    let auth = format!("Bearer {}", f.bob);
-    let base = [("host", "localhost:8420"), ("authorization", auth.as_str())];
+    let auth = bearer(&f.bob);
+    let base = [("host", LOCAL_HOST), ("authorization", auth.as_str())];
     for (origin, want) in [
         ("http://localhost:8420", 200),
         ("http://127.0.0.1:8420", 200),
@@ -161,16 +140,13 @@ async fn cross_site_requests_are_refused_and_never_granted() {
     ] {
         let h = [base[0], base[1], ("origin", origin)];
         assert_eq!(
-            with_headers(&state, "/api/v1/agents", &h).await,
+            status_with_headers(&state, "/api/v1/agents", &h).await,
             want,
             "{origin}"
         );
     }
     // Preflights are refused; a plain OPTIONS is just an unsupported method.
-    let pre = Request::builder()
-        .method("OPTIONS")
-        .uri("/api/v1/sessions")
-        .header("host", "localhost:8420")
+    let pre = local("OPTIONS", "/api/v1/sessions")
         .header("origin", "http://localhost:8420")
         .header("access-control-request-method", "GET")
         .header("access-control-request-headers", "authorization")
@@ -183,10 +159,7 @@ async fn cross_site_requests_are_refused_and_never_granted() {
             .keys()
             .all(|k| !k.as_str().starts_with("access-control"))
     );
-    let plain = Request::builder()
-        .method("OPTIONS")
-        .uri("/api/v1/sessions")
-        .header("host", "localhost:8420")
+    let plain = local("OPTIONS", "/api/v1/sessions")
         .body(Body::empty())
         .unwrap();
     assert_eq!(call(&state, plain).await.status(), 405);
@@ -202,28 +175,17 @@ async fn per_user_budgets_answer_429_with_retry_after() {
         format!("{text}\n[users.bob.limits]\nrequests_per_minute = 2\n"),
     )
     .unwrap();
-    let state = f.state(ServerConfig {
-        limits: Limits {
-            user_rate: Rate {
-                per_minute: 60,
-                burst: 6,
-            },
-            ..Limits::default()
-        },
-        ..ServerConfig::default()
-    });
+    let state = f.state(with_limits(Limits {
+        user_rate: rate(60, 6),
+        ..Limits::default()
+    }));
     // Reads cost 2: alice gets 3, bob 1.
     let statuses = |token: String| {
         let state = state.clone();
         async move {
             let mut out = Vec::new();
             for _ in 0..4 {
-                out.push(
-                    get(&state, "/api/v1/sessions", Some(&token))
-                        .await
-                        .status()
-                        .as_u16(),
-                );
+                out.push(status(&state, "/api/v1/sessions", Some(&token)).await);
             }
             out
         }
@@ -232,48 +194,29 @@ async fn per_user_budgets_answer_429_with_retry_after() {
     assert_eq!(statuses(f.bob.clone()).await, [200, 429, 429, 429]);
     let r = get(&state, "/api/v1/sessions", Some(&f.alice)).await;
     assert_eq!(r.status(), 429);
-    let retry: u64 = r.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!((1..=60).contains(&retry));
+    assert!((1..=60).contains(&retry_after(&r)));
     // Another user is unaffected.
-    assert_eq!(
-        get(&state, "/api/v1/sessions", Some(&f.root))
-            .await
-            .status(),
-        200
-    );
+    assert_eq!(status(&state, "/api/v1/sessions", Some(&f.root)).await, 200);
 }
 
 #[tokio::test]
 async fn websocket_frames_are_rate_limited_without_closing() {
     let f = Fixture::new();
     let server = f
-        .serve(ServerConfig {
-            limits: Limits {
-                user_rate: Rate {
-                    per_minute: 60,
-                    burst: 45,
-                },
-                ..Limits::default()
-            },
-            ..ServerConfig::default()
-        })
+        .serve(with_limits(Limits {
+            user_rate: rate(60, 45),
+            ..Limits::default()
+        }))
         .await;
     let mut ws = server.ws(&f.bob).await;
     // handshake 2 + subscribe 20 + message 20 = 42 of 45.
-    send(&mut ws, json!({"type": "subscribe", "agent": "helper"})).await;
-    assert_eq!(recv(&mut ws).await["type"], "subscribed");
-    send(&mut ws, json!({"type": "message", "text": "one"})).await;
-    common::recv_until(&mut ws, "turn_ended").await;
-    send(&mut ws, json!({"type": "message", "text": "two"})).await;
+    assert_eq!(subscribe(&mut ws, "helper").await["type"], "subscribed");
+    turn(&mut ws, "one").await;
+    send_message(&mut ws, "two").await;
     let e = recv(&mut ws).await;
     assert_eq!(e["code"], "rate_limited", "{e}");
-    send(&mut ws, json!({"type": "ping"})).await;
     assert_eq!(
-        recv(&mut ws).await["type"],
+        ping(&mut ws).await["type"],
         "pong",
         "still open, cheap frames still pass"
     );
@@ -284,9 +227,8 @@ async fn websocket_frames_are_rate_limited_without_closing() {
 async fn request_bodies_are_bounded() {
     let f = Fixture::new();
     let state = f.oneshot_state();
-    let big = Request::post("/api/v1/agents")
-        .header("host", "localhost:8420")
-        .header("authorization", format!("Bearer {}", f.bob))
+    let big = local("POST", "/api/v1/agents")
+        .header("authorization", bearer(&f.bob))
         .header("content-length", (1 << 20) + 1)
         .body(Body::from(vec![0u8; (1 << 20) + 1]))
         .unwrap();

@@ -7,8 +7,8 @@ mod common;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, Request};
-use bulwark_server::{Limits, Rate, ServerConfig};
-use common::{Fixture, call, get};
+use bulwark_server::{Limits, ServerConfig};
+use common::{Fixture, body_text, call, get, local, rate, with_limits, ws_protocol, ws_refusal};
 use std::collections::BTreeMap;
 
 const ADD: &str = include_str!("vectors/secure-headers/headers_add.json");
@@ -150,13 +150,6 @@ fn conforms(what: &str, headers: &HeaderMap, tls: bool, v: &Vectors) -> usize {
     checks
 }
 
-fn req(method: &str, path: &str) -> axum::http::request::Builder {
-    Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", "localhost:8420")
-}
-
 #[tokio::test]
 async fn every_route_and_error_carries_the_secure_headers() {
     let v = vectors();
@@ -196,9 +189,9 @@ async fn every_route_and_error_carries_the_secure_headers() {
             responses.push((format!("GET {path} -> {status}"), r.headers().clone()));
         }
         let extra = [
-            (req("POST", "/health").body(Body::empty()).unwrap(), 405),
+            (local("POST", "/health").body(Body::empty()).unwrap(), 405),
             (
-                req("OPTIONS", "/api/v1/agents")
+                local("OPTIONS", "/api/v1/agents")
                     .header("origin", "https://evil.example")
                     .header("access-control-request-method", "GET")
                     .body(Body::empty())
@@ -213,14 +206,14 @@ async fn every_route_and_error_carries_the_secure_headers() {
                 421,
             ),
             (
-                req("GET", "/health")
+                local("GET", "/health")
                     .header("origin", "https://evil.example")
                     .body(Body::empty())
                     .unwrap(),
                 403,
             ),
             (
-                req("POST", "/api/v1/agents")
+                local("POST", "/api/v1/agents")
                     .header("content-length", (2 << 20).to_string())
                     .body(Body::from(vec![b'x'; 2 << 20]))
                     .unwrap(),
@@ -236,14 +229,10 @@ async fn every_route_and_error_carries_the_secure_headers() {
         // 429: a tiny per-IP budget.
         let tight = f.state(ServerConfig {
             tls,
-            limits: Limits {
-                ip_rate: Rate {
-                    per_minute: 1,
-                    burst: 2,
-                },
+            ..with_limits(Limits {
+                ip_rate: rate(1, 2),
                 ..Limits::default()
-            },
-            ..ServerConfig::default()
+            })
         });
         let mut limited = None;
         for _ in 0..5 {
@@ -272,7 +261,7 @@ async fn websocket_upgrade_and_its_refusals_carry_them_too() {
     let v = vectors();
     let f = Fixture::new();
     let server = f.serve(ServerConfig::default()).await;
-    let proto = format!("bulwark.v1, bearer.{}", f.bob);
+    let proto = ws_protocol(&f.bob);
     // Accepted: the 101 response.
     let (_ws, resp) =
         tokio_tungstenite::connect_async(server.ws_request(&[("sec-websocket-protocol", &proto)]))
@@ -298,13 +287,9 @@ async fn websocket_upgrade_and_its_refusals_carry_them_too() {
             421,
         ),
     ] {
-        match tokio_tungstenite::connect_async(server.ws_request(&headers)).await {
-            Err(tokio_tungstenite::tungstenite::Error::Http(r)) => {
-                assert_eq!(r.status().as_u16(), status);
-                checks += conforms(&format!("ws refusal {status}"), r.headers(), false, &v);
-            }
-            other => panic!("expected a refusal, got {:?}", other.map(|_| ())),
-        }
+        let r = ws_refusal(server.ws_request(&headers)).await;
+        assert_eq!(r.status().as_u16(), status);
+        checks += conforms(&format!("ws refusal {status}"), r.headers(), false, &v);
     }
     eprintln!("{checks} header checks on WebSocket handshakes");
     server.stop().await;
@@ -350,7 +335,7 @@ async fn the_web_page_is_served_with_exact_types_and_loads_only_its_own_files() 
     }
     // The page itself has no inline script, style or handler, and loads
     // nothing from another origin.
-    let html = common::body_text(get(&state, "/", None).await).await;
+    let html = body_text(get(&state, "/", None).await).await;
     assert!(html.contains(r#"<script src="/assets/app.js" defer></script>"#));
     assert_eq!(html.matches("<script").count(), 1, "one external script");
     for bad in ["style=", "<style", "javascript:", "http:", "https:", "//"] {

@@ -5,9 +5,8 @@
 mod common;
 
 use bulwark_server::ServerConfig;
-use common::{Fixture, recv, recv_until, send};
+use common::{Fixture, recv, subscribe, turn};
 use futures_util::SinkExt;
-use serde_json::json;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use tokio_tungstenite::tungstenite::Message;
@@ -41,10 +40,8 @@ async fn nothing_secret_or_private_is_logged() {
 
     // An authenticated conversation.
     let mut ws = server.ws(&f.bob).await;
-    send(&mut ws, json!({"type": "subscribe", "agent": "helper"})).await;
-    recv(&mut ws).await;
-    send(&mut ws, json!({"type": "message", "text": SECRET_TEXT})).await;
-    recv_until(&mut ws, "turn_ended").await;
+    subscribe(&mut ws, "helper").await;
+    turn(&mut ws, SECRET_TEXT).await;
     // A bad frame that contains the text.
     ws.send(Message::text(format!(
         "{{\"type\":\"message\",\"text\":\"{SECRET_TEXT}\",\"x\":1}}"
@@ -53,25 +50,14 @@ async fn nothing_secret_or_private_is_logged() {
     .unwrap();
     assert_eq!(recv(&mut ws).await["code"], "unknown_field");
     // REST with the token, a failed sign-in with a near miss, a token in a URL.
-    assert_eq!(
-        server.get("/api/v1/sessions", Some(&f.bob)).await.status(),
-        200
-    );
+    assert_eq!(server.status("/api/v1/sessions", Some(&f.bob)).await, 200);
     let near_miss = format!("{}x", &f.alice[..f.alice.len() - 1]);
     assert_eq!(
-        server
-            .get("/api/v1/sessions", Some(&near_miss))
-            .await
-            .status(),
+        server.status("/api/v1/sessions", Some(&near_miss)).await,
         401
     );
-    assert_eq!(
-        server
-            .get(&format!("/api/v1/agents?token={}", f.root), None)
-            .await
-            .status(),
-        400
-    );
+    let token_in_url = format!("/api/v1/agents?token={}", f.root);
+    assert_eq!(server.status(&token_in_url, None).await, 400);
     drop(ws);
     server.stop().await;
 

@@ -3,62 +3,47 @@
 mod common;
 
 use bulwark_server::ServerConfig;
-use common::{Fixture, body_json, body_text, recv, recv_until, send};
-use serde_json::json;
+use common::{Fixture, body_text, get, get_json, open_session, status, turn};
 
 #[tokio::test]
 async fn messages_usage_and_session_listing() {
     let f = Fixture::new();
     let server = f.serve(ServerConfig::default()).await;
     let mut ws = server.ws(&f.bob).await;
-    send(&mut ws, json!({"type": "subscribe", "agent": "other"})).await;
-    let session = recv(&mut ws).await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let session = open_session(&mut ws, "other").await;
     for text in ["first", "second"] {
-        send(&mut ws, json!({"type": "message", "text": text})).await;
-        recv_until(&mut ws, "turn_ended").await;
+        turn(&mut ws, text).await;
     }
-    let sessions = body_json(
-        server
-            .get("/api/v1/sessions?agent=other&limit=5", Some(&f.bob))
-            .await,
-    )
-    .await;
+    let sessions = server
+        .get_json("/api/v1/sessions?agent=other&limit=5", Some(&f.bob))
+        .await;
     let s = &sessions["sessions"][0];
     assert_eq!(
         (s["id"].as_str(), s["agent"].as_str(), s["live"].as_bool()),
         (Some(session.as_str()), Some("other"), Some(true))
     );
     assert_eq!(s["message_count"], 2);
-    let msgs = body_json(
-        server
-            .get(
-                &format!("/api/v1/sessions/{session}/messages"),
-                Some(&f.bob),
-            )
-            .await,
-    )
-    .await;
+    let msgs = server
+        .get_json(
+            &format!("/api/v1/sessions/{session}/messages"),
+            Some(&f.bob),
+        )
+        .await;
     let list = msgs["messages"].as_array().unwrap();
     assert_eq!(list.len(), 2);
     assert_eq!(list[0]["content"]["blocks"][0]["text"], "first");
     let first_id = list[0]["id"].as_i64().unwrap();
-    let after = body_json(
-        server
-            .get(
-                &format!("/api/v1/sessions/{session}/messages?after={first_id}&limit=1"),
-                Some(&f.bob),
-            )
-            .await,
-    )
-    .await;
+    let after = server
+        .get_json(
+            &format!("/api/v1/sessions/{session}/messages?after={first_id}&limit=1"),
+            Some(&f.bob),
+        )
+        .await;
     assert_eq!(
         after["messages"][0]["content"]["blocks"][0]["text"],
         "second"
     );
-    let usage = body_json(server.get("/api/v1/usage", Some(&f.bob)).await).await;
+    let usage = server.get_json("/api/v1/usage", Some(&f.bob)).await;
     assert_eq!(usage["sessions"][0]["tokens"], 14, "{usage}");
     assert_eq!(usage["agents"]["other"], 14);
     assert_eq!(usage["total_tokens"], 14);
@@ -70,10 +55,10 @@ async fn messages_usage_and_session_listing() {
         "/api/v1/sessions?colour=red",
         "/api/v1/usage?user=Bad%20Name",
     ] {
-        assert_eq!(server.get(bad, Some(&f.bob)).await.status(), 400, "{bad}");
+        assert_eq!(server.status(bad, Some(&f.bob)).await, 400, "{bad}");
     }
     let long = format!("/api/v1/sessions/{}/messages", "a".repeat(200));
-    assert_eq!(server.get(&long, Some(&f.bob)).await.status(), 404);
+    assert_eq!(server.status(&long, Some(&f.bob)).await, 404);
     server.stop().await;
 }
 
@@ -81,16 +66,16 @@ async fn messages_usage_and_session_listing() {
 async fn health_says_little_detail_and_metrics_are_for_admins() {
     let f = Fixture::new();
     let state = f.oneshot_state();
-    let h = body_json(common::get(&state, "/health", None).await).await;
+    let h = get_json(&state, "/health", None).await;
     assert_eq!(h.as_object().unwrap().len(), 2, "{h}");
     assert_eq!(h["status"], "ok");
     assert_eq!(h["version"], env!("CARGO_PKG_VERSION"));
-    let d = body_json(common::get(&state, "/health/detail", Some(&f.root)).await).await;
+    let d = get_json(&state, "/health/detail", Some(&f.root)).await;
     assert_eq!(d["store"]["reachable"], true);
     assert_eq!(d["access"]["users_with_tokens"], 3);
     assert_eq!(d["workers"]["workers"], 0);
     assert!(d["uptime_secs"].is_u64());
-    let r = common::get(&state, "/metrics", Some(&f.root)).await;
+    let r = get(&state, "/metrics", Some(&f.root)).await;
     assert!(
         r.headers()["content-type"]
             .to_str()
@@ -116,7 +101,7 @@ async fn health_says_little_detail_and_metrics_are_for_admins() {
 async fn openapi_describes_every_route() {
     let f = Fixture::new();
     let state = f.oneshot_state();
-    let doc = body_json(common::get(&state, "/api/v1/openapi.json", Some(&f.bob)).await).await;
+    let doc = get_json(&state, "/api/v1/openapi.json", Some(&f.bob)).await;
     assert!(
         doc["openapi"].as_str().unwrap().starts_with("3.1"),
         "{}",
@@ -147,19 +132,11 @@ async fn openapi_describes_every_route() {
     // Each documented path is routed (the router is built from the same list).
     for path in routes {
         let p = path.replace("{id}", "x");
-        let s = common::get(&state, &p, Some(&f.root))
-            .await
-            .status()
-            .as_u16();
+        let s = status(&state, &p, Some(&f.root)).await;
         assert_ne!(s, 405, "{path}");
         assert!(s != 404 || path.contains("{id}"), "{path}: {s}");
     }
     assert!(doc["components"]["schemas"]["ClientFrame"].is_object());
     assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
-    assert_eq!(
-        common::get(&state, "/api/v1/openapi.json", None)
-            .await
-            .status(),
-        401
-    );
+    assert_eq!(status(&state, "/api/v1/openapi.json", None).await, 401);
 }

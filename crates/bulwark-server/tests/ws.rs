@@ -5,7 +5,10 @@
 mod common;
 
 use bulwark_server::{Limits, ServerConfig};
-use common::{Fixture, closed, recv, recv_until, send};
+use common::{
+    Fixture, closed, open_session, ping, recv, recv_until, resubscribe, say, send, send_message,
+    subscribe, turn, with_limits,
+};
 use futures_util::SinkExt;
 use serde_json::json;
 use std::sync::atomic::Ordering;
@@ -23,14 +26,12 @@ async fn a_turn_streams_typed_frames_with_increasing_ids() {
     let mut ws = server.ws(&f.bob).await;
     send(&mut ws, json!({"type": "ping", "nonce": "n1"})).await;
     assert_eq!(recv(&mut ws).await, json!({"type": "pong", "nonce": "n1"}));
-    send(&mut ws, json!({"type": "subscribe", "agent": "helper"})).await;
-    let sub = recv(&mut ws).await;
+    let sub = subscribe(&mut ws, "helper").await;
     assert_eq!(sub["type"], "subscribed", "{sub}");
     assert_eq!(sub["agent"], "helper");
     assert_eq!(sub["missed"], false);
     let session = sub["session_id"].as_str().unwrap().to_string();
-    send(&mut ws, json!({"type": "message", "text": "hello there"})).await;
-    let frames = recv_until(&mut ws, "turn_ended").await;
+    let frames = turn(&mut ws, "hello there").await;
     let types: Vec<&str> = frames.iter().map(|f| f["type"].as_str().unwrap()).collect();
     assert_eq!(
         types,
@@ -49,8 +50,7 @@ async fn a_turn_streams_typed_frames_with_increasing_ids() {
     let first = sub["id"].as_u64().unwrap() + 1;
     assert_eq!(got, (first..first + 4).collect::<Vec<_>>());
     // The next turn continues the numbering.
-    send(&mut ws, json!({"type": "message", "text": "again"})).await;
-    let more = recv_until(&mut ws, "turn_ended").await;
+    let more = turn(&mut ws, "again").await;
     assert_eq!(ids(&more)[0], got[3] + 1);
     assert_eq!(more[0]["message_id"], 2);
     assert_eq!(f.store.session(&session).unwrap().unwrap().user, "bob");
@@ -62,9 +62,8 @@ async fn approvals_round_trip() {
     let f = Fixture::new();
     let server = f.serve(ServerConfig::default()).await;
     let mut ws = server.ws(&f.bob).await;
-    send(&mut ws, json!({"type": "subscribe", "agent": "helper"})).await;
-    recv(&mut ws).await;
-    send(&mut ws, json!({"type": "message", "text": "approve?"})).await;
+    subscribe(&mut ws, "helper").await;
+    say(&mut ws, "approve?").await;
     let ask = recv(&mut ws).await;
     assert_eq!(ask["type"], "approval_request");
     assert_eq!(ask["request_id"], "req-1");
@@ -84,12 +83,8 @@ async fn reconnecting_replays_what_was_missed() {
     let f = Fixture::new();
     let server = f.serve(ServerConfig::default()).await;
     let mut ws = server.ws(&f.bob).await;
-    send(&mut ws, json!({"type": "subscribe", "agent": "helper"})).await;
-    let session = recv(&mut ws).await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    send(&mut ws, json!({"type": "message", "text": "slow:40"})).await;
+    let session = open_session(&mut ws, "helper").await;
+    say(&mut ws, "slow:40").await;
     let mut last = 0;
     for _ in 0..5 {
         let frame = recv(&mut ws).await;
@@ -136,24 +131,17 @@ async fn subscribing_elsewhere_moves_the_session() {
     let f = Fixture::new();
     let server = f.serve(ServerConfig::default()).await;
     let mut a = server.ws(&f.bob).await;
-    send(&mut a, json!({"type": "subscribe", "agent": "helper"})).await;
-    let session = recv(&mut a).await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let session = open_session(&mut a, "helper").await;
     let mut b = server.ws(&f.bob).await;
-    send(
-        &mut b,
-        json!({"type": "subscribe", "agent": "helper", "session": session}),
-    )
-    .await;
-    assert_eq!(recv(&mut b).await["type"], "subscribed");
+    assert_eq!(
+        resubscribe(&mut b, "helper", &session).await["type"],
+        "subscribed"
+    );
     let moved = recv(&mut a).await;
     assert_eq!(moved["code"], "moved", "{moved}");
-    send(&mut a, json!({"type": "message", "text": "x"})).await;
+    send_message(&mut a, "x").await;
     assert_eq!(recv(&mut a).await["code"], "not_subscribed");
-    send(&mut b, json!({"type": "message", "text": "x"})).await;
-    recv_until(&mut b, "turn_ended").await;
+    turn(&mut b, "x").await;
     assert_eq!(f.backend.counters.opened.load(Ordering::SeqCst), 1);
     server.stop().await;
 }
@@ -164,19 +152,14 @@ async fn refusals_are_error_frames() {
     let server = f.serve(ServerConfig::default()).await;
     // bob's session, for alice to try.
     let mut bob = server.ws(&f.bob).await;
-    send(&mut bob, json!({"type": "subscribe", "agent": "helper"})).await;
-    let bobs = recv(&mut bob).await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let bobs = open_session(&mut bob, "helper").await;
 
     let mut ws = server.ws(&f.alice).await;
-    send(&mut ws, json!({"type": "message", "text": "early"})).await;
+    send_message(&mut ws, "early").await;
     assert_eq!(recv(&mut ws).await["code"], "not_subscribed");
     let mut messages = Vec::new();
     for agent in ["other", "secret", "does-not-exist"] {
-        send(&mut ws, json!({"type": "subscribe", "agent": agent})).await;
-        let e = recv(&mut ws).await;
+        let e = subscribe(&mut ws, agent).await;
         assert_eq!(e["code"], "forbidden", "{agent}: {e}");
         messages.push(e["message"].as_str().unwrap().replace(agent, "X"));
     }
@@ -185,16 +168,13 @@ async fn refusals_are_error_frames() {
         "existence does not leak: {messages:?}"
     );
     for session in [bobs.as_str(), "no-such-session"] {
-        send(
-            &mut ws,
-            json!({"type": "subscribe", "agent": "helper", "session": session}),
-        )
-        .await;
-        assert_eq!(recv(&mut ws).await["code"], "not_found");
+        assert_eq!(
+            resubscribe(&mut ws, "helper", session).await["code"],
+            "not_found"
+        );
     }
     f.backend.max_live.store(0, Ordering::SeqCst);
-    send(&mut ws, json!({"type": "subscribe", "agent": "helper"})).await;
-    let e = recv(&mut ws).await;
+    let e = subscribe(&mut ws, "helper").await;
     assert_eq!(e["code"], "at_capacity", "{e}");
     server.stop().await;
 }
@@ -204,27 +184,18 @@ async fn a_dead_or_misbehaving_worker_is_reported_and_resumable() {
     let f = Fixture::new();
     let server = f.serve(ServerConfig::default()).await;
     let mut ws = server.ws(&f.bob).await;
-    send(&mut ws, json!({"type": "subscribe", "agent": "helper"})).await;
-    let session = recv(&mut ws).await["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    send(&mut ws, json!({"type": "message", "text": "crash"})).await;
+    let session = open_session(&mut ws, "helper").await;
+    say(&mut ws, "crash").await;
     let e = recv(&mut ws).await;
     assert_eq!(
         (e["code"].as_str(), e["fatal"].as_bool()),
         (Some("worker_lost"), Some(true))
     );
-    send(&mut ws, json!({"type": "message", "text": "x"})).await;
+    send_message(&mut ws, "x").await;
     assert_eq!(recv(&mut ws).await["code"], "not_subscribed");
-    send(
-        &mut ws,
-        json!({"type": "subscribe", "agent": "helper", "session": session}),
-    )
-    .await;
-    let sub = recv(&mut ws).await;
+    let sub = resubscribe(&mut ws, "helper", &session).await;
     assert_eq!(sub["history_messages"], 1, "{sub}");
-    send(&mut ws, json!({"type": "message", "text": "oversize"})).await;
+    say(&mut ws, "oversize").await;
     let e = recv(&mut ws).await;
     assert_eq!(
         e["code"], "worker_lost",
@@ -243,9 +214,8 @@ async fn fifty_bad_frames_in_a_row_close_the_connection() {
         ws.send(Message::text("nope")).await.unwrap();
         assert_eq!(recv(&mut ws).await["code"], "bad_json");
     }
-    send(&mut ws, json!({"type": "ping"})).await;
     assert_eq!(
-        recv(&mut ws).await["type"],
+        ping(&mut ws).await["type"],
         "pong",
         "a good frame resets the count"
     );
@@ -263,13 +233,10 @@ async fn fifty_bad_frames_in_a_row_close_the_connection() {
 async fn large_frames_and_idle_connections() {
     let f = Fixture::new();
     let server = f
-        .serve(ServerConfig {
-            limits: Limits {
-                ws_idle_timeout: Duration::from_millis(1500),
-                ..Limits::default()
-            },
-            ..ServerConfig::default()
-        })
+        .serve(with_limits(Limits {
+            ws_idle_timeout: Duration::from_millis(1500),
+            ..Limits::default()
+        }))
         .await;
     let mut ws = server.ws(&f.bob).await;
     // Over the parse limit but under the transport limit: an error frame.
@@ -277,22 +244,12 @@ async fn large_frames_and_idle_connections() {
     ws.send(Message::text(big)).await.unwrap();
     assert_eq!(recv(&mut ws).await["code"], "too_large");
     // 200,000 characters is fine, 200,001 is too long.
-    send(&mut ws, json!({"type": "subscribe", "agent": "helper"})).await;
-    recv(&mut ws).await;
-    send(
-        &mut ws,
-        json!({"type": "message", "text": "é".repeat(200_000)}),
-    )
-    .await;
+    subscribe(&mut ws, "helper").await;
     assert_eq!(
-        recv_until(&mut ws, "turn_ended").await[0]["text"],
+        turn(&mut ws, &"é".repeat(200_000)).await[0]["text"],
         "got 200000 chars"
     );
-    send(
-        &mut ws,
-        json!({"type": "message", "text": "é".repeat(200_001)}),
-    )
-    .await;
+    send_message(&mut ws, &"é".repeat(200_001)).await;
     assert_eq!(recv(&mut ws).await["code"], "too_long");
     // Silence closes it.
     assert_eq!(closed(&mut ws, Duration::from_secs(6)).await, Some(1000));
@@ -309,34 +266,20 @@ async fn large_frames_and_idle_connections() {
 async fn connections_per_user_are_capped() {
     let f = Fixture::new();
     let server = f
-        .serve(ServerConfig {
-            limits: Limits {
-                ws_connections_per_user: 2,
-                ..Limits::default()
-            },
-            ..ServerConfig::default()
-        })
+        .serve(with_limits(Limits {
+            ws_connections_per_user: 2,
+            ..Limits::default()
+        }))
         .await;
-    let proto = format!("bulwark.v1, bearer.{}", f.bob);
     let a = server.ws(&f.bob).await;
     let _b = server.ws(&f.bob).await;
-    assert_eq!(
-        server
-            .ws_status(&[("sec-websocket-protocol", &proto)])
-            .await
-            .err(),
-        Some(429)
-    );
+    assert_eq!(server.ws_status_as(&f.bob).await.err(), Some(429));
     // Others are not affected; a closed connection frees its slot.
     let _c = server.ws(&f.alice).await;
     drop(a);
     let mut freed = false;
     for _ in 0..50 {
-        if server
-            .ws_status(&[("sec-websocket-protocol", &proto)])
-            .await
-            .is_ok()
-        {
+        if server.ws_status_as(&f.bob).await.is_ok() {
             freed = true;
             break;
         }
@@ -351,8 +294,7 @@ async fn shutdown_closes_sockets_and_ends_conversations() {
     let f = Fixture::new();
     let server = f.serve(ServerConfig::default()).await;
     let mut ws = server.ws(&f.bob).await;
-    send(&mut ws, json!({"type": "subscribe", "agent": "helper"})).await;
-    recv(&mut ws).await;
+    subscribe(&mut ws, "helper").await;
     assert_eq!(f.backend.counters.live.load(Ordering::SeqCst), 1);
     server.stop().await;
     assert_eq!(closed(&mut ws, Duration::from_secs(5)).await, Some(1001));

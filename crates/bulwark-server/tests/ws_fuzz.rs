@@ -5,16 +5,15 @@
 
 mod common;
 
+use bulwark_server::Limits;
 use bulwark_server::ws::frames::ClientFrame;
-use bulwark_server::{Limits, Rate, ServerConfig};
-use common::{Fixture, recv, recv_until, send};
+use common::{Fixture, rate, raw_get, recv, send, subscribe, turn, with_limits};
 use futures_util::SinkExt;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::TestRunner;
 use serde_json::{Value, json};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::Message;
 
 const PARSE_MAX: usize = 200_000 * 6 + 4096;
@@ -184,34 +183,16 @@ fn hand_list() -> Vec<String> {
     v
 }
 
-async fn health_over_tcp(addr: std::net::SocketAddr) -> String {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let req = format!(
-        "GET /health HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
-        addr.port()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousands_of_bad_frames_each_get_an_error_and_nothing_breaks() {
     let f = Fixture::new();
-    let plenty = Rate {
-        per_minute: 10_000_000,
-        burst: 1_000_000,
-    };
-    let config = ServerConfig {
-        limits: Limits {
-            ws_max_consecutive_errors: u32::MAX,
-            user_rate: plenty,
-            ip_rate: plenty,
-            ..Limits::default()
-        },
-        ..ServerConfig::default()
-    };
+    let plenty = rate(10_000_000, 1_000_000);
+    let config = with_limits(Limits {
+        ws_max_consecutive_errors: u32::MAX,
+        user_rate: plenty,
+        ip_rate: plenty,
+        ..Limits::default()
+    });
     let server = f.serve(config).await;
     let mut ws = server.ws(&f.bob).await;
 
@@ -258,13 +239,11 @@ async fn thousands_of_bad_frames_each_get_an_error_and_nothing_breaks() {
         recv(&mut ws).await,
         json!({"type": "pong", "nonce": "after"})
     );
-    send(&mut ws, json!({"type": "subscribe", "agent": "helper"})).await;
-    assert_eq!(recv(&mut ws).await["type"], "subscribed");
-    send(&mut ws, json!({"type": "message", "text": "still here"})).await;
-    let turn = recv_until(&mut ws, "turn_ended").await;
-    assert_eq!(turn[0]["text"], "got 10 chars");
+    assert_eq!(subscribe(&mut ws, "helper").await["type"], "subscribed");
+    let frames = turn(&mut ws, "still here").await;
+    assert_eq!(frames[0]["text"], "got 10 chars");
     // And so does the server.
-    let health = health_over_tcp(server.addr).await;
+    let health = raw_get(server.addr, "/health", &server.host()).await;
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
     tokio::time::timeout(Duration::from_secs(5), server.stop())
         .await

@@ -258,25 +258,45 @@ impl Store {
         agent: Option<&str>,
         limit: usize,
     ) -> Result<Vec<SessionRow>, StoreError> {
+        self.sessions_of(None, agent, limit)
+    }
+
+    /// Up to `limit` sessions of `user` (every user's when `None`),
+    /// optionally of one agent, most recently created first.
+    pub fn sessions_of(
+        &self,
+        user: Option<&str>,
+        agent: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<SessionRow>, StoreError> {
         let conn = self.lock()?;
-        // Separate statements so the agent filter can use its index; the
-        // unscoped one leaves ?1 unused.
-        let filter = if agent.is_some() {
-            "WHERE s.agent = ?1"
+        // Separate statements so each filter can use its index. SQLite
+        // counts parameters up to the highest one named, so the limit
+        // comes first and each filter takes the next free number.
+        let limit = sql_limit(limit);
+        let mut values: Vec<&dyn rusqlite::ToSql> = vec![&limit];
+        let mut conditions = Vec::new();
+        if let Some(user) = &user {
+            values.push(user);
+            conditions.push(format!("s.user = ?{}", values.len()));
+        }
+        if let Some(agent) = &agent {
+            values.push(agent);
+            conditions.push(format!("s.agent = ?{}", values.len()));
+        }
+        let filter = if conditions.is_empty() {
+            String::new()
         } else {
-            ""
+            format!("WHERE {}", conditions.join(" AND "))
         };
         let mut stmt = conn
             .prepare_cached(&format!(
                 "SELECT {SESSION_COLUMNS} FROM sessions s {filter} \
-                 ORDER BY s.created_ms DESC, s.rowid DESC LIMIT ?2"
+                 ORDER BY s.created_ms DESC, s.rowid DESC LIMIT ?1"
             ))
             .map_err(sqlite("preparing session listing"))?;
         let rows = stmt
-            .query_map(
-                params![agent.unwrap_or(""), sql_limit(limit)],
-                session_from_row,
-            )
+            .query_map(values.as_slice(), session_from_row)
             .map_err(sqlite("listing sessions"))?;
         rows.map(|r| {
             r.map_err(sqlite("reading session row"))
@@ -375,6 +395,35 @@ impl Store {
             return Err(StoreError::NotFound(format!("session {session:?}")));
         }
         Ok(())
+    }
+
+    /// Records the tokens one model call of `session` used, under the
+    /// session's user (so budgets sum without a join).
+    pub fn record_tokens(&self, session: &str, user: &str, tokens: u64) -> Result<(), StoreError> {
+        let tokens = i64::try_from(tokens).unwrap_or(i64::MAX);
+        let conn = self.lock()?;
+        let mut stmt = conn
+            .prepare_cached(
+                "INSERT INTO token_usage (session, user, time_ms, tokens) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .map_err(sqlite("preparing token usage insert"))?;
+        stmt.execute(params![session, user, now_ms(), tokens])
+            .map_err(sqlite("recording token usage"))?;
+        Ok(())
+    }
+
+    /// Tokens `user`'s sessions used at or after `since_ms` (Unix ms).
+    pub fn tokens_since(&self, user: &str, since_ms: i64) -> Result<u64, StoreError> {
+        let conn = self.lock()?;
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT COALESCE(SUM(tokens), 0) FROM token_usage WHERE user = ?1 AND time_ms >= ?2",
+            )
+            .map_err(sqlite("preparing token usage sum"))?;
+        let sum: i64 = stmt
+            .query_row(params![user, since_ms], |row| row.get(0))
+            .map_err(sqlite("summing token usage"))?;
+        Ok(u64::try_from(sum).unwrap_or(0))
     }
 
     /// The durable audit sink, sharing this store's connection.

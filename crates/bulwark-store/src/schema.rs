@@ -142,6 +142,22 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE audit_checkpoint ADD COLUMN frontier BLOB
         CHECK (frontier IS NULL OR (length(frontier) % 32 = 0 AND length(frontier) <= 2048));
     "#,
+    // v4: the server lists one user's sessions on every page load; without
+    // this index that meant scanning everyone's sessions.
+    // Each model call's tokens, so a user's budget can be summed over a
+    // window (`tokens_since`).
+    r#"
+    CREATE INDEX sessions_by_user ON sessions (user, agent, created_ms DESC);
+
+    CREATE TABLE token_usage (
+        id       INTEGER NOT NULL PRIMARY KEY,
+        session  TEXT    NOT NULL REFERENCES sessions (id),
+        user     TEXT    NOT NULL,
+        time_ms  INTEGER NOT NULL,
+        tokens   INTEGER NOT NULL CHECK (tokens >= 0)
+    ) STRICT;
+    CREATE INDEX token_usage_by_user ON token_usage (user, time_ms);
+    "#,
 ];
 
 /// Rust steps of migrations, by the version they migrate to.

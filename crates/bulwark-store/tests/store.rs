@@ -245,3 +245,48 @@ fn rows_serialise_for_the_cli() {
     let back: bulwark_store::SessionRow = serde_json::from_str(&json).unwrap();
     assert_eq!(back, row);
 }
+
+/// A user's listing is theirs alone and complete, however many sessions
+/// other users created after theirs (the server used to scan the newest
+/// sessions of everyone and filter, which could hide a user's older ones).
+#[test]
+fn sessions_of_one_user_are_listed_from_the_index() {
+    let store = Store::open_in_memory().unwrap();
+    let session = |id: &str, agent: &str, user: &str| NewSession {
+        id: id.into(),
+        agent: agent.into(),
+        user: user.into(),
+    };
+    store
+        .create_session(&session("mine-1", "a", "alice"))
+        .unwrap();
+    store
+        .create_session(&session("mine-2", "b", "alice"))
+        .unwrap();
+    for i in 0..300 {
+        store
+            .create_session(&session(&format!("bob-{i}"), "a", "bob"))
+            .unwrap();
+    }
+    let ids = |rows: Vec<bulwark_store::SessionRow>| -> Vec<String> {
+        rows.into_iter().map(|r| r.id).collect()
+    };
+    assert_eq!(
+        ids(store.sessions_of(Some("alice"), None, 10).unwrap()),
+        ["mine-2", "mine-1"]
+    );
+    assert_eq!(
+        ids(store.sessions_of(Some("alice"), Some("a"), 10).unwrap()),
+        ["mine-1"]
+    );
+    assert!(
+        store
+            .sessions_of(Some("carol"), None, 10)
+            .unwrap()
+            .is_empty()
+    );
+    let bobs = store.sessions_of(Some("bob"), Some("a"), 5).unwrap();
+    assert_eq!(bobs.len(), 5);
+    assert!(bobs.iter().all(|r| r.user == "bob"));
+    assert_eq!(store.sessions_of(None, None, 1000).unwrap().len(), 302);
+}

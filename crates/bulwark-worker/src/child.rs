@@ -34,12 +34,31 @@ pub(crate) struct Launch<'a> {
     pub(crate) args: &'a [OsString],
     pub(crate) bulwark_home: &'a Path,
     pub(crate) env: &'a WorkerEnv,
+    /// The conversation's user and agent, passed as arguments (see
+    /// [`identity_args`]).
+    pub(crate) user: &'a str,
+    pub(crate) agent: &'a str,
+}
+
+/// `--user=<user> --agent=<agent>`, after the configured arguments.
+///
+/// A worker confines itself to its user's and agent's data before it
+/// starts its runtime, which is before it can read `Start`: it needs
+/// both names from its command line. (It then refuses a `Start` that
+/// names others.) One `--flag=value` word each, so no name can be taken
+/// for a flag.
+pub(crate) fn identity_args(user: &str, agent: &str) -> [OsString; 2] {
+    [
+        format!("--user={user}").into(),
+        format!("--agent={agent}").into(),
+    ]
 }
 
 pub(crate) fn spawn(launch: &Launch<'_>) -> std::io::Result<Spawned> {
     let mut command = tokio::process::Command::new(launch.program);
     command
         .args(launch.args)
+        .args(identity_args(launch.user, launch.agent))
         .env_clear()
         .envs(launch.env.vars(launch.bulwark_home))
         .current_dir("/")
@@ -121,7 +140,9 @@ fn describe(status: ExitStatus) -> String {
     }
 }
 
-/// Logs a worker's stderr line by line at debug level: lines capped at
+/// Logs a worker's stderr line by line at info level (a worker writes
+/// little there: what confines it, warnings, why it could not start, all
+/// of which an operator needs): lines capped at
 /// [`MAX_STDERR_LINE`] bytes, control characters replaced (a log viewer
 /// must not interpret a worker's escape sequences).
 pub(crate) async fn log_stderr(mut stderr: ChildStderr, worker: u64) {
@@ -156,5 +177,23 @@ fn emit(worker: u64, line: &[u8], cut: bool) {
         .map(|c| if c.is_control() { '\u{fffd}' } else { c })
         .collect();
     let marker = if cut { " [line cut]" } else { "" };
-    tracing::debug!(target: "bulwark_worker::stderr", worker, "{text}{marker}");
+    tracing::info!(target: "bulwark_worker::stderr", worker, "{text}{marker}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identity_is_one_word_per_name() {
+        let args = identity_args("alice", "helper");
+        assert_eq!(
+            args,
+            [OsString::from("--user=alice"), "--agent=helper".into()]
+        );
+        // A name that looks like a flag stays the value of its own flag.
+        let args = identity_args("--home=/", "x y");
+        assert_eq!(args[0], "--user=--home=/");
+        assert_eq!(args[1], "--agent=x y");
+    }
 }

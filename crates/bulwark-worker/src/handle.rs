@@ -79,7 +79,7 @@ impl WorkerHandle {
         let _ = self.control.send(Control::Kill(EndReason::Killed));
     }
 
-    /// Asks the worker to finish (it signs its audit checkpoint), killing it
+    /// Asks the worker to finish (it flushes its audit records), killing it
     /// if it has not exited after the shutdown grace.
     pub fn shutdown(&self) {
         let _ = self.control.send(Control::Shutdown(EndReason::Shutdown));

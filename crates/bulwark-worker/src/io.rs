@@ -43,4 +43,16 @@ impl<W: AsyncWrite + Unpin, T: Message> FrameWriter<W, T> {
     pub async fn send(&mut self, message: T) -> Result<(), FrameError> {
         self.inner.send(message).await
     }
+
+    /// Queues one message without flushing, so a burst of messages leaves
+    /// in few writes; call [`flush`](Self::flush) after the burst. Bound
+    /// violations are refused as in [`send`](Self::send).
+    pub async fn feed(&mut self, message: T) -> Result<(), FrameError> {
+        self.inner.feed(message).await
+    }
+
+    /// Writes out everything queued by [`feed`](Self::feed).
+    pub async fn flush(&mut self) -> Result<(), FrameError> {
+        SinkExt::<T>::flush(&mut self.inner).await
+    }
 }

@@ -43,7 +43,8 @@ pub enum Command {
     Interrupt,
     /// The user's answer to an [`Event::ApprovalRequest`].
     ToolApproval { request_id: String, approve: bool },
-    /// Finish cleanly: sign the audit checkpoint, then exit.
+    /// Finish cleanly: flush the audit records, then exit (the server, not
+    /// the worker, signs checkpoints: workers cannot read the signing key).
     Shutdown,
 }
 
@@ -148,6 +149,8 @@ pub enum ErrorCode {
     Model,
     /// A turn is already running; messages are serialized.
     Busy,
+    /// The user's token budget (access.toml `tokens_per_day`) is spent.
+    BudgetExhausted,
     /// Anything else inside the worker.
     Internal,
     /// The worker process died or broke the protocol (set by the server).

@@ -105,6 +105,7 @@ fn worker_code(code: ErrorCode) -> Option<ErrorCode> {
         ErrorCode::Forbidden => ErrorCode::Forbidden,
         ErrorCode::Model => ErrorCode::Model,
         ErrorCode::Busy => ErrorCode::Busy,
+        ErrorCode::BudgetExhausted => ErrorCode::BudgetExhausted,
         ErrorCode::Internal => ErrorCode::Internal,
         ErrorCode::WorkerLost => return None,
     })

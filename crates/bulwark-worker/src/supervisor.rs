@@ -39,7 +39,8 @@ const EVENT_QUEUE: usize = 256;
 pub struct SupervisorConfig {
     /// The worker program (the server passes `std::env::current_exe()`).
     pub program: PathBuf,
-    /// Its arguments (the server passes `["worker"]`).
+    /// Its arguments (the server passes `["worker"]`); the supervisor
+    /// appends `--user=<user> --agent=<agent>` for each conversation.
     pub args: Vec<OsString>,
     /// Passed to workers as `BULWARK_HOME` (made absolute: workers run in `/`).
     pub bulwark_home: PathBuf,
@@ -61,8 +62,8 @@ pub struct SupervisorConfig {
     /// How many user messages may wait behind the running turn; more are
     /// answered with `Busy` at once. Default 8.
     pub max_queued: usize,
-    /// How long a worker asked to shut down may take (it signs an audit
-    /// checkpoint) before it is killed. Default 5 s.
+    /// How long a worker asked to shut down may take (it ends its turn and
+    /// flushes its audit records) before it is killed. Default 5 s.
     pub shutdown_grace: Duration,
 }
 
@@ -287,6 +288,8 @@ impl Supervisor {
             args: &config.args,
             bulwark_home: &config.bulwark_home,
             env: &config.env,
+            user: &request.user,
+            agent: &request.agent,
         })
         .map_err(SupervisorError::Spawn)?;
         Counters::bump(&self.shared.counters.spawned);
@@ -374,7 +377,7 @@ impl Supervisor {
     }
 
     /// Refuses new conversations, asks every worker to shut down (each
-    /// signs its audit checkpoint), and kills those still running after
+    /// flushes its audit records), and kills those still running after
     /// the shutdown grace.
     pub async fn shutdown(&self) {
         let handles: Vec<WorkerHandle> = {

@@ -71,6 +71,7 @@ fn code() -> impl Strategy<Value = ErrorCode> {
         Just(ErrorCode::Busy),
         Just(ErrorCode::Internal),
         Just(ErrorCode::WorkerLost),
+        Just(ErrorCode::BudgetExhausted),
     ]
 }
 

@@ -6,6 +6,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+pub mod serve;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_bulwark");
 
 /// Variables that would make a run depend on the machine it runs on.

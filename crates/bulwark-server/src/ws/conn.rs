@@ -263,7 +263,9 @@ impl Conn {
                 let live = self.subscribed()?;
                 let message_id = live.next_message_id();
                 send(&live, Command::UserMessage { message_id, text })?;
-                Ok(Flow::Continue)
+                Ok(self
+                    .send_text(&ServerFrame::Accepted { message_id }.to_json())
+                    .await)
             }
             ClientFrame::Interrupt {} => {
                 send(&*self.subscribed()?, Command::Interrupt)?;

@@ -75,6 +75,8 @@ pub enum WsErrorCode {
     Model,
     Busy,
     BadCommand,
+    /// The user's daily token budget is spent; the turn did not start.
+    BudgetExhausted,
     Internal,
     WorkerLost,
 }
@@ -227,6 +229,12 @@ pub enum ServerFrame {
         replayed: u64,
         missed: bool,
     },
+    /// The user's `message` was handed to the conversation under this id:
+    /// every frame of its turn carries it. Sent to the sender only, before
+    /// any of the turn's frames.
+    Accepted {
+        message_id: u64,
+    },
     TextDelta {
         message_id: u64,
         text: String,
@@ -377,6 +385,7 @@ impl ServerFrame {
                     ErrorCode::Forbidden => WsErrorCode::Forbidden,
                     ErrorCode::Model => WsErrorCode::Model,
                     ErrorCode::Busy => WsErrorCode::Busy,
+                    ErrorCode::BudgetExhausted => WsErrorCode::BudgetExhausted,
                     ErrorCode::Internal => WsErrorCode::Internal,
                     ErrorCode::WorkerLost => WsErrorCode::WorkerLost,
                 },

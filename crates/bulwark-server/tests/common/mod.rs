@@ -1,4 +1,5 @@
-//! A home with agents and users, a server on a loopback port, and clients.
+//! A home with agents and users, a server on a loopback port, and clients:
+//! requests through the router, raw HTTP and WebSocket helpers.
 #![allow(dead_code)]
 
 pub mod fake;
@@ -6,19 +7,23 @@ pub mod fake;
 use axum::body::Body;
 use axum::http::{Request, Response};
 use bulwark_kernel::Home;
-use bulwark_server::{AccessEditor, AppState, ServerConfig, secret_path};
+use bulwark_server::{AccessEditor, AppState, Limits, Rate, ServerConfig, secret_path};
 use bulwark_store::Store;
 use fake::FakeBackend;
 use futures_util::{SinkExt, StreamExt};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tower::ServiceExt;
 
 pub type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// The Host a state built with the default config answers to.
+pub const LOCAL_HOST: &str = "localhost:8420";
 
 const AGENT: &str = "[agent]\nname = \"NAME\"\ndescription = \"test agent NAME\"\nmodel = \"script:s.jsonl\"\n[access]\nmode = \"public\"\n[tools]\nallow = [\"time\"]\n";
 
@@ -73,6 +78,12 @@ impl Fixture {
 
     pub fn editor(&self) -> AccessEditor {
         editor(&self.home)
+    }
+
+    /// Adds a user who may use any agent; their token.
+    pub fn add_user(&self, name: &str) -> String {
+        let created = self.editor().create(name, None, None).unwrap();
+        created.token.token.to_string()
     }
 
     pub fn state(&self, config: ServerConfig) -> AppState {
@@ -134,11 +145,18 @@ impl Server {
 
     /// A GET through this server's router with its own Host.
     pub async fn get(&self, path: &str, token: Option<&str>) -> Response<Body> {
-        let mut req = Request::get(path).header("host", self.host());
-        if let Some(t) = token {
-            req = req.header("authorization", format!("Bearer {t}"));
-        }
-        call(&self.state, req.body(Body::empty()).unwrap()).await
+        let authorization = token.map(bearer);
+        get_as(&self.state, &self.host(), path, authorization.as_deref()).await
+    }
+
+    /// The JSON body of [`Server::get`] (`Null` if it is not JSON).
+    pub async fn get_json(&self, path: &str, token: Option<&str>) -> serde_json::Value {
+        body_json(self.get(path, token).await).await
+    }
+
+    /// The status of [`Server::get`].
+    pub async fn status(&self, path: &str, token: Option<&str>) -> u16 {
+        self.get(path, token).await.status().as_u16()
     }
 
     pub async fn stop(mut self) {
@@ -170,7 +188,7 @@ impl Server {
 
     /// Connects with `bulwark.v1, bearer.<token>`.
     pub async fn ws(&self, token: &str) -> Ws {
-        let proto = format!("bulwark.v1, bearer.{token}");
+        let proto = ws_protocol(token);
         let req = self.ws_request(&[("sec-websocket-protocol", &proto)]);
         let (ws, resp) = tokio_tungstenite::connect_async(req)
             .await
@@ -191,6 +209,57 @@ impl Server {
             Err(e) => panic!("unexpected handshake error: {e}"),
         }
     }
+
+    /// [`Server::ws_status`] signed in with `bulwark.v1, bearer.<token>`.
+    pub async fn ws_status_as(&self, token: &str) -> Result<Ws, u16> {
+        self.ws_status(&[("sec-websocket-protocol", &ws_protocol(token))])
+            .await
+    }
+}
+
+/// `Bearer <token>`, an Authorization header value.
+pub fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+/// `bulwark.v1, bearer.<token>`, the subprotocols that sign a WebSocket in.
+pub fn ws_protocol(token: &str) -> String {
+    format!("bulwark.v1, bearer.{token}")
+}
+
+/// A rate of `per_minute` with bursts of `burst`.
+pub fn rate(per_minute: u32, burst: u32) -> Rate {
+    Rate { per_minute, burst }
+}
+
+/// The default config with these limits.
+pub fn with_limits(limits: Limits) -> ServerConfig {
+    ServerConfig {
+        limits,
+        ..ServerConfig::default()
+    }
+}
+
+/// The response a WebSocket handshake was refused with; panics if it was
+/// accepted or failed otherwise.
+pub async fn ws_refusal(
+    req: impl IntoClientRequest + Unpin,
+) -> tokio_tungstenite::tungstenite::http::Response<Option<Vec<u8>>> {
+    match tokio_tungstenite::connect_async(req).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => *resp,
+        other => panic!("expected a refusal, got {:?}", other.map(|_| ())),
+    }
+}
+
+/// One `GET path` over a new TCP connection with this Host (and
+/// `Connection: close`); the whole raw response.
+pub async fn raw_get(addr: SocketAddr, path: &str, host: &str) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
 }
 
 /// Sends a JSON text frame.
@@ -212,6 +281,64 @@ pub async fn recv(ws: &mut Ws) -> serde_json::Value {
             other => panic!("unexpected frame: {other:?}"),
         }
     }
+}
+
+/// Sends a `subscribe` to a new session of `agent`; the reply.
+pub async fn subscribe(ws: &mut Ws, agent: &str) -> serde_json::Value {
+    send(ws, serde_json::json!({"type": "subscribe", "agent": agent})).await;
+    recv(ws).await
+}
+
+/// Subscribes to a new session of `agent`; its id.
+pub async fn open_session(ws: &mut Ws, agent: &str) -> String {
+    subscribe(ws, agent).await["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Sends a `subscribe` to an existing `session` of `agent`; the reply.
+pub async fn resubscribe(ws: &mut Ws, agent: &str, session: &str) -> serde_json::Value {
+    send(
+        ws,
+        serde_json::json!({"type": "subscribe", "agent": agent, "session": session}),
+    )
+    .await;
+    recv(ws).await
+}
+
+/// Sends a `message` frame with this text (the reply is the caller's).
+pub async fn send_message(ws: &mut Ws, text: &str) {
+    send(ws, serde_json::json!({"type": "message", "text": text})).await;
+}
+
+/// Sends a `message` frame with this text; the `message_id` of the
+/// `accepted` frame that must answer it before any frame of its turn.
+pub async fn say(ws: &mut Ws, text: &str) -> u64 {
+    send_message(ws, text).await;
+    let accepted = recv(ws).await;
+    assert_eq!(accepted["type"], "accepted", "{accepted}");
+    accepted["message_id"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("accepted without a message id: {accepted}"))
+}
+
+/// Sends a message; the turn's frames up to and including `turn_ended`.
+pub async fn turn(ws: &mut Ws, text: &str) -> Vec<serde_json::Value> {
+    let message_id = say(ws, text).await;
+    let frames = recv_until(ws, "turn_ended").await;
+    for frame in &frames {
+        if frame.get("message_id").is_some() {
+            assert_eq!(frame["message_id"], message_id, "{frame}");
+        }
+    }
+    frames
+}
+
+/// Sends a `ping`; the reply.
+pub async fn ping(ws: &mut Ws) -> serde_json::Value {
+    send(ws, serde_json::json!({"type": "ping"})).await;
+    recv(ws).await
 }
 
 /// Frames until (and including) one of type `ty`.
@@ -241,13 +368,70 @@ pub async fn closed(ws: &mut Ws, within: Duration) -> Option<u16> {
     }
 }
 
+/// A request builder with `Host: localhost:8420`.
+pub fn local(method: &str, uri: &str) -> axum::http::request::Builder {
+    Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("host", LOCAL_HOST)
+}
+
 /// A GET through the router (no socket), with `Host: localhost:8420`.
 pub async fn get(state: &AppState, path: &str, token: Option<&str>) -> Response<Body> {
-    let mut req = Request::get(path).header("host", "localhost:8420");
-    if let Some(t) = token {
-        req = req.header("authorization", format!("Bearer {t}"));
+    get_authorized(state, path, token.map(bearer).as_deref()).await
+}
+
+/// A GET with `Host: localhost:8420` and this exact Authorization value.
+pub async fn get_authorized(
+    state: &AppState,
+    path: &str,
+    authorization: Option<&str>,
+) -> Response<Body> {
+    get_as(state, LOCAL_HOST, path, authorization).await
+}
+
+async fn get_as(
+    state: &AppState,
+    host: &str,
+    path: &str,
+    authorization: Option<&str>,
+) -> Response<Body> {
+    let mut req = Request::get(path).header("host", host);
+    if let Some(a) = authorization {
+        req = req.header("authorization", a);
     }
     call(state, req.body(Body::empty()).unwrap()).await
+}
+
+/// The JSON body of [`get`] (`Null` if it is not JSON).
+pub async fn get_json(state: &AppState, path: &str, token: Option<&str>) -> serde_json::Value {
+    body_json(get(state, path, token).await).await
+}
+
+/// The status of [`get`].
+pub async fn status(state: &AppState, path: &str, token: Option<&str>) -> u16 {
+    get(state, path, token).await.status().as_u16()
+}
+
+/// The status of a GET with exactly these headers (no Host unless given).
+pub async fn status_with_headers(state: &AppState, uri: &str, headers: &[(&str, &str)]) -> u16 {
+    let mut req = Request::get(uri);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    call(state, req.body(Body::empty()).unwrap())
+        .await
+        .status()
+        .as_u16()
+}
+
+/// A 429's Retry-After, in seconds.
+pub fn retry_after(resp: &Response<Body>) -> u64 {
+    resp.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap()
 }
 
 pub async fn call(state: &AppState, req: Request<Body>) -> Response<Body> {

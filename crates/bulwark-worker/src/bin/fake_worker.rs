@@ -7,6 +7,9 @@
 //! frame that is not JSON. A good worker then acts on each user message's
 //! text (see `turn`): echo, sleep, hold until interrupted, crash, print its
 //! environment, ask for approval, or break the protocol in a chosen way.
+//!
+//! It accepts and ignores the `--user=... --agent=...` arguments the
+//! supervisor appends (a turn with the text `args` echoes them).
 
 use bulwark_worker::frame::{CommandCodec, EventCodec, MAX_FRAME_BYTES};
 use bulwark_worker::protocol::{
@@ -93,6 +96,10 @@ async fn turn(
             let mut vars: Vec<String> = std::env::vars().map(|(k, v)| format!("{k}={v}")).collect();
             vars.sort();
             send(out, delta(vars.join("\n"))).await;
+        }
+        "args" => {
+            let args: Vec<String> = std::env::args().skip(1).collect();
+            send(out, delta(args.join(" "))).await;
         }
         "crash" => {
             send(out, delta("partial".into())).await;

@@ -1,0 +1,446 @@
+//! A `bulwark worker` confines itself to its own user's and agent's data
+//! before it does anything else.
+//!
+//! A worker runs one user's conversation: model output, tool calls and
+//! provider responses all pass through it. Its tools are confined already
+//! (the workspace by handle, shell commands by the sandbox helper); this
+//! confines the worker process itself, so that a bug anywhere in it cannot
+//! reach the server's keys (`keys/`: the token HMAC secret, the audit
+//! signing key), another user's directories, or another agent's files.
+//!
+//! The rule set is [`worker_rules`], a pure function of the home, the user,
+//! the agent and the resolved model file. [`confine_worker`] prepares what
+//! must exist beforehand (the user's directories, the database files),
+//! applies it with `no_new_privs` and Landlock, and decides, per
+//! `[sandbox] enforcement`, what happens when that fails: strict refuses
+//! to serve (the client gets a setup error), permissive warns and goes on.
+//!
+//! It runs in `main` before the async runtime exists: Landlock binds the
+//! calling thread and the threads started after it, never earlier ones.
+
+use anyhow::anyhow;
+use bulwark_kernel::{Home, KernelError, valid_name};
+use bulwark_policy::{GlobalConfig, SandboxEnforcement, parse_model_ref};
+use bulwark_sandbox::SelfConfinement;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The arguments of the hidden `bulwark worker` subcommand. The supervisor
+/// passes the user and agent of the conversation so the worker can confine
+/// itself to them before it reads its first command.
+#[derive(clap::Args, Debug, Clone)]
+pub struct WorkerArgs {
+    /// The user the conversation belongs to (authenticated by the server).
+    #[arg(long, value_parser = parse_name)]
+    pub user: String,
+    /// The agent of the conversation.
+    #[arg(long, value_parser = parse_name)]
+    pub agent: String,
+}
+
+fn parse_name(name: &str) -> Result<String, String> {
+    if valid_name(name) {
+        Ok(name.to_owned())
+    } else {
+        Err(
+            "use 1-64 lowercase letters, digits, `-` or `_`, starting with a letter or digit"
+                .into(),
+        )
+    }
+}
+
+/// What the worker knows when its runtime starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerStart {
+    pub user: String,
+    pub agent: String,
+    /// Set when the worker must not serve: confinement failed under strict
+    /// enforcement. The worker answers `Start` with a setup error for this
+    /// reason (the client gets a reference to it, the server log the text).
+    pub refusal: Option<String>,
+}
+
+/// The database and the files SQLite keeps beside it in WAL mode. They are
+/// granted one by one: creating a file would need rights on the whole
+/// data directory.
+const DB_SUFFIXES: &[&str] = &["", "-wal", "-shm", "-journal"];
+
+/// What a worker for `user` and `agent` may reach, besides the system
+/// baseline of [`bulwark_sandbox::confine_current_process`]:
+///
+/// * read only: `config.toml`, `access.toml`, `audit.ack` (an operator's
+///   acknowledgement of a log problem), `trust/` (public verifier keys;
+///   every run computes its agent's signature status), `agents/<agent>/`,
+///   and `model_file` when it may be granted (see below);
+/// * read + execute: `exe`, the bulwark binary, which the shell tool runs
+///   again as its sandbox helper;
+/// * read-write: `users/<user>/agents/<agent>/` (workspace, agent memory)
+///   and `users/<user>/memory/` (shared by the user's agents), and the
+///   database files (`bulwark.db`, `-wal`, `-shm`, `-journal`) one by one;
+/// * and what its sandboxed shell commands need (their pids cgroup, their
+///   namespaces prepared beforehand).
+///
+/// Never: `keys/`, other users' directories, other agents' directories,
+/// anything else in the data directory. A local model inside the data
+/// directory is granted only under `models/` (or inside the agent's own
+/// directory, granted anyway); elsewhere on the machine the one file is
+/// granted. `model_file` should be canonical (no `..`, no links), as
+/// [`local_model_file`] returns it.
+pub fn worker_rules(
+    home: &Home,
+    user: &str,
+    agent: &str,
+    model_file: Option<&Path>,
+    exe: Option<&Path>,
+) -> Result<SelfConfinement, KernelError> {
+    let root = home.root();
+    let agent_dir = home.agent_dir(agent)?;
+    let agent_data = home
+        .workspace_dir(user, agent)?
+        .parent()
+        .map(Path::to_path_buf)
+        .ok_or_else(|| KernelError::Setup("the workspace directory has no parent".into()))?;
+    let mut read_only = vec![
+        home.config_path(),
+        home.access_path(),
+        root.join("audit.ack"),
+        root.join(bulwark_trust::TRUST_DIR),
+        agent_dir.clone(),
+    ];
+    if let Some(model) = model_file {
+        let in_home = model.starts_with(root);
+        let allowed =
+            !in_home || model.starts_with(root.join("models")) || model.starts_with(&agent_dir);
+        if allowed && !model.starts_with(&agent_dir) {
+            read_only.push(model.to_path_buf());
+        }
+    }
+    let db = home.db_path();
+    let read_write_files = DB_SUFFIXES
+        .iter()
+        .map(|suffix| {
+            let mut name = db.as_os_str().to_owned();
+            name.push(suffix);
+            PathBuf::from(name)
+        })
+        .collect();
+    Ok(SelfConfinement {
+        read_only,
+        read_exec: exe.map(Path::to_path_buf).into_iter().collect(),
+        read_write_dirs: vec![agent_data, home.user_memory_dir(user)?],
+        read_write_files,
+        sandboxed_children: true,
+    })
+}
+
+/// The file a `local:` model of `agent` loads, canonical, when it is one
+/// (`None` for providers over the network and for `script:`, whose files
+/// live in the agent's directory). Mirrors how the kernel resolves it: a
+/// catalogue name is `models/<file>`; anything with a `/` or ending in
+/// `.gguf` is a path relative to the agent directory.
+pub fn local_model_file(home: &Home, global: &GlobalConfig, agent: &str) -> Option<PathBuf> {
+    let loaded = home.load_agent(agent).ok()?;
+    let model = loaded
+        .manifest
+        .agent
+        .model
+        .clone()
+        .or_else(|| bulwark_kernel::default_model(global))?;
+    let model_ref = parse_model_ref(&model).ok()?;
+    if model_ref.provider != "local" || global.providers.contains_key("local") {
+        return None;
+    }
+    let spec = model_ref.model;
+    let path = match bulwark_kernel::model_catalogue()
+        .ok()
+        .and_then(|c| c.get(&spec).map(|entry| entry.file.clone()))
+    {
+        Some(file) => bulwark_models::models_dir(home.root()).join(file),
+        None => loaded.dir.join(&spec),
+    };
+    std::fs::canonicalize(path).ok()
+}
+
+/// Creates what must exist before the rules are made: the user's
+/// directories for the agent (a rule is on an existing directory; a
+/// missing one stays unreachable) and the database files
+/// (a confined worker cannot create files in the data directory).
+///
+/// Under `bulwark serve` the server holds the database open in WAL mode,
+/// so all three files exist. Otherwise a WAL-mode database only lacks its
+/// `-wal` and `-shm` files, which are created empty (what SQLite expects
+/// of a database nobody has open; existing files are opened without
+/// truncation and left as they are). A database that is new or not yet in
+/// WAL mode is first set up by the store itself: switching to WAL writes
+/// through a rollback journal beside the database, which a confined
+/// worker could not create.
+fn prepare_paths(home: &Home, user: &str, agent: &str) -> anyhow::Result<()> {
+    // Only for an agent that exists: a request naming another must not
+    // leave directories behind (the session setup refuses it anyway).
+    if home.agent_dir(agent)?.join("agent.toml").is_file() {
+        std::fs::create_dir_all(home.workspace_dir(user, agent)?)?;
+        std::fs::create_dir_all(home.user_memory_dir(user)?)?;
+    }
+    let db = home.db_path();
+    if !in_wal_mode(&db) {
+        drop(bulwark_store::Store::open(&db)?);
+        // The store's checkpoint thread notices the drop within its poll
+        // interval and ends; confinement needs this thread to be the only one.
+        wait_for_one_thread(Duration::from_secs(3));
+    }
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = db.as_os_str().to_owned();
+        name.push(suffix);
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(PathBuf::from(name))?;
+    }
+    Ok(())
+}
+
+/// Whether `db` is an SQLite database in WAL mode (file format version
+/// bytes 18 and 19 of the header are 2).
+fn in_wal_mode(db: &Path) -> bool {
+    use std::io::Read;
+    let mut header = [0u8; 20];
+    std::fs::File::open(db)
+        .and_then(|mut f| f.read_exact(&mut header))
+        .is_ok_and(|()| header.starts_with(b"SQLite format 3\0") && header[18..20] == [2, 2])
+}
+
+/// Waits (polling `/proc/self/status`) until this is the process's only
+/// thread, or `limit` passes; confinement then says which it was.
+fn wait_for_one_thread(limit: Duration) {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        let threads = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Threads:"))
+                    .and_then(|n| n.trim().parse::<u64>().ok())
+            });
+        if threads == Some(1) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Confines this worker to `args.user` and `args.agent` (see the module
+/// docs) and says on stderr what is in force; the supervisor logs it.
+/// Names no paths: a log is no place for where the secrets are.
+///
+/// Must be called while the process has one thread.
+pub fn confine_worker(home: &Home, args: &WorkerArgs) -> WorkerStart {
+    let start = |refusal| WorkerStart {
+        user: args.user.clone(),
+        agent: args.agent.clone(),
+        refusal,
+    };
+    // A config that does not load is reported when the session is set up;
+    // confinement meanwhile takes the strict default.
+    let global = home.load_global().unwrap_or_default();
+    let strict = global.sandbox.enforcement == SandboxEnforcement::Strict;
+    // Rules compare paths: use the home as the kernel sees it.
+    let home = std::fs::canonicalize(home.root())
+        .map(Home::new)
+        .unwrap_or_else(|_| home.clone());
+    let confined = prepare_paths(&home, &args.user, &args.agent)
+        .map_err(|e| anyhow!("the data directory is not ready for a worker: {e:#}"))
+        .and_then(|()| {
+            let model = local_model_file(&home, &global, &args.agent);
+            let exe = std::env::current_exe().ok();
+            worker_rules(
+                &home,
+                &args.user,
+                &args.agent,
+                model.as_deref(),
+                exe.as_deref(),
+            )
+            .map_err(|e| anyhow!("{e}"))
+        })
+        .and_then(|rules| {
+            bulwark_sandbox::confine_current_process(&rules).map_err(anyhow::Error::from)
+        });
+    match confined {
+        Ok(report) => {
+            eprintln!(
+                "bulwark worker: confinement in force for user `{}`, agent `{}`: {report}",
+                args.user, args.agent
+            );
+            start(None)
+        }
+        Err(err) => start(decide(strict, &format!("{err:#}"))),
+    }
+}
+
+/// Strict: the reason to refuse every `Start` (also printed for the
+/// server log). Permissive: a warning, and no refusal.
+fn decide(strict: bool, why: &str) -> Option<String> {
+    if strict {
+        let refusal = format!(
+            "this server cannot confine its worker process: {why}. [sandbox] enforcement is \
+             \"strict\" in config.toml, so no conversation runs unconfined; fix the cause, or \
+             set enforcement = \"permissive\" to run without it"
+        );
+        eprintln!("bulwark worker: refusing to serve: {refusal}");
+        Some(refusal)
+    } else {
+        eprintln!(
+            "bulwark worker: WARNING: running unconfined ([sandbox] enforcement = \
+             \"permissive\"): {why}"
+        );
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules_for(user: &str, agent: &str, model: Option<&Path>) -> SelfConfinement {
+        let home = Home::new("/srv/bw");
+        worker_rules(
+            &home,
+            user,
+            agent,
+            model,
+            Some(Path::new("/usr/bin/bulwark")),
+        )
+        .expect("valid names")
+    }
+
+    fn all_paths(rules: &SelfConfinement) -> Vec<&Path> {
+        rules
+            .read_only
+            .iter()
+            .chain(&rules.read_exec)
+            .chain(&rules.read_write_dirs)
+            .chain(&rules.read_write_files)
+            .map(PathBuf::as_path)
+            .collect()
+    }
+
+    #[test]
+    fn alice_gets_her_own_directories_and_nothing_of_bob_or_the_keys() {
+        let rules = rules_for("alice", "helper", None);
+        let root = Path::new("/srv/bw");
+        assert_eq!(
+            rules.read_write_dirs,
+            vec![
+                root.join("users/alice/agents/helper"),
+                root.join("users/alice/memory")
+            ]
+        );
+        for path in all_paths(&rules) {
+            assert!(!path.starts_with(root.join("keys")), "{}", path.display());
+            assert!(
+                !path.starts_with(root.join("users/bob")),
+                "{}",
+                path.display()
+            );
+            assert!(
+                !path.starts_with(root.join("agents")) || path == root.join("agents/helper"),
+                "another agent: {}",
+                path.display()
+            );
+            // Nothing grants the data directory itself, which holds keys/.
+            assert_ne!(path, root, "the whole data directory is granted");
+            assert!(path != root.join("users") && path != root.join("users/alice"));
+        }
+        assert!(rules.read_only.contains(&root.join("agents/helper")));
+        assert!(rules.read_only.contains(&root.join("config.toml")));
+        assert!(rules.read_only.contains(&root.join("access.toml")));
+        assert!(rules.read_only.contains(&root.join("trust")));
+        assert_eq!(rules.read_exec, vec![PathBuf::from("/usr/bin/bulwark")]);
+        assert!(rules.sandboxed_children);
+    }
+
+    #[test]
+    fn the_database_is_granted_file_by_file() {
+        let rules = rules_for("alice", "helper", None);
+        let names: Vec<String> = rules
+            .read_write_files
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "/srv/bw/bulwark.db",
+                "/srv/bw/bulwark.db-wal",
+                "/srv/bw/bulwark.db-shm",
+                "/srv/bw/bulwark.db-journal"
+            ]
+        );
+    }
+
+    #[test]
+    fn bob_gets_bobs_directories_not_alices() {
+        let rules = rules_for("bob", "helper", None);
+        for path in all_paths(&rules) {
+            assert!(
+                !path.starts_with("/srv/bw/users/alice"),
+                "{}",
+                path.display()
+            );
+        }
+        assert!(
+            rules
+                .read_write_dirs
+                .contains(&PathBuf::from("/srv/bw/users/bob/memory"))
+        );
+    }
+
+    #[test]
+    fn model_files_are_granted_only_where_models_belong() {
+        let granted = |model: &str| {
+            rules_for("alice", "helper", Some(Path::new(model)))
+                .read_only
+                .contains(&PathBuf::from(model))
+        };
+        assert!(granted("/srv/bw/models/qwen.gguf"));
+        assert!(granted("/opt/models/big.gguf"));
+        // Inside the agent's directory: granted with the directory.
+        assert!(!granted("/srv/bw/agents/helper/mine.gguf"));
+        for refused in [
+            "/srv/bw/keys/server.secret",
+            "/srv/bw/users/bob/agents/helper/workspace/m.gguf",
+            "/srv/bw/agents/other/m.gguf",
+            "/srv/bw/bulwark.db",
+        ] {
+            assert!(!granted(refused), "{refused}");
+        }
+    }
+
+    #[test]
+    fn names_that_are_not_names_are_refused() {
+        let home = Home::new("/srv/bw");
+        assert!(worker_rules(&home, "../keys", "helper", None, None).is_err());
+        assert!(worker_rules(&home, "alice", "a/b", None, None).is_err());
+        for bad in ["", "Alice", "../x", "-x", "a b"] {
+            assert!(parse_name(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(parse_name("alice").as_deref(), Ok("alice"));
+    }
+
+    #[test]
+    fn strict_refuses_and_permissive_goes_on() {
+        let refusal = decide(true, "Landlock is unavailable: ENOSYS").expect("strict refuses");
+        assert!(
+            refusal.contains("Landlock is unavailable: ENOSYS"),
+            "{refusal}"
+        );
+        assert!(
+            refusal.contains("enforcement = \"permissive\""),
+            "{refusal}"
+        );
+        assert_eq!(decide(false, "Landlock is unavailable"), None);
+    }
+}
