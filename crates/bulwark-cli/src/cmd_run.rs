@@ -4,16 +4,17 @@ use crate::approver::TerminalApprover;
 use crate::checkpoints::{Checkpointer, Shutdown};
 use crate::cmd_keys::{SignatureStatus, check_agent_signature, loaded_matches_signed};
 use crate::printer::Printer;
+use crate::records::Records;
+use crate::worker_store::BrokerClient;
 use crate::{ChatArgs, Failure, RunArgs, usage_error};
 use anyhow::{Context, anyhow};
-use bulwark_audit::{AuditRecord, AuditSink, Decision};
+use bulwark_audit::{AuditRecord, Decision};
 use bulwark_kernel::{
     AgentRuntime, AgentSetup, Approver, Door, Home, Kernel, KernelError, PolicyContext,
     PreApproved, Session, SessionIdentity, SessionState, ToolLimits, ToolRegistry, TurnEnd,
     build_session, effective_policy, load_secrets, resolve_model,
 };
 use bulwark_llm::Message;
-use bulwark_store::{NewSession, Store};
 use std::io::{BufRead, Write};
 use std::sync::Arc;
 
@@ -31,10 +32,20 @@ pub(crate) struct Prepared {
     pub(crate) session: Session,
     pub(crate) history: Vec<Message>,
     pub(crate) agent: AgentRuntime,
-    /// Signs checkpoints while the run lasts, and the last one at its end.
-    pub(crate) checkpoints: Checkpointer,
+    /// Signs checkpoints while the run lasts, and the last one at its end
+    /// (`None` in a worker: the server signs).
+    pub(crate) checkpoints: Option<Checkpointer>,
     /// Ctrl-C / SIGTERM, listened for from before the session starts.
     pub(crate) shutdown: Shutdown,
+}
+
+impl Prepared {
+    /// Signs the final checkpoint (once; a no-op in a worker).
+    pub(crate) fn finish_checkpoints(&mut self) {
+        if let Some(checkpoints) = self.checkpoints.take() {
+            checkpoints.finish();
+        }
+    }
 }
 
 /// What a run was configured with, for its `config_load` audit record:
@@ -77,15 +88,18 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// Who the session serves, which decides whether config.toml's `[remote]`
+/// Who the session serves. It decides whether config.toml's `[remote]`
 /// policy (no shell unless `remote.shell`, the `remote.tools` filter)
-/// narrows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// narrows it, and where its records go.
 pub(crate) enum Origin {
-    /// `run` and `chat`: the operator at this machine's terminal.
+    /// `run` and `chat`: the operator at this machine's terminal. This
+    /// process opens the database, checks the audit log and signs
+    /// checkpoints.
     Terminal,
-    /// A worker for `serve`: a user who reached the server over the network.
-    Remote,
+    /// A worker for `serve`: a user who reached the server over the
+    /// network. Every record goes through the server, which keeps them
+    /// for this worker's conversation only.
+    Remote(Arc<BrokerClient>),
 }
 
 /// Sets a session up: names, config, signature, policy, model, store,
@@ -129,7 +143,7 @@ pub(crate) fn prepare(
             access: &access,
             agent: &loaded,
             user,
-            remote: origin == Origin::Remote,
+            remote: matches!(origin, Origin::Remote(_)),
         },
         &registry,
     )
@@ -158,16 +172,9 @@ pub(crate) fn prepare(
         limits.shell_timeout = std::time::Duration::from_secs(secs);
     }
 
-    std::fs::create_dir_all(home.root())
-        .with_context(|| format!("cannot create {}", home.root().display()))?;
-    let store = Store::open(&home.db_path())
-        .with_context(|| format!("cannot open {}", home.db_path().display()))?;
-    // A log that does not verify stops agents until an operator looks.
-    let audit_sink = store.audit_sink();
-    crate::cmd_audit::require_verified(home, &audit_sink)?;
+    let records = Records::open(home, &origin, &global)?;
     let shutdown = Shutdown::listen().context("cannot install the Ctrl-C / SIGTERM handlers")?;
-    let checkpoints = Checkpointer::start(home, audit_sink.clone(), &global.audit);
-    let audit: Arc<dyn AuditSink> = Arc::new(audit_sink);
+    let audit = records.audit.clone();
     let loads = LoadedSources {
         config: config_digest,
         access: access_digest,
@@ -176,21 +183,12 @@ pub(crate) fn prepare(
     };
     let door = Door::new(registry, audit.clone(), approver)
         .with_recorded_arguments(global.audit.record_arguments);
-    let kernel = Kernel::new(door, store.clone());
+    let kernel = Kernel::with_shared_store(door, records.conversations.clone());
 
     let (id, saved, history) = match resume {
         Some(id) => {
-            let row = store.session(id)?.ok_or_else(|| {
-                usage_error(anyhow!("no session `{id}` (see `bulwark sessions list`)"))
-            })?;
-            if row.agent != agent_name || row.user != user {
-                return Err(usage_error(anyhow!(
-                    "session `{id}` belongs to agent `{}` and user `{}`, not `{agent_name}`/`{user}`",
-                    row.agent,
-                    row.user
-                )));
-            }
-            let saved: Option<SessionState> = match row.state_json {
+            let state_json = records.resume(id, agent_name, user)?;
+            let saved: Option<SessionState> = match state_json {
                 Some(json) => Some(
                     serde_json::from_str(&json)
                         .context("the stored session state is unreadable")?,
@@ -213,11 +211,7 @@ pub(crate) fn prepare(
     // Only a session that could be built is stored: a failed setup leaves
     // no half-made session behind.
     if is_new {
-        store.create_session(&NewSession {
-            id: id.clone(),
-            agent: agent_name.into(),
-            user: user.into(),
-        })?;
+        records.create(&id, agent_name, user)?;
     }
     audit
         .record(&AuditRecord {
@@ -283,7 +277,7 @@ pub(crate) fn prepare(
         session,
         history,
         agent,
-        checkpoints,
+        checkpoints: records.checkpoints,
         shutdown,
     })
 }
@@ -340,13 +334,13 @@ pub async fn run(home: &Home, args: RunArgs) -> Result<(), Failure> {
             &mut printer,
         ) => turn,
         () = p.shutdown.requested() => {
-            p.checkpoints.finish();
+            p.finish_checkpoints();
             return Err(interrupted(&p.session.identity.id));
         }
     };
     let outcome = turn.map_err(kernel_failure)?;
     println!();
-    p.checkpoints.finish();
+    p.finish_checkpoints();
     eprintln!(
         "{} tool call(s) · {} input / {} output tokens · audit: bulwark audit tail --session {}",
         outcome.tool_calls,
@@ -397,13 +391,13 @@ pub async fn chat(home: &Home, args: ChatArgs) -> Result<(), Failure> {
         let read = tokio::select! {
             read = tokio::task::spawn_blocking(read_line_blocking) => read,
             () = p.shutdown.requested() => {
-                p.checkpoints.finish();
+                p.finish_checkpoints();
                 return Err(interrupted(&p.session.identity.id));
             }
         };
         let Some(line) = read.ok().flatten() else {
             eprintln!();
-            p.checkpoints.finish();
+            p.finish_checkpoints();
             return Ok(());
         };
         let line = line.trim();
@@ -411,14 +405,14 @@ pub async fn chat(home: &Home, args: ChatArgs) -> Result<(), Failure> {
             continue;
         }
         if line == "/exit" || line == "/quit" {
-            p.checkpoints.finish();
+            p.finish_checkpoints();
             return Ok(());
         }
         let mut printer = Printer::new();
         let turn = tokio::select! {
             turn = p.kernel.run_turn(&mut p.session, &mut p.history, &p.agent, line, &mut printer) => turn,
             () = p.shutdown.requested() => {
-                p.checkpoints.finish();
+                p.finish_checkpoints();
                 return Err(interrupted(&p.session.identity.id));
             }
         };

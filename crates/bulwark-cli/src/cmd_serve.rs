@@ -20,7 +20,8 @@ use bulwark_server::{
 use bulwark_store::Store;
 use bulwark_worker::protocol::ErrorCode;
 use bulwark_worker::{
-    CapScope, Supervisor, SupervisorConfig, SupervisorError, WorkerEnv, WorkerHandle,
+    Broker, CapScope, DatabaseBroker, Supervisor, SupervisorConfig, SupervisorError, WorkerEnv,
+    WorkerHandle,
 };
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -187,11 +188,14 @@ pub async fn serve(home: &Home, args: ServeArgs) -> Result<(), Failure> {
         .with_context(|| format!("cannot create {}", home.root().display()))?;
     let store = Store::open(&home.db_path())
         .with_context(|| format!("cannot open {}", home.db_path().display()))?;
-    // Workers are confined away from keys/, where the audit signing key
-    // is: the server signs checkpoints of what they record, periodically
-    // and once more at shutdown. Keeping `store` open for the server's
-    // life also keeps the database's -wal and -shm files in place, which
-    // a confined worker can use but not create.
+    // Workers never open the database (it holds every user's
+    // conversations): the server performs their store operations, each for
+    // the worker's own conversation, and stamps their audit records with
+    // its identity. Workers are confined away from keys/ too, where the
+    // audit signing key is: the server signs checkpoints of what they
+    // record, periodically and once more at shutdown. A log that does not
+    // verify stops the server as it stops `run`.
+    crate::cmd_audit::require_verified(home, &store.audit_sink())?;
     let audit_config = home
         .load_global()
         .map_err(|e| usage_error(anyhow!("{e}")))?
@@ -204,6 +208,7 @@ pub async fn serve(home: &Home, args: ServeArgs) -> Result<(), Failure> {
     supervisor_config.max_workers = args.max_workers.max(1);
     supervisor_config.max_workers_per_user = args.max_workers_per_user.max(1);
     supervisor_config.idle_timeout = Duration::from_secs(args.idle_timeout_secs.max(1));
+    supervisor_config.broker = Some(Broker::new(DatabaseBroker::new(store.clone())));
     let supervisor = Supervisor::new(supervisor_config);
 
     let mut config = ServerConfig::new(args.bind);

@@ -10,6 +10,7 @@
 
 use crate::cmd_run::{Origin, Prepared, prepare};
 use crate::worker_confine::WorkerStart;
+use crate::worker_store::BrokerClient;
 use crate::{Failure, usage_error};
 use anyhow::{Context, anyhow};
 use bulwark_audit::Decision;
@@ -17,7 +18,7 @@ use bulwark_kernel::{
     ApprovalAnswer, ApprovalRequest, Approver, CancellationToken, DispatchResult, Home,
     KernelError, TurnObserver,
 };
-use bulwark_store::Store;
+use bulwark_store::StoreError;
 use bulwark_worker::io::{FrameReader, FrameWriter};
 use bulwark_worker::protocol::{
     Command, ErrorCode, Event, MAX_ID_CHARS, MAX_SHORT_CHARS, MAX_TEXT_CHARS, ToolDecision,
@@ -58,6 +59,7 @@ pub async fn worker(home: &Home, expected: &WorkerStart) -> Result<(), Failure> 
     let (start_tx, start) = oneshot::channel();
     let (messages_tx, messages) = mpsc::channel(8);
     let (interrupts_tx, interrupts) = mpsc::channel(4);
+    let store = Arc::new(BrokerClient::new(events.clone()));
     let reader = tokio::spawn(read_commands(
         pipes.commands,
         Router {
@@ -66,6 +68,7 @@ pub async fn worker(home: &Home, expected: &WorkerStart) -> Result<(), Failure> 
             messages: messages_tx,
             interrupts: interrupts_tx,
             approvals: approvals.clone(),
+            store: store.clone(),
             stop: stop_tx,
         },
     ));
@@ -76,7 +79,7 @@ pub async fn worker(home: &Home, expected: &WorkerStart) -> Result<(), Failure> 
         interrupts,
         stop,
     };
-    let result = converse(home, channels, approvals, expected).await;
+    let result = converse(home, channels, approvals, store, expected).await;
     // Every sender of events is gone once the reader is: the writer then
     // drains what is queued and ends.
     reader.abort();
@@ -104,6 +107,7 @@ async fn converse(
     home: &Home,
     mut ch: Channels,
     approvals: Arc<Approvals>,
+    store: Arc<BrokerClient>,
     expected: &WorkerStart,
 ) -> Result<(), Failure> {
     let start = tokio::select! {
@@ -157,10 +161,21 @@ async fn converse(
     if let Some(refusal) = &expected.refusal {
         return fail(ErrorCode::Setup, anyhow!("{refusal}").into());
     }
+    // Resumed before `prepare` (which asks again and gets the same answer)
+    // so that the answer is `Forbidden` and does not say whose session it
+    // is, or whether it exists.
     if let Some(id) = &resume
-        && let Err(failure) = check_owner(home, id, &user, &agent)
+        && let Err(err) = store.resume(id)
     {
-        return fail(ErrorCode::Forbidden, failure);
+        return match err {
+            StoreError::NotFound(_) => fail(
+                ErrorCode::Forbidden,
+                usage_error(anyhow!(
+                    "no session `{id}` of user `{user}` with agent `{agent}`"
+                )),
+            ),
+            other => fail(ErrorCode::Setup, Failure::from(other)),
+        };
     }
     let turn_stop = approvals.clone();
     let mut p = match prepare(
@@ -169,7 +184,7 @@ async fn converse(
         &user,
         None,
         resume.as_deref(),
-        Origin::Remote,
+        Origin::Remote(store.clone()),
         approvals,
     ) {
         Ok(p) => p,
@@ -188,7 +203,7 @@ async fn converse(
         let Some((message_id, text)) = message else {
             break;
         };
-        if let Some(refusal) = budget_refusal(home, &p) {
+        if let Some(refusal) = budget_refusal(home, &store, &p.session.identity.user) {
             let _ = ch.events.send(refusal);
             let _ = ch.events.send(Event::TurnEnded {
                 message_id,
@@ -202,7 +217,7 @@ async fn converse(
             break;
         }
     }
-    p.checkpoints.finish();
+    p.finish_checkpoints();
     Ok(())
 }
 
@@ -213,7 +228,7 @@ const BUDGET_WINDOW_MS: i64 = 24 * 60 * 60 * 1000;
 /// `tokens_per_day` (read from the current access.toml, so a change applies
 /// to the next turn) is spent, or the budget cannot be checked (fail
 /// closed).
-fn budget_refusal(home: &Home, p: &Prepared) -> Option<Event> {
+fn budget_refusal(home: &Home, store: &BrokerClient, user: &str) -> Option<Event> {
     let refuse = |code, message: String| {
         Some(Event::Error {
             code,
@@ -221,7 +236,6 @@ fn budget_refusal(home: &Home, p: &Prepared) -> Option<Event> {
             fatal: false,
         })
     };
-    let user = &p.session.identity.user;
     let access = match home.load_access() {
         Ok(access) => access,
         Err(err) => {
@@ -238,7 +252,7 @@ fn budget_refusal(home: &Home, p: &Prepared) -> Option<Event> {
         .and_then(|u| u.limits.as_ref())
         .and_then(|l| l.tokens_per_day)?;
     let since = now_ms().saturating_sub(BUDGET_WINDOW_MS);
-    match p.kernel.store.tokens_since(user, since) {
+    match store.tokens_since(since) {
         Ok(used) if used < limit => None,
         Ok(used) => refuse(
             ErrorCode::BudgetExhausted,
@@ -263,20 +277,6 @@ fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or(0)
-}
-
-/// A resumed session must be this user's and this agent's. Checked before
-/// `prepare` (which checks again) so that the answer is `Forbidden` and
-/// does not say whose session it is, or whether it exists.
-fn check_owner(home: &Home, id: &str, user: &str, agent: &str) -> Result<(), Failure> {
-    let store = Store::open(&home.db_path()).context("cannot open the session store")?;
-    let row = store.session(id)?;
-    if row.is_some_and(|row| row.user == user && row.agent == agent) {
-        return Ok(());
-    }
-    Err(usage_error(anyhow!(
-        "no session `{id}` of user `{user}` with agent `{agent}`"
-    )))
 }
 
 /// Runs one turn; `false` when the worker must stop (shutdown, signal).
@@ -506,6 +506,7 @@ struct Router {
     messages: mpsc::Sender<(u64, String)>,
     interrupts: mpsc::Sender<()>,
     approvals: Arc<Approvals>,
+    store: Arc<BrokerClient>,
     stop: watch::Sender<bool>,
 }
 
@@ -565,8 +566,14 @@ async fn read_commands(input: Receiver, mut router: Router) {
                 }
             }
             Command::Shutdown => break,
+            Command::StoreReply { request_id, reply } => {
+                if !router.store.deliver(request_id, reply) {
+                    tracing::warn!(request_id, "a store reply nobody waits for was dropped");
+                }
+            }
         }
     }
+    router.store.close();
     let _ = router.stop.send(true);
 }
 

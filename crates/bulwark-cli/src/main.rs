@@ -16,8 +16,10 @@ mod cmd_sandbox;
 mod cmd_serve;
 mod cmd_worker;
 mod printer;
+mod records;
 mod terminal;
 mod worker_confine;
+mod worker_store;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;

@@ -22,9 +22,7 @@ use anyhow::anyhow;
 use bulwark_kernel::{Home, KernelError, valid_name};
 use bulwark_policy::{GlobalConfig, SandboxEnforcement, parse_model_ref};
 use bulwark_sandbox::SelfConfinement;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 /// The arguments of the hidden `bulwark worker` subcommand. The supervisor
 /// passes the user and agent of the conversation so the worker can confine
@@ -61,11 +59,6 @@ pub struct WorkerStart {
     pub refusal: Option<String>,
 }
 
-/// The database and the files SQLite keeps beside it in WAL mode. They are
-/// granted one by one: creating a file would need rights on the whole
-/// data directory.
-const DB_SUFFIXES: &[&str] = &["", "-wal", "-shm", "-journal"];
-
 /// What a worker for `user` and `agent` may reach, besides the system
 /// baseline of [`bulwark_sandbox::confine_current_process`]:
 ///
@@ -76,13 +69,13 @@ const DB_SUFFIXES: &[&str] = &["", "-wal", "-shm", "-journal"];
 /// * read + execute: `exe`, the bulwark binary, which the shell tool runs
 ///   again as its sandbox helper;
 /// * read-write: `users/<user>/agents/<agent>/` (workspace, agent memory)
-///   and `users/<user>/memory/` (shared by the user's agents), and the
-///   database files (`bulwark.db`, `-wal`, `-shm`, `-journal`) one by one;
+///   and `users/<user>/memory/` (shared by the user's agents);
 /// * and what its sandboxed shell commands need (their pids cgroup, their
 ///   namespaces prepared beforehand).
 ///
-/// Never: `keys/`, other users' directories, other agents' directories,
-/// anything else in the data directory. A local model inside the data
+/// Never: `keys/`, the database (the server performs the worker's store
+/// operations for it), other users' directories, other agents'
+/// directories, anything else in the data directory. A local model inside the data
 /// directory is granted only under `models/` (or inside the agent's own
 /// directory, granted anyway); elsewhere on the machine the one file is
 /// granted. `model_file` should be canonical (no `..`, no links), as
@@ -116,20 +109,11 @@ pub fn worker_rules(
             read_only.push(model.to_path_buf());
         }
     }
-    let db = home.db_path();
-    let read_write_files = DB_SUFFIXES
-        .iter()
-        .map(|suffix| {
-            let mut name = db.as_os_str().to_owned();
-            name.push(suffix);
-            PathBuf::from(name)
-        })
-        .collect();
     Ok(SelfConfinement {
         read_only,
         read_exec: exe.map(Path::to_path_buf).into_iter().collect(),
         read_write_dirs: vec![agent_data, home.user_memory_dir(user)?],
-        read_write_files,
+        read_write_files: Vec::new(),
         sandboxed_children: true,
     })
 }
@@ -164,17 +148,7 @@ pub fn local_model_file(home: &Home, global: &GlobalConfig, agent: &str) -> Opti
 
 /// Creates what must exist before the rules are made: the user's
 /// directories for the agent (a rule is on an existing directory; a
-/// missing one stays unreachable) and the database files
-/// (a confined worker cannot create files in the data directory).
-///
-/// Under `bulwark serve` the server holds the database open in WAL mode,
-/// so all three files exist. Otherwise a WAL-mode database only lacks its
-/// `-wal` and `-shm` files, which are created empty (what SQLite expects
-/// of a database nobody has open; existing files are opened without
-/// truncation and left as they are). A database that is new or not yet in
-/// WAL mode is first set up by the store itself: switching to WAL writes
-/// through a rollback journal beside the database, which a confined
-/// worker could not create.
+/// missing one would stay unreachable).
 fn prepare_paths(home: &Home, user: &str, agent: &str) -> anyhow::Result<()> {
     // Only for an agent that exists: a request naming another must not
     // leave directories behind (the session setup refuses it anyway).
@@ -182,54 +156,7 @@ fn prepare_paths(home: &Home, user: &str, agent: &str) -> anyhow::Result<()> {
         std::fs::create_dir_all(home.workspace_dir(user, agent)?)?;
         std::fs::create_dir_all(home.user_memory_dir(user)?)?;
     }
-    let db = home.db_path();
-    if !in_wal_mode(&db) {
-        drop(bulwark_store::Store::open(&db)?);
-        // The store's checkpoint thread notices the drop within its poll
-        // interval and ends; confinement needs this thread to be the only one.
-        wait_for_one_thread(Duration::from_secs(3));
-    }
-    for suffix in ["", "-wal", "-shm"] {
-        let mut name = db.as_os_str().to_owned();
-        name.push(suffix);
-        std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(PathBuf::from(name))?;
-    }
     Ok(())
-}
-
-/// Whether `db` is an SQLite database in WAL mode (file format version
-/// bytes 18 and 19 of the header are 2).
-fn in_wal_mode(db: &Path) -> bool {
-    use std::io::Read;
-    let mut header = [0u8; 20];
-    std::fs::File::open(db)
-        .and_then(|mut f| f.read_exact(&mut header))
-        .is_ok_and(|()| header.starts_with(b"SQLite format 3\0") && header[18..20] == [2, 2])
-}
-
-/// Waits (polling `/proc/self/status`) until this is the process's only
-/// thread, or `limit` passes; confinement then says which it was.
-fn wait_for_one_thread(limit: Duration) {
-    let started = Instant::now();
-    while started.elapsed() < limit {
-        let threads = std::fs::read_to_string("/proc/self/status")
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("Threads:"))
-                    .and_then(|n| n.trim().parse::<u64>().ok())
-            });
-        if threads == Some(1) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// Confines this worker to `args.user` and `args.agent` (see the module
@@ -363,22 +290,16 @@ mod tests {
     }
 
     #[test]
-    fn the_database_is_granted_file_by_file() {
+    fn the_database_is_not_granted() {
         let rules = rules_for("alice", "helper", None);
-        let names: Vec<String> = rules
-            .read_write_files
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
-        assert_eq!(
-            names,
-            [
-                "/srv/bw/bulwark.db",
-                "/srv/bw/bulwark.db-wal",
-                "/srv/bw/bulwark.db-shm",
-                "/srv/bw/bulwark.db-journal"
-            ]
-        );
+        for path in all_paths(&rules) {
+            assert!(
+                !path.starts_with("/srv/bw/bulwark.db"),
+                "the server brokers the store, the worker never opens it: {}",
+                path.display()
+            );
+        }
+        assert!(rules.read_write_files.is_empty());
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod common;
 
 use bulwark_worker::io::{FrameReader, FrameWriter};
 use bulwark_worker::protocol::{Command, ErrorCode, Event};
+use bulwark_worker::store_ipc::StoreRequest;
 use common::serve::{PATIENCE, connect, send, start, until, workers_of};
 use common::{BIN, Bw, scripted};
 use serde_json::{Value, json};
@@ -262,9 +263,15 @@ async fn a_confined_worker_cannot_read_keys_or_other_users_files() {
         );
     }
 
+    // Nor the database, which holds every user's conversations (the
+    // server performs a worker's store operations for it).
+    bw.run(&["audit", "verify"]).ok();
+    assert!(bw.path("bulwark.db").is_file());
+    leaky_agent(&bw, "dbreader", "../../bulwark.db");
+
     // A confined worker cannot read them: the session is refused at setup
     // and the worker's stderr (the server log) says why.
-    for agent in ["keyreader", "bobreader"] {
+    for agent in ["keyreader", "bobreader", "dbreader"] {
         let (first, stderr) = worker(bw.home(), "alice", agent)
             .start("alice", agent)
             .await;
@@ -304,11 +311,22 @@ async fn a_worker_serves_only_the_user_and_agent_it_was_started_for() {
             other => panic!("{user}/{agent}: expected Forbidden, got {other:?}\n{stderr}"),
         }
     }
-    // The user and agent it was started for are served.
+    // The user and agent it was started for are served: the worker goes on
+    // to create the session, through the server (it never opens the
+    // database; nobody answers here, so that is as far as it gets).
     let (first, stderr) = worker(bw.home(), "alice", "tools")
         .start("alice", "tools")
         .await;
-    assert!(matches!(first, Event::Ready { .. }), "{first:?}\n{stderr}");
+    assert!(
+        matches!(
+            first,
+            Event::Store {
+                request: StoreRequest::Create { .. },
+                ..
+            }
+        ),
+        "{first:?}\n{stderr}"
+    );
     // Bob's directories were never made by alice's worker.
     assert!(!bw.path("users/bob").exists());
 }

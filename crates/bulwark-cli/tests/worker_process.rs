@@ -8,7 +8,8 @@ mod common;
 use bulwark_store::Store;
 use bulwark_worker::protocol::{Command, ErrorCode, Event, ToolDecision, TurnEnd};
 use bulwark_worker::{
-    Conversation, EndReason, OpenRequest, Supervisor, SupervisorConfig, SupervisorError,
+    Broker, Conversation, DatabaseBroker, EndReason, OpenRequest, Supervisor, SupervisorConfig,
+    SupervisorError,
 };
 use common::{BIN, Bw, scripted};
 use std::time::{Duration, Instant};
@@ -30,8 +31,13 @@ const GATE_SCRIPT: &str = r#"{"text": "first answer"}
 {"text": "after the crash"}
 "#;
 
+/// A supervisor as `bulwark serve` sets one up: the server's database
+/// brokered to the workers (they never open it).
 fn supervisor(bw: &Bw) -> Supervisor {
-    Supervisor::new(SupervisorConfig::new(BIN, ["worker"], bw.home()))
+    let mut config = SupervisorConfig::new(BIN, ["worker"], bw.home());
+    let store = Store::open(&bw.path("bulwark.db")).expect("the database opens");
+    config.broker = Some(Broker::new(DatabaseBroker::new(store)));
+    Supervisor::new(config)
 }
 
 fn open(user: &str, agent: &str, resume: Option<&str>) -> OpenRequest {

@@ -1,11 +1,12 @@
 //! The agent loop: repair history, ask the model, send every tool call through
 //! the door, feed results back, until the model answers or a limit is reached.
 
+use crate::conversation::ConversationStore;
 use crate::door::{DispatchResult, Door, ToolCall};
 use crate::session::Session;
 use bulwark_llm::{Block, ChatRequest, LlmDriver, LlmError, Message, Role, StreamEvent, Usage};
 use bulwark_policy::Verdict;
-use bulwark_store::{Store, StoreError};
+use bulwark_store::StoreError;
 use serde_json::Value;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -75,11 +76,19 @@ pub enum KernelError {
 /// Runs the agent loop around one user message.
 pub struct Kernel {
     pub door: Door,
-    pub store: Store,
+    pub store: Arc<dyn ConversationStore>,
 }
 
 impl Kernel {
-    pub fn new(door: Door, store: Store) -> Self {
+    pub fn new(door: Door, store: impl ConversationStore + 'static) -> Self {
+        Self {
+            door,
+            store: Arc::new(store),
+        }
+    }
+
+    /// A kernel over a store already shared (a worker's broker client).
+    pub fn with_shared_store(door: Door, store: Arc<dyn ConversationStore>) -> Self {
         Self { door, store }
     }
 
@@ -111,7 +120,7 @@ impl Kernel {
         let rows = self.store.messages(session_id)?;
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
-            out.push(serde_json::from_str(&row.content_json)?);
+            out.push(serde_json::from_str(&row)?);
         }
         Ok(out)
     }

@@ -5,6 +5,7 @@
 mod agent;
 mod approval;
 mod boundary;
+mod conversation;
 mod door;
 mod environment;
 mod home;
@@ -23,6 +24,7 @@ pub use agent::{
 pub use approval::{ApprovalAnswer, ApprovalRequest, Approver, PreApproved};
 pub use boundary::Boundary;
 pub use bulwark_policy::taint_needs_approval;
+pub use conversation::ConversationStore;
 pub use door::{DispatchResult, Door, ToolCall};
 pub use environment::{Environment, KEPT_VARIABLES, environment};
 pub use home::{Home, LoadedAgent, valid_name};

@@ -59,6 +59,10 @@ pub enum StoreError {
     /// rather than a panic so one crashed task cannot take the process down.
     #[error("store connection lock poisoned by a panicking thread")]
     Poisoned,
+    /// A store operation performed by another process (the server, for a
+    /// worker) was refused or failed there.
+    #[error("the server did not perform a store operation: {0}")]
+    Remote(String),
     /// An earlier batched write failed; the sink refuses further work so the
     /// hole in the log cannot go unnoticed.
     #[error("{0}")]

@@ -6,8 +6,11 @@
 //! * [`relay`]: what a worker may say to the server, rebuilt field by field.
 //! * [`Supervisor`]: spawns, caps, serializes and reaps workers.
 //! * [`stdio`], [`io`]: the worker's side of the pipes.
+//! * [`store_ipc`], [`StoreBroker`]: the database, brokered by the server
+//!   (a worker never opens it).
 #![forbid(unsafe_code)]
 
+mod broker;
 mod child;
 pub mod env;
 pub mod frame;
@@ -17,9 +20,11 @@ pub mod protocol;
 mod pump;
 pub mod relay;
 pub mod stdio;
+pub mod store_ipc;
 pub mod supervisor;
 mod turns;
 
+pub use broker::{Broker, BrokerScope, DatabaseBroker, StoreBroker};
 pub use env::{EnvError, WorkerEnv};
 pub use frame::{FrameCodec, FrameError, MAX_FRAME_BYTES};
 pub use relay::relay;

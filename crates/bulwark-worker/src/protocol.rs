@@ -12,6 +12,7 @@
 //! rebuilds the event field by field from this type, so a compromised
 //! worker cannot smuggle extra fields or frame kinds to a client.
 
+use crate::store_ipc::{StoreReply, StoreRequest};
 use serde::{Deserialize, Serialize};
 
 /// Longest user message, in characters (the WebSocket limit too).
@@ -46,6 +47,8 @@ pub enum Command {
     /// Finish cleanly: flush the audit records, then exit (the server, not
     /// the worker, signs checkpoints: workers cannot read the signing key).
     Shutdown,
+    /// The answer to the worker's [`Event::Store`] with this `request_id`.
+    StoreReply { request_id: u64, reply: StoreReply },
 }
 
 /// How a turn ended.
@@ -132,6 +135,13 @@ pub enum Event {
         message: String,
         fatal: bool,
     },
+    /// A store operation for the server to perform on this conversation
+    /// (see [`crate::store_ipc`]); answered with [`Command::StoreReply`].
+    /// Consumed by the supervisor: never relayed to a client.
+    Store {
+        request_id: u64,
+        request: StoreRequest,
+    },
 }
 
 /// Machine-readable error classes (the message is for people).
@@ -199,6 +209,7 @@ impl Command {
                 bound("request_id", request_id, MAX_ID_CHARS)
             }
             Command::Interrupt | Command::Shutdown => Ok(()),
+            Command::StoreReply { reply, .. } => reply.validate(),
         }
     }
 }
@@ -240,6 +251,7 @@ impl Event {
             }
             Event::TurnEnded { text, .. } => bound("text", text, MAX_TEXT_CHARS),
             Event::Error { message, .. } => bound("message", message, MAX_SHORT_CHARS),
+            Event::Store { request, .. } => request.validate(),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! enforces the FIFO turn lock, the event sequence and the idle timeout,
 //! and ends the worker (cleanly, by kill, or as lost).
 
+use crate::broker::{Broker, BrokerScope};
 use crate::child::WorkerProcess;
 use crate::frame::{CommandCodec, EventCodec};
 use crate::handle::{Control, EndReason, HandleParts};
@@ -34,6 +35,7 @@ pub(crate) async fn write_commands(stdin: ChildStdin, mut commands: mpsc::Receiv
 
 /// Everything a pump owns.
 pub(crate) struct Parts<'a> {
+    pub(crate) scope: BrokerScope,
     pub(crate) process: WorkerProcess,
     pub(crate) events_in: FramedRead<ChildStdout, EventCodec>,
     pub(crate) to_worker: mpsc::Sender<Command>,
@@ -57,6 +59,9 @@ enum Ending {
 type Step = Result<(), Ending>;
 
 pub(crate) struct Pump {
+    /// Whose conversation this is, for the store broker.
+    scope: BrokerScope,
+    broker: Option<Broker>,
     process: WorkerProcess,
     events_in: FramedRead<ChildStdout, EventCodec>,
     to_worker: mpsc::Sender<Command>,
@@ -82,6 +87,8 @@ fn lost(why: &str) -> Ending {
 impl Pump {
     pub(crate) fn new(parts: Parts<'_>) -> Self {
         Self {
+            scope: parts.scope,
+            broker: parts.config.broker.clone(),
             process: parts.process,
             events_in: parts.events_in,
             to_worker: parts.to_worker,
@@ -160,6 +167,11 @@ impl Pump {
                 }
             }
             Command::Shutdown => Err(Ending::Clean(EndReason::Shutdown)),
+            // Store replies are the supervisor's alone to send.
+            Command::StoreReply { .. } => {
+                let text = "store replies come from the server only".to_owned();
+                self.deliver(error(ErrorCode::BadCommand, text)).await
+            }
             other @ (Command::Interrupt | Command::ToolApproval { .. }) => self.forward(other),
         }
     }
@@ -181,6 +193,21 @@ impl Pump {
     }
 
     async fn on_event(&mut self, event: Event) -> Step {
+        if let Event::Store {
+            request_id,
+            request,
+        } = event
+        {
+            let answered = crate::broker::answer(
+                self.broker.as_ref(),
+                &mut self.scope,
+                request_id,
+                request,
+                &self.to_worker,
+            )
+            .await;
+            return answered.map_err(|why| lost(&why));
+        }
         let Some(event) = relay(&event) else {
             return Err(lost("the worker sent an event it may not send"));
         };

@@ -88,6 +88,9 @@ pub fn relay(event: &Event) -> Option<Event> {
             message: text(message),
             fatal: *fatal,
         },
+        // The supervisor answers store requests itself; one that got this
+        // far was sent where it cannot be (relay is for what clients see).
+        Event::Store { .. } => return None,
     };
     Some(rebuilt)
 }

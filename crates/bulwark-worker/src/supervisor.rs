@@ -10,6 +10,7 @@
 //! closes. User messages are serialized per conversation by a FIFO lock
 //! with a timeout (see [`crate::turns`]).
 
+use crate::broker::{Broker, BrokerScope};
 use crate::child::{self, Launch};
 use crate::env::WorkerEnv;
 use crate::frame::EventCodec;
@@ -65,6 +66,10 @@ pub struct SupervisorConfig {
     /// How long a worker asked to shut down may take (it ends its turn and
     /// flushes its audit records) before it is killed. Default 5 s.
     pub shutdown_grace: Duration,
+    /// Performs workers' store requests (`bulwark serve` passes a
+    /// [`DatabaseBroker`](crate::DatabaseBroker)). `None`: a worker that
+    /// asks is breaking the protocol.
+    pub broker: Option<Broker>,
 }
 
 impl SupervisorConfig {
@@ -85,6 +90,7 @@ impl SupervisorConfig {
             turn_wait: Duration::from_secs(60),
             max_queued: 8,
             shutdown_grace: Duration::from_secs(5),
+            broker: None,
         }
     }
 }
@@ -301,7 +307,36 @@ impl Supervisor {
         // A fresh channel has room for the first command.
         let _ = to_worker.try_send(start);
 
-        let first = tokio::time::timeout(config.ready_timeout, events_in.next()).await;
+        let mut scope = BrokerScope {
+            user: request.user.clone(),
+            agent: request.agent.clone(),
+            session: None,
+        };
+        // Until Ready, the worker may only set its session up: store
+        // requests are answered here, anything else ends the wait.
+        let deadline = tokio::time::Instant::now() + config.ready_timeout;
+        let first = loop {
+            let next = tokio::time::timeout_at(deadline, events_in.next()).await;
+            let Ok(Some(Ok(Event::Store {
+                request_id,
+                request: store_request,
+            }))) = next
+            else {
+                break next;
+            };
+            let answered = crate::broker::answer(
+                config.broker.as_ref(),
+                &mut scope,
+                request_id,
+                store_request,
+                &to_worker,
+            )
+            .await;
+            if let Err(why) = answered {
+                process.kill().await;
+                return Err(SupervisorError::Protocol(why));
+            }
+        };
         let failure = match first {
             Err(_) => {
                 Counters::bump(&self.shared.counters.ready_timeouts);
@@ -313,7 +348,9 @@ impl Supervisor {
                 Some(Event::Ready {
                     session_id,
                     history_messages,
-                }) if request.resume.as_ref().is_none_or(|id| *id == session_id) => {
+                }) if request.resume.as_ref().is_none_or(|id| *id == session_id)
+                    && (config.broker.is_none() || scope.session.as_ref() == Some(&session_id)) =>
+                {
                     let (handle, parts) = WorkerHandle::new(slot.id, process.pid());
                     let previous = self.register(&slot, &request.user, &session_id, &handle);
                     for old in previous {
@@ -326,6 +363,7 @@ impl Supervisor {
                     let (commands, from_server) = mpsc::channel(COMMAND_QUEUE);
                     let (to_server, events) = mpsc::channel(EVENT_QUEUE);
                     let pump = Pump::new(crate::pump::Parts {
+                        scope,
                         process,
                         events_in,
                         to_worker,

@@ -307,10 +307,11 @@ impl ServerFrame {
     }
 
     /// The client's view of a worker event, rebuilt field by field.
-    /// `Ready` is consumed by the backend and yields nothing here.
+    /// `Ready` is consumed by the backend and `Store` by the supervisor:
+    /// they yield nothing here.
     pub fn from_event(event: Event) -> Option<Self> {
         Some(match event {
-            Event::Ready { .. } => return None,
+            Event::Ready { .. } | Event::Store { .. } => return None,
             Event::TextDelta { message_id, text } => ServerFrame::TextDelta { message_id, text },
             Event::ToolCall {
                 message_id,

@@ -275,7 +275,8 @@ async fn script(
                     .await;
             }
             Command::Shutdown => return,
-            Command::Start { .. } => {}
+            // The fake stores directly; a store reply is never sent to it.
+            Command::Start { .. } | Command::StoreReply { .. } => {}
         }
     }
 }

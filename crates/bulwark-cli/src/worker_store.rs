@@ -1,0 +1,247 @@
+//! A worker's store: every operation is a request to the server, which
+//! performs it for this worker's own conversation (see
+//! `bulwark_worker::store_ipc`). The worker never opens the database.
+//!
+//! The kernel and the door call their stores synchronously; each call here
+//! sends one request and blocks its thread (with `block_in_place`, so the
+//! runtime's other tasks, including the one that reads the replies, move
+//! to another thread) until the server answers.
+
+use bulwark_audit::{AuditError, AuditRecord, AuditSink, StoredRecord};
+use bulwark_kernel::ConversationStore;
+use bulwark_store::StoreError;
+use bulwark_worker::protocol::Event;
+use bulwark_worker::store_ipc::{AuditEntry, StoreFailure, StoreReply, StoreRequest, StoredRole};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, mpsc as std_mpsc};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// How long the server may take to answer (SQLite waits up to 5 s for a
+/// lock; this only keeps a vanished server from hanging the worker).
+const REPLY_WAIT: Duration = Duration::from_secs(60);
+
+pub(crate) struct BrokerClient {
+    events: mpsc::UnboundedSender<Event>,
+    pending: Mutex<HashMap<u64, std_mpsc::SyncSender<StoreReply>>>,
+    next: AtomicU64,
+    /// An audit record was lost: every later record and flush fails too
+    /// (the `AuditSink` contract), so the loss cannot go unnoticed.
+    audit_failed: AtomicBool,
+    /// The session resumed and its saved state: the server opens a
+    /// session once per worker, so asking again answers from here.
+    resumed: Mutex<Option<(String, Option<String>)>>,
+    /// The server stopped answering (shutdown, end of input): calls fail
+    /// at once instead of waiting out [`REPLY_WAIT`].
+    closed: AtomicBool,
+}
+
+impl BrokerClient {
+    pub(crate) fn new(events: mpsc::UnboundedSender<Event>) -> Self {
+        Self {
+            events,
+            pending: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(0),
+            audit_failed: AtomicBool::new(false),
+            resumed: Mutex::new(None),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, std_mpsc::SyncSender<StoreReply>>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Hands the server's answer to the call waiting for it; `false` when
+    /// none waits (the server broke the protocol, or the call timed out).
+    pub(crate) fn deliver(&self, request_id: u64, reply: StoreReply) -> bool {
+        match self.pending().remove(&request_id) {
+            Some(waiter) => waiter.try_send(reply).is_ok(),
+            None => false,
+        }
+    }
+
+    /// No more replies will come: every waiting call fails now (its
+    /// sender is dropped), and later calls fail at once.
+    pub(crate) fn close(&self) {
+        let mut pending = self.pending();
+        self.closed.store(true, Ordering::SeqCst);
+        pending.clear();
+    }
+
+    fn call(&self, request: StoreRequest) -> Result<StoreReply, StoreError> {
+        let request_id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let (tx, rx) = std_mpsc::sync_channel(1);
+        {
+            let mut pending = self.pending();
+            if self.closed.load(Ordering::SeqCst) {
+                return Err(StoreError::Remote("the server stopped answering".into()));
+            }
+            pending.insert(request_id, tx);
+        }
+        if self
+            .events
+            .send(Event::Store {
+                request_id,
+                request,
+            })
+            .is_err()
+        {
+            self.pending().remove(&request_id);
+            return Err(StoreError::Remote("the worker is shutting down".into()));
+        }
+        let reply = tokio::task::block_in_place(|| rx.recv_timeout(REPLY_WAIT));
+        self.pending().remove(&request_id);
+        match reply {
+            Ok(StoreReply::Failed { kind, message }) => Err(match kind {
+                StoreFailure::NotFound => StoreError::NotFound(message),
+                StoreFailure::Forbidden | StoreFailure::Internal => StoreError::Remote(message),
+            }),
+            Ok(reply) => Ok(reply),
+            Err(_) => Err(StoreError::Remote(
+                "the server did not answer a store request".into(),
+            )),
+        }
+    }
+
+    fn done(&self, request: StoreRequest) -> Result<(), StoreError> {
+        match self.call(request)? {
+            StoreReply::Done => Ok(()),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Opens stored session `session` of this worker's user and agent; its
+    /// saved state.
+    pub(crate) fn resume(&self, session: &str) -> Result<Option<String>, StoreError> {
+        let mut resumed = self.resumed.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((id, state)) = resumed.as_ref()
+            && id == session
+        {
+            return Ok(state.clone());
+        }
+        match self.call(StoreRequest::Resume {
+            session: session.to_owned(),
+        })? {
+            StoreReply::Resumed { state_json } => {
+                *resumed = Some((session.to_owned(), state_json.clone()));
+                Ok(state_json)
+            }
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Creates the new session `session` for this worker's user and agent.
+    pub(crate) fn create(&self, session: &str) -> Result<(), StoreError> {
+        self.done(StoreRequest::Create {
+            session: session.to_owned(),
+        })
+    }
+
+    /// Tokens this worker's user used since `since_ms`.
+    pub(crate) fn tokens_since(&self, since_ms: i64) -> Result<u64, StoreError> {
+        match self.call(StoreRequest::TokensSince { since_ms })? {
+            StoreReply::Tokens { tokens } => Ok(tokens),
+            other => Err(unexpected(&other)),
+        }
+    }
+}
+
+fn unexpected(reply: &StoreReply) -> StoreError {
+    StoreError::Remote(format!("an unexpected store reply: {reply:?}"))
+}
+
+/// The session ids passed in are the kernel's copy of the one this worker
+/// opened; the server uses its own and ignores nothing else.
+impl ConversationStore for BrokerClient {
+    fn append_message(
+        &self,
+        _session: &str,
+        role: &str,
+        content_json: &str,
+    ) -> Result<(), StoreError> {
+        let role = match role {
+            "user" => StoredRole::User,
+            "assistant" => StoredRole::Assistant,
+            other => return Err(StoreError::Remote(format!("unknown role `{other}`"))),
+        };
+        self.done(StoreRequest::AppendMessage {
+            role,
+            content_json: content_json.to_owned(),
+        })
+    }
+
+    fn messages(&self, _session: &str) -> Result<Vec<String>, StoreError> {
+        let mut all = Vec::new();
+        loop {
+            let from = all.len() as u64;
+            match self.call(StoreRequest::Messages { from })? {
+                StoreReply::Messages { items, more } => {
+                    let got = items.len();
+                    all.extend(items);
+                    if !more {
+                        return Ok(all);
+                    }
+                    if got == 0 {
+                        return Err(StoreError::Remote(
+                            "the server sent an empty page with more to come".into(),
+                        ));
+                    }
+                }
+                other => return Err(unexpected(&other)),
+            }
+        }
+    }
+
+    fn save_state(&self, _session: &str, state_json: &str) -> Result<(), StoreError> {
+        self.done(StoreRequest::SaveState {
+            state_json: state_json.to_owned(),
+        })
+    }
+
+    fn record_tokens(&self, _session: &str, _user: &str, tokens: u64) -> Result<(), StoreError> {
+        self.done(StoreRequest::RecordTokens { tokens })
+    }
+}
+
+/// The session, user and agent of a record are the server's to stamp.
+impl AuditSink for BrokerClient {
+    fn record(&self, record: &AuditRecord) -> Result<(), AuditError> {
+        if self.audit_failed.load(Ordering::SeqCst) {
+            return Err(AuditError::Store("an earlier audit record was lost".into()));
+        }
+        let entry = AuditEntry {
+            time_ms: record.time_ms,
+            action: record.action.clone(),
+            tool: record.tool.clone(),
+            operation: record.operation.clone(),
+            args_digest: record.args_digest.clone(),
+            decision: record.decision,
+            reason: record.reason.clone(),
+            detail: record.detail.clone(),
+            duration_us: record.duration_us,
+        };
+        self.done(StoreRequest::Audit { entry }).map_err(|err| {
+            self.audit_failed.store(true, Ordering::SeqCst);
+            AuditError::Store(err.to_string())
+        })
+    }
+
+    fn flush(&self) -> Result<(), AuditError> {
+        if self.audit_failed.load(Ordering::SeqCst) {
+            return Err(AuditError::Store("an earlier audit record was lost".into()));
+        }
+        self.done(StoreRequest::AuditFlush).map_err(|err| {
+            self.audit_failed.store(true, Ordering::SeqCst);
+            AuditError::Store(err.to_string())
+        })
+    }
+
+    /// Reading the log is the operator's (`bulwark audit`), not a worker's.
+    fn tail(&self, _limit: usize) -> Result<Vec<StoredRecord>, AuditError> {
+        Err(AuditError::Store(
+            "a worker cannot read the audit log".into(),
+        ))
+    }
+}
