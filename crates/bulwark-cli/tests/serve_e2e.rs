@@ -4,25 +4,10 @@
 
 mod common;
 
-use common::Bw;
 use common::serve::{connect, send, start, token_for, until, workers_of};
+use common::{APPROVED_WRITES, Bw, FOR_ALICE};
 use serde_json::json;
 use std::process::Command;
-
-/// An agent whose second turn waits for a person's approval: a worker
-/// that is mid-turn for as long as the test wants.
-const GATE: &str = r#"max_turns = 10
-[tools]
-allow = ["files"]
-[[capabilities]]
-kind = "file_write"
-path = "out/**"
-[approval]
-operations = ["files:write"]
-[access]
-mode = "users"
-users = ["alice"]
-"#;
 
 const GATE_SCRIPT: &str = r#"{"text": "first answer"}
 {"tool_calls": [{"name": "file_write", "input": {"path": "out/a.txt", "content": "written"}}]}
@@ -38,7 +23,10 @@ async fn a_conversation_runs_in_a_worker_and_survives_its_kill() {
         "agents/demo/agent.toml",
         &format!("{manifest}\n[access]\nmode = \"users\"\nusers = [\"alice\"]\n"),
     );
-    bw.agent("gate", &common::scripted("gate", GATE), Some(GATE_SCRIPT));
+    // Its second turn waits for a person's approval: a worker that is
+    // mid-turn for as long as the test wants.
+    let gate = format!("{APPROVED_WRITES}{FOR_ALICE}");
+    bw.agent("gate", &common::scripted("gate", &gate), Some(GATE_SCRIPT));
     let token = token_for(&bw, "alice", "demo,gate");
     let server = start(&bw);
 

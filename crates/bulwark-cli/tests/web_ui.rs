@@ -35,19 +35,14 @@ const WAIT: Duration = Duration::from_secs(20);
 
 /// An agent whose answers test the page: HTML in an answer, a write that
 /// needs approval (twice), and a model failure.
-const PROBE: &str = r#"description = "Scripted: HTML in an answer, approvals, a model failure."
-max_turns = 10
-[tools]
-allow = ["files"]
-[[capabilities]]
-kind = "file_write"
-path = "out/**"
-[approval]
-operations = ["files:write"]
-[access]
-mode = "users"
-users = ["alice"]
-"#;
+/// The probe agent: HTML in an answer, approvals, a model failure.
+fn probe_manifest() -> String {
+    format!(
+        "description = \"Scripted: HTML in an answer, approvals, a model failure.\"\n{}{}",
+        common::APPROVED_WRITES,
+        common::FOR_ALICE
+    )
+}
 
 /// An answer that would run script if the page inserted it as HTML.
 const HTML_ANSWER: &str =
@@ -357,7 +352,7 @@ async fn the_web_page_works_in_headless_chromium() {
     );
     bw.agent(
         "probe",
-        &common::scripted("probe", PROBE),
+        &common::scripted("probe", &probe_manifest()),
         Some(&probe_script()),
     );
     // `init` gives the local user the demo's sample file; alice gets her own.

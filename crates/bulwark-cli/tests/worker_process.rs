@@ -11,20 +11,10 @@ use bulwark_worker::{
     Broker, Conversation, DatabaseBroker, EndReason, OpenRequest, Supervisor, SupervisorConfig,
     SupervisorError,
 };
-use common::{BIN, Bw, scripted};
+use common::{APPROVED_WRITES, BIN, Bw, scripted};
 use std::time::{Duration, Instant};
 
 const PATIENCE: Duration = Duration::from_secs(60);
-
-const GATE: &str = r#"max_turns = 10
-[tools]
-allow = ["files"]
-[[capabilities]]
-kind = "file_write"
-path = "out/**"
-[approval]
-operations = ["files:write"]
-"#;
 
 const GATE_SCRIPT: &str = r#"{"text": "first answer"}
 {"tool_calls": [{"name": "file_write", "input": {"path": "out/a.txt", "content": "written"}}]}
@@ -169,7 +159,11 @@ async fn the_demo_turn_streams_text_tool_calls_and_results() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_killed_mid_turn_is_lost_and_its_session_resumes_intact() {
     let bw = Bw::init();
-    bw.agent("gate", &scripted("gate", GATE), Some(GATE_SCRIPT));
+    bw.agent(
+        "gate",
+        &scripted("gate", APPROVED_WRITES),
+        Some(GATE_SCRIPT),
+    );
     let supervisor = supervisor(&bw);
     let mut c = supervisor.open(open("local", "gate", None)).await.unwrap();
     let session = c.session_id.clone();
@@ -262,7 +256,11 @@ const WRITER_SCRIPT: &str = r#"{"tool_calls": [{"name": "file_write", "input": {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approvals_are_asked_of_the_server_and_interrupt_stops_a_turn() {
     let bw = Bw::init();
-    bw.agent("writer", &scripted("writer", GATE), Some(WRITER_SCRIPT));
+    bw.agent(
+        "writer",
+        &scripted("writer", APPROVED_WRITES),
+        Some(WRITER_SCRIPT),
+    );
     let supervisor = supervisor(&bw);
     let mut c = supervisor
         .open(open("local", "writer", None))
@@ -354,7 +352,11 @@ async fn approvals_are_asked_of_the_server_and_interrupt_stops_a_turn() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_of_others_and_unknown_agents_are_refused_at_start() {
     let bw = Bw::init();
-    bw.agent("gate", &scripted("gate", GATE), Some(GATE_SCRIPT));
+    bw.agent(
+        "gate",
+        &scripted("gate", APPROVED_WRITES),
+        Some(GATE_SCRIPT),
+    );
     bw.write("access.toml", "[users.bob]\n");
     let supervisor = supervisor(&bw);
     let c = supervisor.open(open("local", "gate", None)).await.unwrap();

@@ -232,6 +232,22 @@ pub fn with_action<'a>(records: &'a [Value], action: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// Agent manifest body: writes under `out/` only, each approved by a
+/// person, so a turn can be held at its approval for as long as a test
+/// wants (append `[access]` for served agents, e.g. [`FOR_ALICE`]).
+pub const APPROVED_WRITES: &str = r#"max_turns = 10
+[tools]
+allow = ["files"]
+[[capabilities]]
+kind = "file_write"
+path = "out/**"
+[approval]
+operations = ["files:write"]
+"#;
+
+/// Admits alice to a served agent (agents are private by default).
+pub const FOR_ALICE: &str = "[access]\nmode = \"users\"\nusers = [\"alice\"]\n";
+
 /// A manifest for a scripted agent: `[agent]` with `name` and
 /// `model = "script:s.jsonl"`, followed by `rest`.
 pub fn scripted(name: &str, rest: &str) -> String {
