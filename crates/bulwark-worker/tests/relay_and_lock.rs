@@ -18,6 +18,7 @@ const VIOLATIONS: &[&str] = &[
     "foreign",
     "lost",
     "ready-again",
+    "store",
 ];
 
 #[tokio::test]

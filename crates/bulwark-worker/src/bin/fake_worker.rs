@@ -183,6 +183,14 @@ async fn turn(
             )
             .await
         }
+        // A store request to a supervisor that brokers no store.
+        "store" => {
+            let request = Event::Store {
+                request_id: 1,
+                request: bulwark_worker::store_ipc::StoreRequest::AuditFlush,
+            };
+            send(out, request).await;
+        }
         "ready-again" => {
             let ready = Event::Ready {
                 session_id: "again".into(),
