@@ -181,6 +181,7 @@ pub(crate) fn prepare(
         agent: &loaded.sources,
         signature: &signature,
     };
+    let approver_for_children = approver.clone();
     let door = Door::new(registry, audit.clone(), approver)
         .with_recorded_arguments(global.audit.record_arguments);
     let kernel = Kernel::with_shared_store(door, records.conversations.clone());
@@ -206,8 +207,21 @@ pub(crate) fn prepare(
         agent: agent_name.into(),
         user: user.into(),
     };
-    let session = build_session(home, identity, Arc::new(policy), limits, saved, &net)
+    let mut session = build_session(home, identity, Arc::new(policy), limits, saved, &net)
         .map_err(kernel_failure)?;
+    crate::session_credits::attach(
+        &mut session,
+        &records,
+        &crate::session_credits::Payer {
+            home,
+            global: &global,
+            access: &access,
+            loaded: &loaded,
+            model: &model,
+            remote: matches!(origin, Origin::Remote(_)),
+            approver: approver_for_children.clone(),
+        },
+    )?;
     // Only a session that could be built is stored: a failed setup leaves
     // no half-made session behind.
     if is_new {
@@ -298,6 +312,12 @@ fn report_end(end: &TurnEnd, session: &str) -> Result<(), Failure> {
             ),
         }),
         TurnEnd::Interrupted => Err(interrupted(session)),
+        TurnEnd::Unfunded(why) => Err(Failure {
+            code: 5,
+            error: anyhow!(
+                "{why} (fund the account with `bulwark credits transfer` or `bulwark credits mint`, then resume session {session})"
+            ),
+        }),
         TurnEnd::MaxTurns => Err(Failure {
             code: 4,
             error: anyhow!(

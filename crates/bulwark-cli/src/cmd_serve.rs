@@ -20,8 +20,8 @@ use bulwark_server::{
 use bulwark_store::Store;
 use bulwark_worker::protocol::ErrorCode;
 use bulwark_worker::{
-    Broker, CapScope, DatabaseBroker, Supervisor, SupervisorConfig, SupervisorError, WorkerEnv,
-    WorkerHandle,
+    Broker, CapScope, CreditLimits, DatabaseBroker, Supervisor, SupervisorConfig, SupervisorError,
+    WorkerEnv, WorkerHandle,
 };
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -208,7 +208,25 @@ pub async fn serve(home: &Home, args: ServeArgs) -> Result<(), Failure> {
     supervisor_config.max_workers = args.max_workers.max(1);
     supervisor_config.max_workers_per_user = args.max_workers_per_user.max(1);
     supervisor_config.idle_timeout = Duration::from_secs(args.idle_timeout_secs.max(1));
-    supervisor_config.broker = Some(Broker::new(DatabaseBroker::new(store.clone())));
+    // Each hold re-reads the user's limits, so access.toml edits apply at
+    // once; a user no longer listed (or a file that does not parse)
+    // reserves nothing.
+    let limits_home = home.clone();
+    supervisor_config.broker = Some(Broker::new(DatabaseBroker::new(store.clone()).with_limits(
+        move |user| {
+            let access = limits_home.load_access().map_err(|e| e.to_string())?;
+            let entry = access
+                .users
+                .get(user)
+                .ok_or_else(|| format!("user `{user}` is not in access.toml"))?;
+            let limits = entry.limits;
+            Ok(CreditLimits {
+                per_session: limits.and_then(|l| l.credits_per_session),
+                per_day: limits.and_then(|l| l.credits_per_day),
+                per_month: limits.and_then(|l| l.credits_per_month),
+            })
+        },
+    )));
     let supervisor = Supervisor::new(supervisor_config);
 
     let mut config = ServerConfig::new(args.bind);

@@ -325,6 +325,15 @@ async fn run_turn(
                 bulwark_kernel::TurnEnd::MaxTurns => TurnEnd::MaxTurns,
                 bulwark_kernel::TurnEnd::Stopped(_) => TurnEnd::Stopped,
                 bulwark_kernel::TurnEnd::Interrupted => TurnEnd::Interrupted,
+                bulwark_kernel::TurnEnd::Unfunded(why) => {
+                    // The model call was not made; the client is told why.
+                    let _ = ch.events.send(Event::Error {
+                        code: ErrorCode::BudgetExhausted,
+                        message: clamp(&why, MAX_SHORT_CHARS),
+                        fatal: false,
+                    });
+                    TurnEnd::Stopped
+                }
             };
             let usage = Usage {
                 input_tokens: outcome.usage.input_tokens,

@@ -6,6 +6,7 @@ mod checkpoints;
 mod cmd_access;
 mod cmd_audit;
 mod cmd_credentials;
+mod cmd_credits;
 mod cmd_init;
 mod cmd_inspect;
 mod cmd_keys;
@@ -17,6 +18,7 @@ mod cmd_serve;
 mod cmd_worker;
 mod printer;
 mod records;
+mod session_credits;
 mod terminal;
 mod worker_confine;
 mod worker_store;
@@ -147,6 +149,15 @@ enum Command {
     Verify {
         /// The agent's name (a directory under agents/).
         agent: String,
+    },
+    /// Credits: balances, transfers, minting, history and each account's
+    /// spending rules.
+    #[command(
+        after_help = "Examples:\n  bulwark credits mint user:alice 10000\n  bulwark credits transfer user:alice agent:researcher 2000 --memo \"march\"\n  bulwark credits balance\n  bulwark credits history agent:researcher\n  bulwark credits policy agent:researcher --max-fraction 1/1 --reserve 100\n\nAmounts are whole minor units. Every movement is one serialized ledger\ntransaction under the paying account's policy, audited; refusals exit 2."
+    )]
+    Credits {
+        #[command(subcommand)]
+        command: cmd_credits::CreditsCommand,
     },
     /// Run one conversation for `bulwark serve` (frames on stdin/stdout).
     #[command(hide = true)]
@@ -673,6 +684,7 @@ fn main() -> ExitCode {
             Command::Model {
                 command: ModelCommand::Path { name },
             } => cmd_model::path(&home, name.as_deref()).await,
+            Command::Credits { command } => cmd_credits::credits(&home, command),
             Command::Sign { agent, key } => cmd_keys::sign(&home, &agent, key.as_deref()),
             Command::Verify { agent } => cmd_keys::verify(&home, &agent),
             Command::Worker(_) => match &worker_start {

@@ -89,6 +89,22 @@ impl Records {
         }
     }
 
+    /// The database, when this process opened it (`run`, `chat`).
+    pub(crate) fn database(&self) -> Option<&Store> {
+        match &self.place {
+            Place::Database(store) => Some(store),
+            Place::Server(_) => None,
+        }
+    }
+
+    /// Where credits move: the database, or the server for a worker.
+    pub(crate) fn ledger(&self) -> Arc<dyn bulwark_kernel::Ledger> {
+        match &self.place {
+            Place::Database(store) => Arc::new(store.clone()),
+            Place::Server(client) => client.clone(),
+        }
+    }
+
     pub(crate) fn create(&self, id: &str, agent: &str, user: &str) -> Result<(), Failure> {
         match &self.place {
             Place::Database(store) => store.create_session(&NewSession {

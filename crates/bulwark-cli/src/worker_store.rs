@@ -8,8 +8,11 @@
 //! to another thread) until the server answers.
 
 use bulwark_audit::{AuditError, AuditRecord, AuditSink, StoredRecord};
-use bulwark_kernel::ConversationStore;
-use bulwark_store::StoreError;
+use bulwark_kernel::{ConversationStore, Ledger};
+use bulwark_store::{
+    Balance, HoldId, HoldRequest, LedgerError, SettleReceipt, StoreError, TransferReceipt,
+    TransferRequest,
+};
 use bulwark_worker::protocol::Event;
 use bulwark_worker::store_ipc::{AuditEntry, StoreFailure, StoreReply, StoreRequest, StoredRole};
 use std::collections::HashMap;
@@ -71,6 +74,13 @@ impl BrokerClient {
     }
 
     fn call(&self, request: StoreRequest) -> Result<StoreReply, StoreError> {
+        // An event over a bound would not be sent (and the server ends a
+        // worker that sends one): refuse it here, at once.
+        if let Err(err) = request.validate() {
+            return Err(StoreError::Remote(format!(
+                "a store request was not sent: {err}"
+            )));
+        }
         let request_id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         let (tx, rx) = std_mpsc::sync_channel(1);
         {
@@ -145,6 +155,18 @@ impl BrokerClient {
             StoreReply::Tokens { tokens } => Ok(tokens),
             other => Err(unexpected(&other)),
         }
+    }
+}
+
+/// A ledger request: the server's refusals come back as
+/// [`LedgerError::Remote`], with the server's verdict on whether they are
+/// denials.
+fn ledger_call(client: &BrokerClient, request: StoreRequest) -> Result<StoreReply, LedgerError> {
+    match client.call(request)? {
+        StoreReply::LedgerRefused { message, denial } => {
+            Err(LedgerError::Remote { message, denial })
+        }
+        reply => Ok(reply),
     }
 }
 
@@ -232,7 +254,7 @@ impl AuditSink for BrokerClient {
         if self.audit_failed.load(Ordering::SeqCst) {
             return Err(AuditError::Store("an earlier audit record was lost".into()));
         }
-        self.done(StoreRequest::AuditFlush).map_err(|err| {
+        self.done(StoreRequest::AuditFlush {}).map_err(|err| {
             self.audit_failed.store(true, Ordering::SeqCst);
             AuditError::Store(err.to_string())
         })
@@ -243,5 +265,85 @@ impl AuditSink for BrokerClient {
         Err(AuditError::Store(
             "a worker cannot read the audit log".into(),
         ))
+    }
+}
+
+/// The server decides the account (the session's agent's), the budget (the
+/// user's access.toml limits) and the audit identity, and scopes the keys
+/// to this session: the accounts, budget and actor passed in are the
+/// kernel's copies of the same and are not sent.
+impl Ledger for BrokerClient {
+    fn balance(&self, _account: &str) -> Result<Balance, LedgerError> {
+        match ledger_call(self, StoreRequest::LedgerBalance {})? {
+            StoreReply::LedgerBalance { balance, held } => Ok(Balance { balance, held }),
+            other => Err(unexpected(&other).into()),
+        }
+    }
+
+    fn transfer(&self, req: &TransferRequest) -> Result<TransferReceipt, LedgerError> {
+        let request = StoreRequest::LedgerTransfer {
+            key: req.key.clone(),
+            to: req.to.clone(),
+            amount: req.amount,
+            memo: req.memo.clone(),
+        };
+        match ledger_call(self, request)? {
+            StoreReply::LedgerTransfer(r) => Ok(TransferReceipt {
+                id: r.id,
+                time_ms: r.time_ms,
+                key: r.key,
+                from: r.from,
+                to: r.to,
+                amount: r.amount,
+                balance_before: r.balance_before,
+                memo: r.memo,
+            }),
+            other => Err(unexpected(&other).into()),
+        }
+    }
+
+    fn reserve(&self, req: &HoldRequest) -> Result<HoldId, LedgerError> {
+        let request = StoreRequest::LedgerHold {
+            key: req.key.clone(),
+            amount: req.amount,
+        };
+        match ledger_call(self, request)? {
+            StoreReply::LedgerHold { hold } => Ok(HoldId(hold)),
+            other => Err(unexpected(&other).into()),
+        }
+    }
+
+    fn settle(&self, key: &str, hold: HoldId, actual: u64) -> Result<SettleReceipt, LedgerError> {
+        let request = StoreRequest::LedgerSettle {
+            key: key.to_owned(),
+            hold: hold.0,
+            actual,
+        };
+        closed(ledger_call(self, request)?)
+    }
+
+    fn release(&self, key: &str, hold: HoldId) -> Result<SettleReceipt, LedgerError> {
+        let request = StoreRequest::LedgerRelease {
+            key: key.to_owned(),
+            hold: hold.0,
+        };
+        closed(ledger_call(self, request)?)
+    }
+}
+
+fn closed(reply: StoreReply) -> Result<SettleReceipt, LedgerError> {
+    match reply {
+        StoreReply::LedgerClosed {
+            id,
+            hold,
+            charged,
+            released,
+        } => Ok(SettleReceipt {
+            id,
+            hold: HoldId(hold),
+            charged,
+            released,
+        }),
+        other => Err(unexpected(&other).into()),
     }
 }

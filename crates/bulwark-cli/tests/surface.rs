@@ -14,6 +14,11 @@ const SUBCOMMANDS: &[&[&str]] = &[
     &["policy", "explain"],
     &["audit", "tail"],
     &["net", "check"],
+    &["credits", "balance"],
+    &["credits", "transfer"],
+    &["credits", "mint"],
+    &["credits", "history"],
+    &["credits", "policy"],
 ];
 
 /// Every command a user types has help with at least one worked example.

@@ -48,6 +48,10 @@ pub enum TurnEnd {
     Stopped(String),
     /// The user interrupted the turn; it stopped at the next step boundary.
     Interrupted,
+    /// The ledger refused to reserve the next model call's maximum cost
+    /// (balance, reserve floor, daily cap or user budget): the call was not
+    /// made. The session goes on once the account is funded.
+    Unfunded(String),
 }
 
 #[derive(Debug, Clone)]
@@ -71,6 +75,8 @@ pub enum KernelError {
     Setup(String),
     #[error("the audit log could not store this session's records: {0}")]
     Audit(String),
+    #[error("the credits ledger failed: {0}")]
+    Ledger(#[from] bulwark_store::LedgerError),
 }
 
 /// Runs the agent loop around one user message.
@@ -190,6 +196,28 @@ impl Kernel {
                 tools: tools.clone(),
                 max_tokens: agent.max_tokens,
             };
+            let reserved = match &session.credits {
+                Some(credits) => {
+                    match credits.reserve("model", credits.model_call_maximum(&request)) {
+                        Ok(reserved) => reserved,
+                        Err(refusal) if refusal.is_denial() => {
+                            self.flush_audit(session)?;
+                            self.save_state(session)?;
+                            let why = format!(
+                                "the model call was not made: its maximum cost could not be reserved: {refusal}"
+                            );
+                            return Ok(TurnOutcome {
+                                text: why.clone(),
+                                end: TurnEnd::Unfunded(why),
+                                tool_calls,
+                                usage,
+                            });
+                        }
+                        Err(err) => return Err(err.into()),
+                    }
+                }
+                None => None,
+            };
             let response = {
                 let mut on_event = |event: StreamEvent| {
                     if let StreamEvent::TextDelta(text) = event {
@@ -199,12 +227,46 @@ impl Kernel {
                 tokio::select! {
                     biased;
                     () = interrupt.cancelled() => None,
-                    response = agent.driver.chat(&request, &mut on_event) => Some(response?),
+                    response = agent.driver.chat(&request, &mut on_event) => Some(response),
                 }
+            };
+            let response = match (response, reserved, &session.credits) {
+                (Some(Ok(response)), Some(reserved), Some(credits)) => {
+                    let (_, uncharged) =
+                        credits.settle(reserved, credits.model_call_cost(&response.usage))?;
+                    if uncharged > 0 {
+                        // The estimate is an upper bound for real
+                        // tokenizers; a provider reporting more is worth a
+                        // record, and never an overdraft.
+                        let _ = self.door.audit().record(&bulwark_audit::AuditRecord {
+                            time_ms: crate::door::now_ms(),
+                            session: session.identity.id.clone(),
+                            agent: session.identity.agent.clone(),
+                            user: session.identity.user.clone(),
+                            action: "ledger".into(),
+                            tool: "credits".into(),
+                            operation: "model_overrun".into(),
+                            args_digest: String::new(),
+                            decision: bulwark_audit::Decision::Warned,
+                            reason: "model_overrun".into(),
+                            detail: format!(
+                                "the model call cost {uncharged} more than its reservation; the excess was not charged"
+                            ),
+                            duration_us: 0,
+                        });
+                    }
+                    Some(Ok(response))
+                }
+                (other, Some(reserved), Some(credits)) => {
+                    credits.release(reserved)?;
+                    other
+                }
+                (other, _, _) => other,
             };
             let Some(response) = response else {
                 return self.interrupted(session, last_text, tool_calls, usage);
             };
+            let response = response?;
             usage.input_tokens += response.usage.input_tokens;
             usage.output_tokens += response.usage.output_tokens;
             let spent = response.usage.input_tokens + response.usage.output_tokens;

@@ -7,8 +7,10 @@
 //! pipeline writes exactly one `tool_call` audit record.
 
 use crate::approval::{ApprovalAnswer, ApprovalRequest, Approver};
+use crate::children::Caller;
 use crate::registry::ToolRegistry;
 use crate::scoped::{Access, ScopedFiles, ScopedHttp, ScopedMemory, ScopedProcess, SpawnRecorder};
+use crate::scoped_credits::ScopedCredits;
 use crate::session::Session;
 use crate::tool::{ToolContext, ToolError, ToolOutput};
 use bulwark_audit::{AuditRecord, AuditSink, Decision};
@@ -155,6 +157,10 @@ fn error_detail(err: &ToolError) -> &'static str {
         ToolError::Egress(_) => "the egress client refused the destination",
         ToolError::Exfiltration { .. } => "the request carried a secret value",
         ToolError::Sandbox(_) => "the process sandbox could not be set up; nothing ran",
+        ToolError::Credits(_) => "the credits ledger refused; nothing moved",
+        ToolError::SpawnRefused(_) => {
+            "the child would hold more than its parent; it was not spawned"
+        }
         ToolError::Failed(_) => "the tool ran and reported an error",
     }
 }
@@ -256,6 +262,8 @@ impl Door {
         match err {
             ToolError::Path(_) => Outcome::denied("path", err.to_string(), detail),
             ToolError::Egress(_) => Outcome::denied("egress", err.to_string(), detail),
+            ToolError::Credits(_) => Outcome::denied("credits", err.to_string(), detail),
+            ToolError::SpawnRefused(_) => Outcome::denied("spawn_check", err.to_string(), detail),
             ToolError::Exfiltration { ref key, .. } => {
                 let detail = format!("the request carried the value of secret {key}; refused");
                 Outcome::denied("exfiltration", err.to_string(), detail)
@@ -367,7 +375,7 @@ impl Door {
 
         // Taint and approval.
         let approval_key = format!("{domain}:{operation}");
-        let taint_why = taint_needs_approval(&session.state.taint, domain);
+        let taint_why = taint_needs_approval(&session.state.taint, domain, operation);
         let policy_why = session
             .policy
             .needs_approval(domain, operation)
@@ -420,8 +428,29 @@ impl Door {
         // Execute with a context that holds only what was approved.
         let credentials_used = Arc::new(Mutex::new(Vec::new()));
         let sandbox_warnings = Arc::new(Mutex::new(Vec::new()));
+        // A tool with a cost reserves it first: no credits, no call.
+        let cost = match &session.credits {
+            Some(credits) => match credits.reserve("tool", credits.prices.tool_cost(domain)) {
+                Ok(reserved) => reserved,
+                Err(err) => {
+                    let message = format!("the tool's cost could not be reserved: {err}");
+                    let outcome = if err.is_denial() {
+                        Outcome::denied(
+                            "credits",
+                            message,
+                            "the credits ledger refused the tool's cost",
+                        )
+                    } else {
+                        Outcome::failed("credits", message, "the credits ledger failed")
+                    };
+                    return self.finish(&audit, outcome);
+                }
+            },
+            None => None,
+        };
         let ctx = self.scope(
             session,
+            call.id,
             &audit,
             &demands,
             CallContext {
@@ -439,6 +468,13 @@ impl Door {
                 limit.as_secs()
             ))),
         };
+        if let (Some(reserved), Some(credits)) = (cost, &session.credits) {
+            // The tool ran (or tried to): its cost is charged either way.
+            let amount = reserved_amount(&reserved);
+            if let Err(err) = credits.settle(reserved, amount) {
+                tracing::warn!(session = %session.identity.id, "settling a tool cost failed: {err}");
+            }
+        }
         if let Some(failed) = self.audit_credential_uses(&audit, &credentials_used) {
             return failed;
         }
@@ -543,9 +579,11 @@ impl Door {
     }
 
     /// Builds the per-call context: one narrowed handle per kind of demand.
+    #[allow(clippy::too_many_arguments)]
     fn scope(
         &self,
         session: &Session,
+        call_id: &str,
         audit: &CallAudit<'_>,
         demands: &[Demand],
         call: CallContext,
@@ -557,6 +595,16 @@ impl Door {
         let mut memory = Vec::new();
         let mut argv = None;
         let mut hosts = Vec::new();
+        let credits = matches!(audit.domain, "credits" | "agents").then(|| ScopedCredits {
+            caller: Caller {
+                identity: session.identity.clone(),
+                policy: session.policy.clone(),
+                credits: session.credits.clone(),
+            },
+            host: session.children.clone(),
+            approved: demands.to_vec(),
+            call_id: call_id.to_owned(),
+        });
         for demand in demands {
             match demand {
                 Demand::FileRead(p) => files.push((Access::Read, p.clone())),
@@ -608,6 +656,11 @@ impl Door {
                 }),
                 _ => None,
             },
+            credits,
         }
     }
+}
+
+fn reserved_amount(reserved: &crate::credits::Reserved) -> u64 {
+    reserved.amount()
 }

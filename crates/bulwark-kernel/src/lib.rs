@@ -5,13 +5,16 @@
 mod agent;
 mod approval;
 mod boundary;
+mod children;
 mod conversation;
+mod credits;
 mod door;
 mod environment;
 mod home;
 mod providers;
 mod registry;
 mod scoped;
+mod scoped_credits;
 mod session;
 mod setup;
 mod tool;
@@ -24,7 +27,9 @@ pub use agent::{
 pub use approval::{ApprovalAnswer, ApprovalRequest, Approver, PreApproved};
 pub use boundary::Boundary;
 pub use bulwark_policy::taint_needs_approval;
+pub use children::{Caller, ChildError, ChildHost, ChildReply, agent_wallet, child_agent_of};
 pub use conversation::ConversationStore;
+pub use credits::{Ledger, Reserved, SessionCredits, max_input_tokens};
 pub use door::{DispatchResult, Door, ToolCall};
 pub use environment::{Environment, KEPT_VARIABLES, environment};
 pub use home::{Home, LoadedAgent, valid_name};
@@ -33,6 +38,7 @@ pub use providers::{
 };
 pub use registry::ToolRegistry;
 pub use scoped::{ScopedFiles, ScopedHttp, ScopedMemory, ScopedProcess};
+pub use scoped_credits::ScopedCredits;
 pub use session::{Session, SessionIdentity, SessionResources, SessionState, ToolLimits};
 pub use setup::{
     AgentSetup, LOCAL_USER, PolicyContext, ProcessSandbox, build_session, effective_policy,

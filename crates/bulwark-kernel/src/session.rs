@@ -3,6 +3,8 @@
 //! granted for the session, taint seen).
 
 use crate::boundary::Boundary;
+use crate::children::ChildHost;
+use crate::credits::SessionCredits;
 use bulwark_net::SafeHttp;
 use bulwark_policy::{EffectivePolicy, ExecPolicy, LoopGuard, TaintLabel};
 use bulwark_sandbox::Workspace;
@@ -90,6 +92,12 @@ pub struct Session {
     pub policy: Arc<EffectivePolicy>,
     pub resources: SessionResources,
     pub state: SessionState,
+    /// How the session pays for model calls and tools; `None` when
+    /// config.toml has no `[credits]` section.
+    pub credits: Option<SessionCredits>,
+    /// Where its child agents are spawned and run; `None` when this
+    /// session cannot spawn (served sessions, children themselves).
+    pub children: Option<Arc<ChildHost>>,
 }
 
 impl Session {
@@ -111,6 +119,8 @@ impl Session {
             policy,
             resources,
             state,
+            credits: None,
+            children: None,
         }
     }
 }

@@ -8,6 +8,7 @@
 //! does therefore fails instead of escaping.
 
 use crate::scoped::{ScopedFiles, ScopedHttp, ScopedMemory, ScopedProcess};
+use crate::scoped_credits::ScopedCredits;
 use bulwark_policy::{Demand, TaintLabel};
 use serde_json::Value;
 
@@ -79,6 +80,13 @@ pub enum ToolError {
     /// redirect); nothing was sent to the refused destination.
     #[error("egress refused: {0}")]
     Egress(String),
+    /// A child agent would hold more than its parent; nothing was created.
+    #[error("{0}")]
+    SpawnRefused(String),
+    /// The credits ledger refused the movement (balance, policy, budget);
+    /// nothing moved.
+    #[error("{0}")]
+    Credits(String),
     /// The operation ran and failed.
     #[error("{0}")]
     Failed(String),
@@ -94,6 +102,8 @@ impl ToolError {
             ToolError::Egress(_) => "egress",
             ToolError::Exfiltration { .. } => "exfiltration",
             ToolError::Sandbox(_) => "sandbox",
+            ToolError::Credits(_) => "credits",
+            ToolError::SpawnRefused(_) => "spawn_check",
             ToolError::Failed(_) => "tool_error",
         }
     }
@@ -107,6 +117,7 @@ pub struct ToolContext {
     pub(crate) memory: Option<ScopedMemory>,
     pub(crate) process: Option<ScopedProcess>,
     pub(crate) http: Option<ScopedHttp>,
+    pub(crate) credits: Option<ScopedCredits>,
 }
 
 impl ToolContext {
@@ -124,6 +135,11 @@ impl ToolContext {
         self.process
             .as_ref()
             .ok_or_else(|| ToolError::NotGranted("no process handle for this call".into()))
+    }
+    pub fn credits(&self) -> Result<&ScopedCredits, ToolError> {
+        self.credits
+            .as_ref()
+            .ok_or_else(|| ToolError::NotGranted("no credits handle for this call".into()))
     }
     pub fn http(&self) -> Result<&ScopedHttp, ToolError> {
         self.http

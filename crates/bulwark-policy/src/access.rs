@@ -74,6 +74,66 @@ pub struct UserLimits {
     /// budget runs to its end, so the budget can be overrun by one turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens_per_day: Option<u64>,
+    /// Credits (model calls and tool costs, priced by `[credits]` of
+    /// config.toml) one of this user's sessions may spend. Enforced by the
+    /// ledger's holds before each model call, so unlike `tokens_per_day` it
+    /// cannot be overrun. 0 = the user may spend nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credits_per_session: Option<u64>,
+    /// Credits all of this user's sessions may spend per day (the ledger
+    /// counts UTC calendar days); held like `credits_per_session`, so it
+    /// cannot be overrun either.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credits_per_day: Option<u64>,
+    /// Credits all of this user's sessions may spend per month (the ledger
+    /// counts UTC calendar months); held like `credits_per_session`, so it
+    /// cannot be overrun either.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credits_per_month: Option<u64>,
+}
+
+impl UserLimits {
+    /// Largest accepted credit limit: the ledger keeps amounts as `i64`, so
+    /// a larger limit could not be compared with a balance without wrapping.
+    pub const MAX_CREDITS: u64 = i64::MAX.unsigned_abs();
+
+    /// Check every limit; `Err` names the offending field and says what
+    /// would be accepted. `parse_access` runs this; call it too on limits
+    /// built in code (TOML cannot even write a credit limit above
+    /// `i64::MAX`, but a `u64` field can hold one).
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        let counts = [
+            ("requests_per_minute", self.requests_per_minute),
+            ("max_connections", self.max_connections),
+        ];
+        for (field, value) in counts {
+            if value == Some(0) {
+                return Err((
+                    field,
+                    "must be at least 1 (remove the user's tokens to lock them out)".into(),
+                ));
+            }
+        }
+        let credits = [
+            ("credits_per_session", self.credits_per_session),
+            ("credits_per_day", self.credits_per_day),
+            ("credits_per_month", self.credits_per_month),
+        ];
+        for (field, value) in credits {
+            if let Some(v) = value
+                && v > Self::MAX_CREDITS
+            {
+                return Err((
+                    field,
+                    format!(
+                        "{v} is too large; use at most {} (the ledger keeps 64-bit signed amounts), or remove the line for no limit",
+                        Self::MAX_CREDITS
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -156,18 +216,9 @@ pub fn parse_access(src: &str, origin: &str) -> Result<AccessFile, ConfigError> 
             }
         }
         if let Some(limits) = &u.limits {
-            let fields = [
-                ("requests_per_minute", limits.requests_per_minute),
-                ("max_connections", limits.max_connections),
-            ];
-            for (field, value) in fields {
-                if value == Some(0) {
-                    return Err(loc.at(
-                        &[base[0], base[1], Key("limits"), Key(field)],
-                        "must be at least 1 (remove the user's tokens to lock them out)",
-                    ));
-                }
-            }
+            limits.validate().map_err(|(field, msg)| {
+                loc.at(&[base[0], base[1], Key("limits"), Key(field)], msg)
+            })?;
         }
     }
     Ok(a)
@@ -275,5 +326,56 @@ mod tests {
         );
         let e = parse_access(&src, "access.toml").unwrap_err();
         assert_eq!(e.line, 4, "{e}");
+    }
+
+    #[test]
+    fn credit_limits_parse_and_round_trip() {
+        let src = "[users.alice.limits]\ncredits_per_session = 500\ncredits_per_day = 10000\ncredits_per_month = 9223372036854775807\n";
+        let a = parse_access(src, "access.toml").unwrap();
+        let limits = a.users["alice"].limits.unwrap();
+        assert_eq!(limits.credits_per_session, Some(500));
+        assert_eq!(limits.credits_per_day, Some(10_000));
+        assert_eq!(limits.credits_per_month, Some(UserLimits::MAX_CREDITS));
+        assert_eq!(limits.tokens_per_day, None);
+        let written = toml::to_string(&a).unwrap();
+        assert_eq!(parse_access(&written, "access.toml").unwrap(), a);
+        // Absent limits are not written back as anything.
+        let only_day =
+            parse_access("[users.bob.limits]\ncredits_per_day = 7\n", "access.toml").unwrap();
+        let written = toml::to_string(&only_day).unwrap();
+        assert!(written.contains("credits_per_day = 7"), "{written}");
+        assert!(!written.contains("credits_per_session"), "{written}");
+        assert!(!written.contains("credits_per_month"), "{written}");
+        assert_eq!(parse_access(&written, "access.toml").unwrap(), only_day);
+    }
+
+    #[test]
+    fn too_large_credit_limits_are_refused() {
+        // Past i64::MAX: TOML itself has no such integer, so the parse
+        // fails at the value.
+        for field in [
+            "credits_per_session",
+            "credits_per_day",
+            "credits_per_month",
+        ] {
+            let src =
+                format!("[users.alice]\n[users.alice.limits]\n{field} = 9223372036854775808\n");
+            let e = parse_access(&src, "access.toml").unwrap_err();
+            assert_eq!(e.line, 3, "{e}");
+        }
+        // Limits built in code can hold more; validate names the field.
+        let limits = UserLimits {
+            credits_per_month: Some(UserLimits::MAX_CREDITS + 1),
+            ..Default::default()
+        };
+        let (field, msg) = limits.validate().unwrap_err();
+        assert_eq!(field, "credits_per_month");
+        assert!(msg.contains("at most 9223372036854775807"), "{msg}");
+        let at_max = UserLimits {
+            credits_per_session: Some(UserLimits::MAX_CREDITS),
+            credits_per_day: Some(0),
+            ..Default::default()
+        };
+        assert_eq!(at_max.validate(), Ok(()));
     }
 }

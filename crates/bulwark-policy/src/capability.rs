@@ -203,7 +203,11 @@ impl HostPattern {
         host_ok && self.port.is_none_or(|p| p == port)
     }
 
-    fn is_subset_of(&self, wide: &HostPattern) -> bool {
+    /// Is every `host:port` this pattern covers also covered by `wide`?
+    /// Used for child ⊆ parent checks (capabilities, credential grant
+    /// hosts). Conservative: answers `false` whenever it cannot prove
+    /// `true`, so a caller refusing on `false` fails closed.
+    pub fn is_subset_of(&self, wide: &HostPattern) -> bool {
         let port_ok = match (self.port, wide.port) {
             (_, None) => true,
             (Some(a), Some(b)) => a == b,

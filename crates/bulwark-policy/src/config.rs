@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::capability::Capability;
 use crate::credentials::{self, SecretsSection};
+use crate::credits::{self, CreditsSection};
 use crate::egress::{self, EgressSection};
 use crate::error::{ConfigError, Located, Seg};
 use crate::loop_guard::LoopGuardConfig;
@@ -49,6 +50,10 @@ pub struct GlobalConfig {
     /// When the audit log signs checkpoints.
     #[serde(default)]
     pub audit: AuditSection,
+    /// The price list of credit metering. Absent = metering is off: model
+    /// calls and tools cost nothing and the ledger holds nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credits: Option<CreditsSection>,
 }
 
 /// `[trust]` of config.toml.
@@ -227,5 +232,8 @@ pub fn parse_global_config(src: &str, origin: &str) -> Result<GlobalConfig, Conf
         .map_err(|(field, msg)| loc.at(&[Key("loop_guard"), Key(field)], msg))?;
     egress::validate_egress(&loc, &c.egress)?;
     credentials::validate_secrets(&loc, &c.secrets)?;
+    if let Some(section) = &c.credits {
+        credits::validate_credits(&loc, section)?;
+    }
     Ok(c)
 }

@@ -1,6 +1,7 @@
 //! Bulwark's policy core: capabilities and their matching, the manifest /
 //! config / access schemas (with located, teaching errors), policy layering
-//! with an explanation of every removal, taint labels, and the loop guard.
+//! with an explanation of every removal, taint labels and sink rules, the
+//! child-agent spawn check, credit prices, and the loop guard.
 //!
 //! This crate is pure: it never touches the filesystem, the network or the
 //! clock. Parsers take the source text plus an origin name for messages, so
@@ -12,6 +13,7 @@ mod access;
 mod capability;
 mod config;
 mod credentials;
+mod credits;
 mod egress;
 mod error;
 mod exec_policy;
@@ -22,11 +24,12 @@ mod layering;
 mod loop_guard;
 mod manifest;
 mod path;
+mod spawn;
 mod taint;
 mod template;
 mod validate;
 
-pub use access::{AccessFile, UserEntry, UserRole, parse_access, user_may_use_agent};
+pub use access::{AccessFile, UserEntry, UserLimits, UserRole, parse_access, user_may_use_agent};
 pub use capability::{CAPABILITY_KINDS, Capability, CapabilitySet, Demand, HostPattern};
 pub use config::{
     AuditSection, GlobalConfig, GlobalSandbox, ProviderConfig, ProviderKind, RemoteSection,
@@ -36,6 +39,7 @@ pub use credentials::{
     CredentialGrant, CredentialMode, CredentialsSection, FORBIDDEN_INJECTION_HEADERS,
     GrantApproval, Injection, InjectionTarget, SecretsSection, is_http_token,
 };
+pub use credits::CreditsSection;
 pub use egress::{EgressSection, InternalService};
 pub use error::ConfigError;
 pub use exec_policy::{
@@ -52,5 +56,6 @@ pub use manifest::{
     SandboxSection, ToolFilter, parse_manifest, parse_model_ref,
 };
 pub use path::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES, PathError, WorkspacePath};
+pub use spawn::{SpawnGrant, SpawnViolation, spawn_violations};
 pub use taint::{TaintLabel, taint_needs_approval};
 pub use template::{MAX_KEY_NAME_LEN, Template, TemplateError, TemplatePart, is_key_name};

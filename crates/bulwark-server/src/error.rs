@@ -52,6 +52,11 @@ pub enum ApiError {
     Forbidden(String),
     NotFound(String),
     MethodNotAllowed,
+    /// Refused by the state of what it acts on (a ledger's balance or
+    /// policy, an idempotency key used for another request).
+    Conflict(String),
+    /// Well-formed, but cannot be done (an account that does not exist).
+    Unprocessable(String),
     /// The Host header is not one this server answers to.
     MisdirectedRequest,
     PayloadTooLarge(String),
@@ -75,6 +80,8 @@ impl ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::MisdirectedRequest => StatusCode::MISDIRECTED_REQUEST,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -90,6 +97,8 @@ impl ApiError {
             ApiError::Forbidden(_) => "forbidden",
             ApiError::NotFound(_) => "not_found",
             ApiError::MethodNotAllowed => "method_not_allowed",
+            ApiError::Conflict(_) => "conflict",
+            ApiError::Unprocessable(_) => "unprocessable",
             ApiError::MisdirectedRequest => "unknown_host",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::TooManyRequests { .. } => "rate_limited",
@@ -104,6 +113,8 @@ impl ApiError {
             | ApiError::Unauthorized(m)
             | ApiError::Forbidden(m)
             | ApiError::NotFound(m)
+            | ApiError::Conflict(m)
+            | ApiError::Unprocessable(m)
             | ApiError::PayloadTooLarge(m)
             | ApiError::Internal(m) => m.clone(),
             ApiError::TooManyRequests { message, .. } | ApiError::Unavailable { message, .. } => {

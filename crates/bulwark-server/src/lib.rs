@@ -5,7 +5,8 @@
 //! front of it: who may connect ([`auth`], tokens from `access.toml`), from
 //! where ([`host`]: Host and Origin allowlists), how much ([`limits`]),
 //! with which response headers ([`headers`]), the REST and WebSocket
-//! vocabulary ([`rest`], [`ws`]), and the web page served at `/` (`web`).
+//! vocabulary ([`rest`], [`ws`]), the credits API ([`credits`]), and the
+//! web page served at `/` (`web`).
 //!
 //! To run it: build an [`AppState`] from a [`ServerConfig`], the home, the
 //! store and a backend, then [`serve`] it with a shutdown future.
@@ -16,6 +17,7 @@ mod app;
 pub mod auth;
 pub mod backend;
 pub mod config;
+pub mod credits;
 pub mod error;
 pub mod headers;
 mod health;

@@ -3,7 +3,7 @@
 //! to the document by the same `routes!` call, so they cannot drift.
 
 use crate::app::AppState;
-use crate::{health, rest, ws};
+use crate::{credits, health, rest, ws};
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa_axum::router::OpenApiRouter;
@@ -52,5 +52,8 @@ pub(crate) fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(rest::session_messages))
         .routes(routes!(rest::usage))
         .routes(routes!(rest::openapi))
+        .routes(routes!(credits::credits))
+        .routes(routes!(credits::transfer))
+        .routes(routes!(credits::history))
         .routes(routes!(ws::handshake))
 }

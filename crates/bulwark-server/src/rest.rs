@@ -115,7 +115,7 @@ pub struct Usage {
     pub total_tokens: u64,
 }
 
-fn bad_query(e: QueryRejection) -> ApiError {
+pub(crate) fn bad_query(e: QueryRejection) -> ApiError {
     ApiError::BadRequest(format!(
         "invalid query: {}",
         e.body_text().chars().take(200).collect::<String>()
@@ -174,16 +174,26 @@ pub(crate) async fn list_agents(
     State(state): State<AppState>,
     Authed(p): Authed,
 ) -> Result<Json<AgentList>, ApiError> {
-    let Some(entry) = state.auth_watch().current().user(&p.user).cloned() else {
+    let agents = usable_agents(&state, &p.user).await?;
+    Ok(Json(AgentList { agents }))
+}
+
+/// The agents `user` may use now (access.toml, each agent's manifest).
+pub(crate) async fn usable_agents(
+    state: &AppState,
+    user: &str,
+) -> Result<Vec<AgentInfo>, ApiError> {
+    let Some(entry) = state.auth_watch().current().user(user).cloned() else {
         return Err(ApiError::Unauthorized("your entry left access.toml".into()));
     };
     let home = state.home().clone();
-    let agents = tokio::task::spawn_blocking(move || {
+    let user = user.to_owned();
+    tokio::task::spawn_blocking(move || {
         let names = home.list_agents().unwrap_or_default();
         names
             .into_iter()
             .filter_map(|name| home.load_agent(&name).ok())
-            .filter(|a| bulwark_policy::user_may_use_agent(&a.manifest, &p.user, &entry).is_ok())
+            .filter(|a| bulwark_policy::user_may_use_agent(&a.manifest, &user, &entry).is_ok())
             .map(|a| AgentInfo {
                 name: a.manifest.agent.name,
                 description: a.manifest.agent.description,
@@ -192,8 +202,7 @@ pub(crate) async fn list_agents(
             .collect::<Vec<_>>()
     })
     .await
-    .map_err(|_| ApiError::internal())?;
-    Ok(Json(AgentList { agents }))
+    .map_err(|_| ApiError::internal())
 }
 
 /// Sessions, newest first: yours, or (admins) anyone's.

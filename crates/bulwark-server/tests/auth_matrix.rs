@@ -8,8 +8,9 @@ mod common;
 use axum::body::Body;
 use bulwark_server::{AppState, Limits, ServerConfig};
 use common::{
-    Fixture, bearer, body_json, call, closed, get, get_authorized, local, open_session, ping, rate,
-    recv, resubscribe, retry_after, send_message, subscribe, with_limits, ws_protocol, ws_refusal,
+    Fixture, bearer, body_json, call, closed, get, get_authorized, local, open_session, ping,
+    post_authorized, rate, recv, resubscribe, retry_after, send_message, subscribe, with_limits,
+    ws_protocol, ws_refusal,
 };
 use std::time::{Duration, Instant};
 
@@ -54,6 +55,8 @@ async fn rest_matrix() {
         "/api/v1/sessions",
         "/api/v1/usage",
         "/api/v1/openapi.json",
+        "/api/v1/credits",
+        "/api/v1/credits/history",
     ];
     let admin_routes = ["/health/detail", "/metrics"];
     let mut checked = 0;
@@ -127,6 +130,44 @@ async fn rest_matrix() {
     .await;
     assert_eq!(r.status(), 401);
     eprintln!("{checked} REST auth cases");
+}
+
+/// The one write route: the same credentials matrix as the reads, and
+/// no token in the query string either.
+#[tokio::test]
+async fn credit_transfers_need_a_valid_token() {
+    let f = Fixture::new();
+    let carol = f.add_user("carol");
+    f.editor().revoke("carol").unwrap();
+    let state = f.state(lenient());
+    let path = "/api/v1/credits/transfer";
+    let body = r#"{"to": "agent:helper", "amount": 1, "key": "k"}"#;
+    for auth in [
+        None,
+        Some("Bearer".to_string()),
+        Some(format!("Basic {}", f.bob)),
+        Some(bearer(WELL_FORMED_BUT_UNKNOWN)),
+        Some(bearer(&carol)),
+    ] {
+        let r = post_authorized(&state, path, auth.as_deref(), body).await;
+        assert_eq!(r.status(), 401, "{auth:?}");
+    }
+    // Signed in, the request reaches the ledger: bob has nothing to pay
+    // with (409); no admin privilege is needed or implied.
+    for token in [&f.bob, &f.root] {
+        let r = post_authorized(&state, path, Some(&bearer(token)), body).await;
+        assert_eq!(r.status(), 409);
+    }
+    let r = post_authorized(
+        &state,
+        &format!("{path}?token={}", f.bob),
+        Some(&bearer(&f.bob)),
+        body,
+    )
+    .await;
+    assert_eq!(r.status(), 400);
+    // Reading it is not a thing.
+    assert_eq!(status(&state, path, Some(&bearer(&f.bob))).await, 405);
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 mod common;
 
 use bulwark_server::ServerConfig;
-use common::{Fixture, body_text, get, get_json, open_session, status, turn};
+use common::{Fixture, body_text, get, get_json, open_session, post, status, turn};
 
 #[tokio::test]
 async fn messages_usage_and_session_listing() {
@@ -123,6 +123,9 @@ async fn openapi_describes_every_route() {
         "/api/v1/usage",
         "/api/v1/openapi.json",
         "/api/v1/ws",
+        "/api/v1/credits",
+        "/api/v1/credits/history",
+        "/api/v1/credits/transfer",
     ];
     let mut sorted = paths.clone();
     sorted.sort();
@@ -132,7 +135,14 @@ async fn openapi_describes_every_route() {
     // Each documented path is routed (the router is built from the same list).
     for path in routes {
         let p = path.replace("{id}", "x");
-        let s = status(&state, &p, Some(&f.root)).await;
+        let s = if path.ends_with("/transfer") {
+            post(&state, &p, Some(&f.root), "{}")
+                .await
+                .status()
+                .as_u16()
+        } else {
+            status(&state, &p, Some(&f.root)).await
+        };
         assert_ne!(s, 405, "{path}");
         assert!(s != 404 || path.contains("{id}"), "{path}: {s}");
     }

@@ -154,7 +154,21 @@ pub(crate) fn insert_batch(
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sqlite("starting audit batch"))?;
-    let first = max_seq(&tx)? + 1;
+    let first = append_in_tx(&tx, batch)?;
+    tx.commit().map_err(sqlite("committing audit batch"))?;
+    committed();
+    Ok(first)
+}
+
+/// Appends `batch` inside a write transaction the caller already holds (it
+/// must be IMMEDIATE or have written already, so that no other writer can
+/// take the same sequence numbers), and returns the first sequence number.
+/// Lets another table's write and its audit records commit together.
+pub(crate) fn append_in_tx(
+    tx: &rusqlite::Connection,
+    batch: &[AuditRecord],
+) -> Result<u64, StoreError> {
+    let first = max_seq(tx)? + 1;
     let mut rest = batch;
     let mut seq = first;
     for (rows, sql) in ROWS_PER_INSERT.iter().zip(INSERT_SQL.iter()) {
@@ -175,8 +189,6 @@ pub(crate) fn insert_batch(
             rest = later;
         }
     }
-    tx.commit().map_err(sqlite("committing audit batch"))?;
-    committed();
     Ok(first)
 }
 

@@ -13,13 +13,21 @@
 
 mod audit;
 mod checkpoint;
+mod children;
 mod group_commit;
+mod ledger;
 mod merkle_log;
 mod scan;
 mod schema;
 mod verify;
 
 pub use audit::{AuditQuery, SqliteAuditSink};
+pub use children::{ChildRecord, ChildState};
+pub use ledger::{
+    AccountKind, AccountSummary, Actor, Balance, Budget, BudgetUse, HoldId, HoldRequest, ISSUER,
+    JournalEntry, LedgerError, Policy, SettleReceipt, TransferReceipt, TransferRequest, USAGE,
+    within_fraction,
+};
 pub use merkle_log::{ConsistencyProof, InclusionProof, StoredCheckpoint};
 pub use schema::SCHEMA_VERSION;
 pub use verify::{Coverage, Problem, ProblemKind, VerifyReport};

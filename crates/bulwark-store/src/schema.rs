@@ -158,6 +158,133 @@ const MIGRATIONS: &[&str] = &[
     ) STRICT;
     CREATE INDEX token_usage_by_user ON token_usage (user, time_ms);
     "#,
+    // v5: the credits ledger (see `ledger`). Integer minor units only.
+    // Balances are kept in the same transaction as the journal row that
+    // moves them; the journal and the audit of every movement commit
+    // together. `balance` is what the account can spend; `held` is what open
+    // holds have reserved out of it.
+    r#"
+    CREATE TABLE ledger_accounts (
+        id              TEXT    NOT NULL PRIMARY KEY,
+        kind            TEXT    NOT NULL CHECK (kind IN ('user', 'agent', 'system')),
+        balance         INTEGER NOT NULL CHECK (balance >= 0),
+        held            INTEGER NOT NULL CHECK (held >= 0),
+        max_num         INTEGER NOT NULL CHECK (max_num >= 0),
+        max_den         INTEGER NOT NULL CHECK (max_den > 0 AND max_num <= max_den),
+        reserve_floor   INTEGER NOT NULL CHECK (reserve_floor >= 0),
+        daily_cap       INTEGER CHECK (daily_cap IS NULL OR daily_cap >= 0),
+        counterparties  TEXT    NOT NULL,
+        created_ms      INTEGER NOT NULL
+    ) STRICT;
+    -- Settled holds pay this account (`ledger::USAGE`).
+    INSERT INTO ledger_accounts (id, kind, balance, held, max_num, max_den, reserve_floor,
+        daily_cap, counterparties, created_ms)
+        VALUES ('system:usage', 'system', 0, 0, 1, 2, 0, NULL, '[]', 0);
+    CREATE TRIGGER ledger_accounts_no_delete BEFORE DELETE ON ledger_accounts
+    BEGIN
+        SELECT RAISE(ABORT, 'ledger accounts cannot be deleted');
+    END;
+
+    -- One row per movement, append-only. `request` is the canonical form of
+    -- the request that made it, so a repeated idempotency key can be told
+    -- apart from a different request reusing the key. `balance_before` is
+    -- the debited account's spendable balance at the serialization point.
+    CREATE TABLE ledger_journal (
+        id              INTEGER NOT NULL PRIMARY KEY,
+        time_ms         INTEGER NOT NULL,
+        idempotency_key TEXT    NOT NULL UNIQUE,
+        kind            TEXT    NOT NULL
+            CHECK (kind IN ('mint', 'transfer', 'hold', 'settle', 'release')),
+        from_account    TEXT    NOT NULL,
+        to_account      TEXT    NOT NULL REFERENCES ledger_accounts (id),
+        amount          INTEGER NOT NULL CHECK (amount > 0 OR kind IN ('settle', 'release')),
+        released        INTEGER NOT NULL CHECK (released >= 0),
+        balance_before  INTEGER NOT NULL CHECK (balance_before >= 0),
+        hold_id         INTEGER,
+        memo            TEXT    NOT NULL,
+        request         TEXT    NOT NULL
+    ) STRICT;
+    CREATE INDEX ledger_journal_by_from ON ledger_journal (from_account, time_ms);
+    CREATE INDEX ledger_journal_by_to ON ledger_journal (to_account, time_ms);
+    CREATE TRIGGER ledger_journal_no_update BEFORE UPDATE ON ledger_journal
+    BEGIN
+        SELECT RAISE(ABORT, 'ledger journal is append-only');
+    END;
+    CREATE TRIGGER ledger_journal_no_delete BEFORE DELETE ON ledger_journal
+    BEGIN
+        SELECT RAISE(ABORT, 'ledger journal is append-only');
+    END;
+    CREATE TRIGGER ledger_journal_no_replace BEFORE INSERT ON ledger_journal
+    WHEN EXISTS (SELECT 1 FROM ledger_journal WHERE id = NEW.id)
+    BEGIN
+        SELECT RAISE(ABORT, 'ledger journal is append-only');
+    END;
+
+    -- What each account paid out (transfers and settled charges) per UTC
+    -- day (`time_ms / 86400000`), kept with the journal row that adds to
+    -- it, so a daily cap costs one lookup instead of summing the day's rows.
+    CREATE TABLE ledger_daily (
+        account TEXT    NOT NULL,
+        day     INTEGER NOT NULL,
+        spent   INTEGER NOT NULL CHECK (spent >= 0),
+        PRIMARY KEY (account, day)
+    ) STRICT, WITHOUT ROWID;
+
+    -- A hold goes open -> settled | released, once. It keeps who asked
+    -- (for the audit records of its settlement) and which budget periods it
+    -- counted against (so what it gives back is taken off the same ones).
+    CREATE TABLE ledger_holds (
+        id              INTEGER NOT NULL PRIMARY KEY,
+        account         TEXT    NOT NULL REFERENCES ledger_accounts (id),
+        amount          INTEGER NOT NULL CHECK (amount > 0),
+        state           TEXT    NOT NULL CHECK (state IN ('open', 'settled', 'released')),
+        created_ms      INTEGER NOT NULL,
+        actor           TEXT    NOT NULL,
+        budget_user     TEXT,
+        budget_periods  TEXT    NOT NULL
+    ) STRICT;
+    CREATE TRIGGER ledger_holds_once BEFORE UPDATE ON ledger_holds
+    WHEN OLD.state <> 'open' OR NEW.id <> OLD.id OR NEW.account <> OLD.account
+        OR NEW.amount <> OLD.amount OR NEW.actor <> OLD.actor
+        OR NEW.budget_user IS NOT OLD.budget_user OR NEW.budget_periods <> OLD.budget_periods
+    BEGIN
+        SELECT RAISE(ABORT, 'a closed hold cannot change');
+    END;
+    CREATE TRIGGER ledger_holds_no_delete BEFORE DELETE ON ledger_holds
+    BEGIN
+        SELECT RAISE(ABORT, 'ledger holds cannot be deleted');
+    END;
+
+    -- Credits a user's holds reserved and charged per period
+    -- (`s:<session>`, `d:<UTC day number>`, `m:<YYYY-MM>`), for the
+    -- access.toml budgets; kept in the hold's transaction.
+    CREATE TABLE ledger_budget_use (
+        user    TEXT    NOT NULL,
+        period  TEXT    NOT NULL,
+        used    INTEGER NOT NULL CHECK (used >= 0),
+        PRIMARY KEY (user, period)
+    ) STRICT, WITHOUT ROWID;
+
+    -- Child agents spawned by a session, with their own ledger account.
+    CREATE TABLE child_agents (
+        id              TEXT    NOT NULL PRIMARY KEY,
+        parent_session  TEXT    NOT NULL,
+        parent_account  TEXT    NOT NULL REFERENCES ledger_accounts (id),
+        user            TEXT    NOT NULL,
+        agent           TEXT    NOT NULL,
+        account         TEXT    NOT NULL UNIQUE REFERENCES ledger_accounts (id),
+        state           TEXT    NOT NULL CHECK (state IN ('running', 'stopped', 'exhausted')),
+        created_ms      INTEGER NOT NULL,
+        updated_ms      INTEGER NOT NULL
+    ) STRICT;
+    CREATE INDEX child_agents_by_parent ON child_agents (parent_session, created_ms);
+    -- A stopped child stays stopped: its account was recalled.
+    CREATE TRIGGER child_agents_stopped_is_final BEFORE UPDATE ON child_agents
+    WHEN OLD.state = 'stopped' AND NEW.state <> 'stopped'
+    BEGIN
+        SELECT RAISE(ABORT, 'a stopped child agent cannot be restarted');
+    END;
+    "#,
 ];
 
 /// Rust steps of migrations, by the version they migrate to.

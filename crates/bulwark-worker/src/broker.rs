@@ -1,9 +1,19 @@
 //! The server's side of the brokered store: performs a worker's
 //! [`StoreRequest`]s for that worker's conversation only.
 
-use crate::store_ipc::{AuditEntry, StoreFailure, StoreReply, StoreRequest};
+use crate::protocol::MAX_SHORT_CHARS;
+use crate::store_ipc::{AuditEntry, LedgerReceipt, StoreFailure, StoreReply, StoreRequest};
 use bulwark_audit::{AuditRecord, AuditSink};
-use bulwark_store::{NewSession, SqliteAuditSink, Store, StoreError};
+use bulwark_store::{
+    AccountKind, Actor, Budget, HoldId, HoldRequest, LedgerError, NewSession, SqliteAuditSink,
+    Store, StoreError, TransferRequest,
+};
+use std::collections::BTreeMap;
+
+/// The most holds one worker may have open at once. A session holds one
+/// per model call in flight and one per priced tool call; the bound keeps
+/// a worker that reserves in a loop from growing the server's memory.
+pub const MAX_OPEN_HOLDS: usize = 64;
 
 /// Whose conversation a worker runs: fixed by the server when it starts
 /// the worker, never by the worker.
@@ -13,23 +23,103 @@ pub struct BrokerScope {
     pub agent: String,
     /// The session, once the worker created or resumed it.
     pub session: Option<String>,
+    /// The holds the server made for this worker and it has not closed,
+    /// with their amounts: the only ones it may settle or release, and
+    /// those charged when it ends. Private, so only the broker adds to it.
+    holds: BTreeMap<i64, u64>,
+    /// The agent's account is known to exist.
+    wallet_open: bool,
+}
+
+impl BrokerScope {
+    /// The scope of a new worker of `user` with `agent`: no session yet.
+    pub fn new(user: impl Into<String>, agent: impl Into<String>) -> Self {
+        Self {
+            user: user.into(),
+            agent: agent.into(),
+            session: None,
+            holds: BTreeMap::new(),
+            wallet_open: false,
+        }
+    }
+
+    /// The holds this worker has open (id, amount), oldest first.
+    pub fn open_holds(&self) -> impl Iterator<Item = (i64, u64)> + '_ {
+        self.holds.iter().map(|(h, a)| (*h, *a))
+    }
+
+    /// Why `request` is one no well-behaved worker sends (a bound broken,
+    /// a hold it was not given), if it is: the supervisor ends a worker
+    /// that sends one instead of answering it.
+    pub fn violation(&self, request: &StoreRequest) -> Option<String> {
+        if let Err(err) = request.validate() {
+            return Some(format!("a store request broke a bound: {err}"));
+        }
+        match request {
+            StoreRequest::LedgerSettle { hold, .. } | StoreRequest::LedgerRelease { hold, .. }
+                if !self.holds.contains_key(hold) =>
+            {
+                Some(format!(
+                    "the worker named hold {hold}, which the server did not make for it"
+                ))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Performs store requests for workers. Called on a blocking thread.
 pub trait StoreBroker: Send + Sync + 'static {
     fn handle(&self, scope: &mut BrokerScope, request: StoreRequest) -> StoreReply;
+
+    /// The worker of `scope` has ended and sends nothing more: close what
+    /// it left open. Called once, on a blocking thread.
+    fn end(&self, scope: &BrokerScope) {
+        let _ = scope;
+    }
 }
+
+/// A user's credit limits (access.toml `credits_per_session`,
+/// `credits_per_day`, `credits_per_month`); `None` is unlimited.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CreditLimits {
+    pub per_session: Option<u64>,
+    pub per_day: Option<u64>,
+    pub per_month: Option<u64>,
+}
+
+/// Finds a user's credit limits. Asked at every reservation, so a changed
+/// access.toml applies to the next model call of a running session; `Err`
+/// (the file cannot be read) refuses the reservation.
+type LimitsLookup = Box<dyn Fn(&str) -> Result<CreditLimits, String> + Send + Sync>;
 
 /// The broker over the server's own database.
 pub struct DatabaseBroker {
     store: Store,
     audit: SqliteAuditSink,
+    limits: Option<LimitsLookup>,
 }
 
 impl DatabaseBroker {
+    /// A broker without credit limits: holds are counted against each
+    /// user's budget periods but never refused by them.
     pub fn new(store: Store) -> Self {
         let audit = store.audit_sink();
-        Self { store, audit }
+        Self {
+            store,
+            audit,
+            limits: None,
+        }
+    }
+
+    /// The same broker, with each user's credit limits from `lookup`
+    /// (the server reads them from access.toml).
+    pub fn with_limits(
+        mut self,
+        lookup: impl Fn(&str) -> Result<CreditLimits, String> + Send + Sync + 'static,
+    ) -> Self {
+        self.limits = Some(Box::new(lookup));
+        self
     }
 }
 
@@ -62,10 +152,40 @@ fn is_json(text: &str) -> bool {
     serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
 }
 
+/// Whether `id` can scope ledger keys unambiguously: a session id with a
+/// `:` could make one session's prefixed keys another's.
+fn plain_id(id: &str) -> bool {
+    !id.is_empty()
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// At most [`MAX_SHORT_CHARS`] characters, to fit in a reply.
+fn clamp(text: String) -> String {
+    if text.len() <= MAX_SHORT_CHARS {
+        return text;
+    }
+    text.chars().take(MAX_SHORT_CHARS).collect()
+}
+
+/// A ledger error as the worker is told it: refusals and impossible
+/// requests with the ledger's message (they name only this session's
+/// account, key and amounts), database failures as a class.
+fn ledger_failed(err: LedgerError) -> StoreReply {
+    match err {
+        LedgerError::Store(err) => internal(&err),
+        other => StoreReply::LedgerRefused {
+            denial: other.is_denial(),
+            message: clamp(other.to_string()),
+        },
+    }
+}
+
 impl StoreBroker for DatabaseBroker {
     fn handle(&self, scope: &mut BrokerScope, request: StoreRequest) -> StoreReply {
-        if let Err(err) = request.validate() {
-            return failed(StoreFailure::Forbidden, err.to_string());
+        if let Some(why) = scope.violation(&request) {
+            return failed(StoreFailure::Forbidden, why);
         }
         let opened = matches!(
             request,
@@ -93,6 +213,14 @@ impl StoreBroker for DatabaseBroker {
                 Err(err) => internal(&err),
             },
             StoreRequest::Create { session } => {
+                // Workers create random hex ids; anything else could be
+                // made to look like another session's key prefix.
+                if !plain_id(&session) {
+                    return failed(
+                        StoreFailure::Forbidden,
+                        "a session id is letters, digits, `-`, `_` and `.`",
+                    );
+                }
                 let created = self.store.create_session(&NewSession {
                     id: session.clone(),
                     agent: scope.agent.clone(),
@@ -117,10 +245,51 @@ impl StoreBroker for DatabaseBroker {
             }
         }
     }
+
+    /// Charges every hold the worker left open in full: the model call it
+    /// reserved for may have been made, and a worker must gain nothing by
+    /// exiting (or getting itself killed) before it settles. The budget
+    /// keeps counting what was charged.
+    fn end(&self, scope: &BrokerScope) {
+        let Some(session) = scope.session.as_deref() else {
+            return;
+        };
+        for (hold, amount) in scope.open_holds() {
+            let key = format!("{}end:{hold}", key_prefix(session));
+            match self.store.settle(&key, HoldId(hold), amount) {
+                Ok(r) => tracing::info!(
+                    session,
+                    hold,
+                    charged = r.charged,
+                    "charged a hold its worker left open"
+                ),
+                Err(LedgerError::HoldClosed { .. }) => {}
+                Err(err) => tracing::error!(
+                    session,
+                    hold,
+                    error = %err,
+                    "cannot close a hold its worker left open"
+                ),
+            }
+        }
+    }
+}
+
+/// What the server puts before every ledger key of `session`: the session
+/// scopes keys (a worker cannot replay or read another session's
+/// receipts), and `session:` keeps them apart from the keys the HTTP API
+/// scopes with `user:<name>:`.
+pub fn key_prefix(session: &str) -> String {
+    format!("session:{session}:")
 }
 
 impl DatabaseBroker {
-    fn in_session(&self, scope: &BrokerScope, session: &str, request: StoreRequest) -> StoreReply {
+    fn in_session(
+        &self,
+        scope: &mut BrokerScope,
+        session: &str,
+        request: StoreRequest,
+    ) -> StoreReply {
         match request {
             StoreRequest::AppendMessage { role, content_json } => {
                 if !is_json(&content_json) {
@@ -150,14 +319,165 @@ impl DatabaseBroker {
                 Ok(()) => StoreReply::Done,
                 Err(err) => internal(&err),
             },
-            StoreRequest::AuditFlush => match self.audit.flush() {
+            StoreRequest::AuditFlush {} => match self.audit.flush() {
                 Ok(()) => StoreReply::Done,
                 Err(err) => internal(&err),
             },
+            StoreRequest::LedgerBalance {}
+            | StoreRequest::LedgerTransfer { .. }
+            | StoreRequest::LedgerHold { .. }
+            | StoreRequest::LedgerSettle { .. }
+            | StoreRequest::LedgerRelease { .. } => self.ledger(scope, session, request),
             StoreRequest::Resume { .. }
             | StoreRequest::Create { .. }
             | StoreRequest::TokensSince { .. } => {
                 failed(StoreFailure::Forbidden, "not a session operation")
+            }
+        }
+    }
+
+    /// A ledger request, for the session's agent account, as the session's
+    /// user, with the session's keys. Nothing in the request picks any of
+    /// them.
+    fn ledger(&self, scope: &mut BrokerScope, session: &str, request: StoreRequest) -> StoreReply {
+        if !plain_id(session) {
+            return failed(
+                StoreFailure::Forbidden,
+                "credits are not available in a session whose id is not plain",
+            );
+        }
+        let wallet = format!("agent:{}", scope.agent);
+        if !scope.wallet_open {
+            if let Err(err) = self.store.ensure_account(&wallet, AccountKind::Agent) {
+                return ledger_failed(err);
+            }
+            scope.wallet_open = true;
+        }
+        let prefix = key_prefix(session);
+        let actor = Actor {
+            user: scope.user.clone(),
+            agent: scope.agent.clone(),
+            session: session.to_owned(),
+        };
+        match request {
+            StoreRequest::LedgerBalance {} => match self.store.balance(&wallet) {
+                Ok(b) => StoreReply::LedgerBalance {
+                    balance: b.balance,
+                    held: b.held,
+                },
+                Err(err) => ledger_failed(err),
+            },
+            StoreRequest::LedgerTransfer {
+                key,
+                to,
+                amount,
+                memo,
+            } => {
+                let transfer = TransferRequest {
+                    key: format!("{prefix}{key}"),
+                    from: wallet,
+                    to,
+                    amount,
+                    memo,
+                    actor,
+                };
+                match self.store.transfer(&transfer) {
+                    Ok(r) => StoreReply::LedgerTransfer(Box::new(LedgerReceipt {
+                        id: r.id,
+                        time_ms: r.time_ms,
+                        key,
+                        from: r.from,
+                        to: r.to,
+                        amount: r.amount,
+                        balance_before: r.balance_before,
+                        memo: r.memo,
+                    })),
+                    Err(err) => ledger_failed(err),
+                }
+            }
+            StoreRequest::LedgerHold { key, amount } => {
+                if scope.holds.len() >= MAX_OPEN_HOLDS {
+                    return StoreReply::LedgerRefused {
+                        message: format!(
+                            "this session has {MAX_OPEN_HOLDS} holds open; settle or release one first"
+                        ),
+                        denial: true,
+                    };
+                }
+                let limits = match &self.limits {
+                    None => CreditLimits::default(),
+                    Some(lookup) => match lookup(&scope.user) {
+                        Ok(limits) => limits,
+                        Err(why) => {
+                            tracing::error!(user = %scope.user, %why, "cannot read credit limits");
+                            return StoreReply::LedgerRefused {
+                                message: "the server cannot read this user's credit limits \
+                                          (access.toml); no credits can be reserved until \
+                                          it is fixed"
+                                    .into(),
+                                denial: true,
+                            };
+                        }
+                    },
+                };
+                let hold = HoldRequest {
+                    key: format!("{prefix}{key}"),
+                    account: wallet,
+                    amount,
+                    budget: Some(Budget {
+                        user: scope.user.clone(),
+                        session: session.to_owned(),
+                        per_session: limits.per_session,
+                        per_day: limits.per_day,
+                        per_month: limits.per_month,
+                    }),
+                    actor,
+                };
+                match self.store.reserve(&hold) {
+                    Ok(HoldId(id)) => {
+                        scope.holds.insert(id, amount);
+                        StoreReply::LedgerHold { hold: id }
+                    }
+                    Err(err) => ledger_failed(err),
+                }
+            }
+            StoreRequest::LedgerSettle { key, hold, actual } => {
+                let closed = self
+                    .store
+                    .settle(&format!("{prefix}{key}"), HoldId(hold), actual);
+                self.closed(scope, hold, closed)
+            }
+            StoreRequest::LedgerRelease { key, hold } => {
+                let closed = self.store.release(&format!("{prefix}{key}"), HoldId(hold));
+                self.closed(scope, hold, closed)
+            }
+            _ => failed(StoreFailure::Forbidden, "not a ledger operation"),
+        }
+    }
+
+    /// The reply to a settle or release; a hold no longer open is no
+    /// longer the worker's to name.
+    fn closed(
+        &self,
+        scope: &mut BrokerScope,
+        hold: i64,
+        result: Result<bulwark_store::SettleReceipt, LedgerError>,
+    ) -> StoreReply {
+        match result {
+            Ok(r) => {
+                scope.holds.remove(&hold);
+                StoreReply::LedgerClosed {
+                    id: r.id,
+                    hold: r.hold.0,
+                    charged: r.charged,
+                    released: r.released,
+                }
+            }
+            Err(err) => {
+                if matches!(err, LedgerError::HoldClosed { .. }) {
+                    scope.holds.remove(&hold);
+                }
+                ledger_failed(err)
             }
         }
     }
@@ -205,6 +525,30 @@ fn page(items: impl Iterator<Item = String>, from: u64) -> StoreReply {
 mod tests {
     use super::*;
 
+    /// The supervisor's path: a request naming a hold the worker was not
+    /// given ends the worker (`Err`), and nothing is asked of the store.
+    #[tokio::test]
+    async fn naming_a_foreign_hold_ends_the_worker() {
+        let store = Store::open_in_memory().expect("a store");
+        let broker = Broker::new(DatabaseBroker::new(store));
+        let (to_worker, mut replies) = tokio::sync::mpsc::channel(4);
+        let mut scope = BrokerScope::new("alice", "helper");
+        let create = StoreRequest::Create {
+            session: "a1".into(),
+        };
+        let created = answer(Some(&broker), &mut scope, 1, create, &to_worker).await;
+        assert_eq!(created, Ok(()));
+        assert!(replies.try_recv().is_ok());
+        let settle = StoreRequest::LedgerSettle {
+            key: "k".into(),
+            hold: 1,
+            actual: 0,
+        };
+        let ended = answer(Some(&broker), &mut scope, 2, settle, &to_worker).await;
+        assert!(ended.is_err(), "{ended:?}");
+        assert!(replies.try_recv().is_err(), "no reply is sent");
+    }
+
     #[test]
     fn a_page_holds_at_least_one_item_and_at_most_the_budget() {
         let big = "x".repeat(crate::store_ipc::MAX_STORED_JSON);
@@ -239,6 +583,17 @@ impl Broker {
         Self(std::sync::Arc::new(broker))
     }
 
+    /// Closes what the worker of `scope` left open, on a blocking thread.
+    pub(crate) async fn end(&self, scope: BrokerScope) {
+        let broker = self.0.clone();
+        if tokio::task::spawn_blocking(move || broker.end(&scope))
+            .await
+            .is_err()
+        {
+            tracing::error!("closing a worker's store scope panicked");
+        }
+    }
+
     /// Performs `request` on a blocking thread (SQLite blocks).
     pub(crate) async fn call(
         &self,
@@ -262,6 +617,14 @@ impl Broker {
     }
 }
 
+/// Closes what an ended worker left open (see [`StoreBroker::end`]), once
+/// it can send nothing more.
+pub(crate) async fn end_scope(broker: Option<&Broker>, scope: BrokerScope) {
+    if let Some(broker) = broker {
+        broker.end(scope).await;
+    }
+}
+
 /// Answers one store request of a worker. `Err` says why the worker must
 /// be ended (it broke the protocol, or stopped reading its commands).
 pub(crate) async fn answer(
@@ -274,8 +637,8 @@ pub(crate) async fn answer(
     let Some(broker) = broker else {
         return Err("the worker asked for the store, which this server does not broker".into());
     };
-    if let Err(err) = request.validate() {
-        return Err(format!("a store request broke a bound: {err}"));
+    if let Some(why) = scope.violation(&request) {
+        return Err(why);
     }
     let (next, reply) = broker.call(scope.clone(), request).await;
     *scope = next;

@@ -24,7 +24,9 @@ pub mod store_ipc;
 pub mod supervisor;
 mod turns;
 
-pub use broker::{Broker, BrokerScope, DatabaseBroker, StoreBroker};
+pub use broker::{
+    Broker, BrokerScope, CreditLimits, DatabaseBroker, MAX_OPEN_HOLDS, StoreBroker, key_prefix,
+};
 pub use env::{EnvError, WorkerEnv};
 pub use frame::{FrameCodec, FrameError, MAX_FRAME_BYTES};
 pub use relay::relay;

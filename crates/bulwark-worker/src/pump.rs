@@ -262,6 +262,8 @@ impl Pump {
 
     async fn finish(self, ending: Ending) {
         let Pump {
+            scope,
+            broker,
             mut process,
             mut events_in,
             to_worker,
@@ -320,6 +322,8 @@ impl Pump {
             }
         };
         tracing::debug!(worker = slot.id(), ?reason, "worker ended");
+        // The worker is gone: nothing can race this with a new request.
+        crate::broker::end_scope(broker.as_ref(), scope).await;
         // Close the events channel, release the cap, then announce the end,
         // so a waiter that re-opens at once finds the place free.
         drop(to_server);

@@ -11,6 +11,14 @@
 //! audit record. So the worst a compromised worker can do to the store is
 //! write nonsense into its own session and its own audit trail, which the
 //! audit log's hashes then preserve as evidence.
+//!
+//! Credits work the same way: a worker asks for a balance, a transfer, a
+//! hold and its settlement, but the server picks the account (the agent's),
+//! the audit identity, the user's budget, and scopes every idempotency key
+//! to the session, so a worker can spend only what its own session may and
+//! can never replay or read another session's receipts. It may settle or
+//! release only holds the server made for it; naming any other is a
+//! protocol violation, which ends the worker.
 
 use crate::protocol::{MAX_ID_CHARS, MAX_SHORT_CHARS, TooLong};
 use bulwark_audit::Decision;
@@ -22,6 +30,13 @@ use serde::{Deserialize, Serialize};
 pub const MAX_STORED_JSON: usize = 3 * 1024 * 1024;
 /// Longest audit `detail` (recorded arguments are at most 64 KiB).
 pub const MAX_AUDIT_DETAIL_CHARS: usize = 256 * 1024;
+/// Longest ledger idempotency key a worker may send, in bytes (the server
+/// prefixes it with the session before it reaches the ledger).
+pub const MAX_LEDGER_KEY_BYTES: usize = 200;
+/// Longest ledger account id, in bytes (the ledger's own limit).
+pub const MAX_LEDGER_ACCOUNT_BYTES: usize = 200;
+/// Longest transfer memo, in bytes.
+pub const MAX_LEDGER_MEMO_BYTES: usize = 1024;
 
 /// Who wrote a stored message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,7 +99,31 @@ pub enum StoreRequest {
     /// An audit record of this session.
     Audit { entry: AuditEntry },
     /// The durability barrier: every record sent before is stored.
-    AuditFlush,
+    /// (Braces, like `LedgerBalance {}`: serde ignores unknown fields next
+    /// to the tag of a unit variant, and refuses them for an empty struct.)
+    AuditFlush {},
+    /// The balance of this session's account (`agent:<agent>`):
+    /// [`StoreReply::LedgerBalance`]. No request names an account, a user
+    /// or a budget: the server decides them all.
+    LedgerBalance {},
+    /// Move `amount` from this session's account to `to` (the ledger's
+    /// policy of the paying account decides): [`StoreReply::LedgerTransfer`].
+    /// `key` makes it idempotent within this session.
+    LedgerTransfer {
+        key: String,
+        to: String,
+        amount: u64,
+        memo: String,
+    },
+    /// Reserve `amount` of this session's account, under the user's
+    /// budget: [`StoreReply::LedgerHold`].
+    LedgerHold { key: String, amount: u64 },
+    /// Charge `actual` of a hold this worker made and give back the rest:
+    /// [`StoreReply::LedgerClosed`]. Naming any other hold is a protocol
+    /// violation.
+    LedgerSettle { key: String, hold: i64, actual: u64 },
+    /// Give back a hold this worker made, whole: [`StoreReply::LedgerClosed`].
+    LedgerRelease { key: String, hold: i64 },
 }
 
 /// Server → worker: the answer to one [`StoreRequest`].
@@ -108,6 +147,49 @@ pub enum StoreReply {
         kind: StoreFailure,
         message: String,
     },
+    /// The session account's spendable and held credits.
+    LedgerBalance {
+        balance: u64,
+        held: u64,
+    },
+    /// A transfer made (or the original one, for a repeated key). Boxed:
+    /// it is the largest reply, and every command would be its size.
+    LedgerTransfer(Box<LedgerReceipt>),
+    /// A reservation made.
+    LedgerHold {
+        hold: i64,
+    },
+    /// A hold settled or released.
+    LedgerClosed {
+        id: i64,
+        hold: i64,
+        charged: u64,
+        released: u64,
+    },
+    /// The ledger refused (or could not do) a well-formed request: the
+    /// worker rebuilds `LedgerError::Remote` from it. `denial` is
+    /// `LedgerError::is_denial` of the server's error (a policy or budget
+    /// refusal, rather than a request that cannot be done at all).
+    LedgerRefused {
+        message: String,
+        denial: bool,
+    },
+}
+
+/// A transfer's receipt, as the server sends it to a worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerReceipt {
+    pub id: i64,
+    pub time_ms: i64,
+    /// The worker's own key, without the server's session prefix.
+    pub key: String,
+    pub from: String,
+    pub to: String,
+    pub amount: u64,
+    /// The paying account's spendable balance right before the debit.
+    pub balance_before: u64,
+    pub memo: String,
 }
 
 /// Why a store request did not succeed.
@@ -165,10 +247,21 @@ impl StoreRequest {
                 bound("reason", &entry.reason, MAX_SHORT_CHARS)?;
                 bound("detail", &entry.detail, MAX_AUDIT_DETAIL_CHARS)
             }
+            StoreRequest::LedgerTransfer { key, to, memo, .. } => {
+                bound_bytes("key", key, MAX_LEDGER_KEY_BYTES)?;
+                bound_bytes("to", to, MAX_LEDGER_ACCOUNT_BYTES)?;
+                bound_bytes("memo", memo, MAX_LEDGER_MEMO_BYTES)
+            }
+            StoreRequest::LedgerHold { key, .. }
+            | StoreRequest::LedgerSettle { key, .. }
+            | StoreRequest::LedgerRelease { key, .. } => {
+                bound_bytes("key", key, MAX_LEDGER_KEY_BYTES)
+            }
             StoreRequest::Messages { .. }
             | StoreRequest::RecordTokens { .. }
             | StoreRequest::TokensSince { .. }
-            | StoreRequest::AuditFlush => Ok(()),
+            | StoreRequest::AuditFlush {}
+            | StoreRequest::LedgerBalance {} => Ok(()),
         }
     }
 }
@@ -193,8 +286,21 @@ impl StoreReply {
                     .iter()
                     .try_for_each(|item| bound_bytes("item", item, MAX_STORED_JSON))
             }
-            StoreReply::Failed { message, .. } => bound("message", message, MAX_SHORT_CHARS),
-            StoreReply::Done | StoreReply::Resumed { .. } | StoreReply::Tokens { .. } => Ok(()),
+            StoreReply::Failed { message, .. } | StoreReply::LedgerRefused { message, .. } => {
+                bound("message", message, MAX_SHORT_CHARS)
+            }
+            StoreReply::LedgerTransfer(r) => {
+                bound_bytes("key", &r.key, MAX_LEDGER_KEY_BYTES)?;
+                bound_bytes("from", &r.from, MAX_LEDGER_ACCOUNT_BYTES)?;
+                bound_bytes("to", &r.to, MAX_LEDGER_ACCOUNT_BYTES)?;
+                bound_bytes("memo", &r.memo, MAX_LEDGER_MEMO_BYTES)
+            }
+            StoreReply::Done
+            | StoreReply::Resumed { .. }
+            | StoreReply::Tokens { .. }
+            | StoreReply::LedgerBalance { .. }
+            | StoreReply::LedgerHold { .. }
+            | StoreReply::LedgerClosed { .. } => Ok(()),
         }
     }
 }

@@ -10,7 +10,7 @@
 //! closes. User messages are serialized per conversation by a FIFO lock
 //! with a timeout (see [`crate::turns`]).
 
-use crate::broker::{Broker, BrokerScope};
+use crate::broker::{Broker, BrokerScope, end_scope};
 use crate::child::{self, Launch};
 use crate::env::WorkerEnv;
 use crate::frame::EventCodec;
@@ -307,11 +307,7 @@ impl Supervisor {
         // A fresh channel has room for the first command.
         let _ = to_worker.try_send(start);
 
-        let mut scope = BrokerScope {
-            user: request.user.clone(),
-            agent: request.agent.clone(),
-            session: None,
-        };
+        let mut scope = BrokerScope::new(request.user.clone(), request.agent.clone());
         // Until Ready, the worker may only set its session up: store
         // requests are answered here, anything else ends the wait.
         let deadline = tokio::time::Instant::now() + config.ready_timeout;
@@ -334,6 +330,7 @@ impl Supervisor {
             .await;
             if let Err(why) = answered {
                 process.kill().await;
+                end_scope(config.broker.as_ref(), scope).await;
                 return Err(SupervisorError::Protocol(why));
             }
         };
@@ -358,6 +355,7 @@ impl Supervisor {
                     }
                     if self.shared.state().closing {
                         process.kill().await;
+                        end_scope(config.broker.as_ref(), scope).await;
                         return Err(SupervisorError::ShuttingDown);
                     }
                     let (commands, from_server) = mpsc::channel(COMMAND_QUEUE);
@@ -391,6 +389,7 @@ impl Supervisor {
             },
         };
         process.kill().await;
+        end_scope(config.broker.as_ref(), scope).await;
         Err(failure)
     }
 

@@ -1,5 +1,6 @@
 //! The built-in tools. Each is one operation of a policy domain.
 
+mod credits;
 mod files;
 mod memory;
 mod shell;
@@ -11,7 +12,7 @@ use std::sync::Arc;
 
 /// Every built-in tool, in a stable order.
 pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
-    vec![
+    let mut tools: Vec<Arc<dyn Tool>> = vec![
         Arc::new(files::FileRead::new()),
         Arc::new(files::FileWrite::new()),
         Arc::new(files::FileList::new()),
@@ -23,5 +24,11 @@ pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
         Arc::new(memory::MemoryWrite::new()),
         Arc::new(memory::MemoryList::new()),
         Arc::new(time::TimeNow::new()),
-    ]
+    ];
+    tools.extend(
+        credits::CreditsTool::all()
+            .into_iter()
+            .map(|t| Arc::new(t) as Arc<dyn Tool>),
+    );
+    tools
 }

@@ -12,6 +12,8 @@ use bulwark_policy::{
 use std::path::Path;
 use std::sync::Arc;
 
+pub mod family;
+
 pub fn policy(registry: &ToolRegistry, manifest: &str) -> EffectivePolicy {
     let manifest = parse_manifest(manifest, "test/agent.toml").expect("test manifest parses");
     let global = GlobalConfig::default();

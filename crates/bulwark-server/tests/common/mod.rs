@@ -403,6 +403,26 @@ async fn get_as(
     call(state, req.body(Body::empty()).unwrap()).await
 }
 
+/// A POST of `body` (sent as JSON) through the router, with `Host:
+/// localhost:8420`.
+pub async fn post(state: &AppState, path: &str, token: Option<&str>, body: &str) -> Response<Body> {
+    post_authorized(state, path, token.map(bearer).as_deref(), body).await
+}
+
+/// [`post`] with this exact Authorization value, if any.
+pub async fn post_authorized(
+    state: &AppState,
+    path: &str,
+    authorization: Option<&str>,
+    body: &str,
+) -> Response<Body> {
+    let mut req = local("POST", path).header("content-type", "application/json");
+    if let Some(a) = authorization {
+        req = req.header("authorization", a);
+    }
+    call(state, req.body(Body::from(body.to_owned())).unwrap()).await
+}
+
 /// The JSON body of [`get`] (`Null` if it is not JSON).
 pub async fn get_json(state: &AppState, path: &str, token: Option<&str>) -> serde_json::Value {
     body_json(get(state, path, token).await).await

@@ -187,7 +187,7 @@ async fn turn(
         "store" => {
             let request = Event::Store {
                 request_id: 1,
-                request: bulwark_worker::store_ipc::StoreRequest::AuditFlush,
+                request: bulwark_worker::store_ipc::StoreRequest::AuditFlush {},
             };
             send(out, request).await;
         }

@@ -1,0 +1,426 @@
+//! Child agents: spawned by a session, funded from its account, given work,
+//! recalled.
+//!
+//! [`ChildHost::spawn`] is the one place a child comes into existence:
+//! the `spawn_agent` tool calls it, and so does every other path (the CLI,
+//! an embedding program). It loads the child's manifest, computes the
+//! child's effective policy under the same layers as the parent's, and
+//! refuses (and audits) any child that would hold more than its parent:
+//! a tool, a capability, a shell, a model endpoint or a credential the
+//! parent was not granted.
+//!
+//! A child's answers reach the parent as untrusted content (taint `peer`):
+//! they are wrapped in the parent's content boundary and, like web pages,
+//! cannot authorize a spend or a command without a person agreeing.
+
+use crate::agent::{AgentRuntime, Kernel, Silent, TurnEnd};
+use crate::approval::Approver;
+use crate::credits::SessionCredits;
+use crate::door::Door;
+use crate::home::{Home, LoadedAgent, valid_name};
+use crate::registry::ToolRegistry;
+use crate::session::{SessionIdentity, SessionState, ToolLimits};
+use crate::setup::{AgentSetup, PolicyContext, build_session, effective_policy, load_secrets};
+use bulwark_audit::{AuditRecord, AuditSink, Decision};
+use bulwark_policy::{
+    AccessFile, CredentialsSection, EffectivePolicy, GlobalConfig, ModelRef, SpawnGrant,
+    SpawnViolation, parse_model_ref, spawn_violations,
+};
+use bulwark_store::{
+    AccountKind, Actor, ChildRecord, ChildState, LedgerError, NewSession, Policy, Store,
+    StoreError, TransferReceipt, TransferRequest,
+};
+use std::sync::Arc;
+
+/// The session a credits or agents tool acts for.
+#[derive(Clone)]
+pub struct Caller {
+    pub identity: SessionIdentity,
+    pub policy: Arc<EffectivePolicy>,
+    pub credits: Option<SessionCredits>,
+}
+
+impl Caller {
+    /// The account the session spends from.
+    pub fn wallet(&self) -> String {
+        match &self.credits {
+            Some(c) => c.wallet.clone(),
+            None => agent_wallet(&self.identity.agent),
+        }
+    }
+
+    pub fn actor(&self) -> Actor {
+        Actor {
+            user: self.identity.user.clone(),
+            agent: self.identity.agent.clone(),
+            session: self.identity.id.clone(),
+        }
+    }
+}
+
+/// The account of a top-level agent.
+pub fn agent_wallet(agent: &str) -> String {
+    format!("agent:{agent}")
+}
+
+/// The agent name inside a child id (`<agent>.<hex>`), so a tool's demand
+/// can name the agent from its arguments alone.
+pub fn child_agent_of(child_id: &str) -> Option<&str> {
+    let (agent, suffix) = child_id.split_once('.')?;
+    (valid_name(agent) && !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then_some(agent)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ChildError {
+    #[error(
+        "spawning `{agent}` was refused: the child would hold more than its parent: {}",
+        list(.violations)
+    )]
+    Refused {
+        agent: String,
+        violations: Vec<SpawnViolation>,
+    },
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Setup(String),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the audit log could not record the spawn decision: {0}")]
+    Audit(String),
+}
+
+fn list(violations: &[SpawnViolation]) -> String {
+    violations
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// A check of an agent's files by name (its signature), before it loads.
+pub type AgentCheck = Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+
+/// Everything needed to spawn and run children of one parent session.
+pub struct ChildHost {
+    pub home: Home,
+    pub global: Arc<GlobalConfig>,
+    pub access: Arc<AccessFile>,
+    pub remote: bool,
+    pub store: Store,
+    pub audit: Arc<dyn AuditSink>,
+    /// Children's approval requests go to the parent's approver.
+    pub approver: Arc<dyn Approver>,
+    /// The parent's model endpoint and credential grants: the only ones a
+    /// child may use.
+    pub parent_model: ModelRef,
+    pub parent_credentials: CredentialsSection,
+    /// How many children one parent session may have (default 8).
+    pub max_children: usize,
+    /// Extra check of a child's agent files before it is loaded (the CLI
+    /// checks signatures here when config.toml requires them).
+    pub verify_agent: Option<AgentCheck>,
+}
+
+/// The result of giving a child work.
+#[derive(Debug, Clone)]
+pub struct ChildReply {
+    pub text: String,
+    pub state: ChildState,
+}
+
+impl ChildHost {
+    /// The child's manifest, its effective policy for `user` under the same
+    /// layers as the parent's, and its model (its own, or the parent's).
+    fn prepare(
+        &self,
+        user: &str,
+        agent: &str,
+    ) -> Result<(LoadedAgent, EffectivePolicy, ModelRef), ChildError> {
+        if !valid_name(agent) {
+            return Err(ChildError::Invalid(format!(
+                "`{agent}` is not an agent name (1-64 lowercase letters, digits, `-`, `_`)"
+            )));
+        }
+        if let Some(verify) = &self.verify_agent {
+            verify(agent).map_err(ChildError::Setup)?;
+        }
+        let setup = |e: crate::agent::KernelError| ChildError::Setup(e.to_string());
+        let loaded = self.home.load_agent(agent).map_err(setup)?;
+        let policy = effective_policy(
+            &PolicyContext {
+                global: &self.global,
+                access: &self.access,
+                agent: &loaded,
+                user,
+                remote: self.remote,
+            },
+            &ToolRegistry::builtin(),
+        )
+        .map_err(setup)?;
+        let model = match &loaded.manifest.agent.model {
+            Some(m) => parse_model_ref(m).map_err(ChildError::Setup)?,
+            None => self.parent_model.clone(),
+        };
+        Ok((loaded, policy, model))
+    }
+
+    fn audit_spawn(
+        &self,
+        caller: &Caller,
+        agent: &str,
+        decision: Decision,
+        detail: String,
+    ) -> Result<(), ChildError> {
+        let request = serde_json::json!({"op": "spawn", "agent": agent});
+        self.audit
+            .record(&AuditRecord {
+                time_ms: crate::door::now_ms(),
+                session: caller.identity.id.clone(),
+                agent: caller.identity.agent.clone(),
+                user: caller.identity.user.clone(),
+                action: "spawn_check".into(),
+                tool: "agents".into(),
+                operation: "agents:spawn".into(),
+                args_digest: AuditRecord::digest_args(&request),
+                decision,
+                reason: "spawn_check".into(),
+                detail,
+                duration_us: 0,
+            })
+            .and_then(|()| self.audit.flush())
+            .map_err(|e| ChildError::Audit(e.to_string()))
+    }
+
+    /// Spawns a child of `caller` running `agent`, with its own empty
+    /// account (funded with [`fund`](Self::fund)). The one spawn path.
+    pub fn spawn(&self, caller: &Caller, agent: &str) -> Result<ChildRecord, ChildError> {
+        let checked = self.check(caller, agent);
+        let violations = match checked {
+            Ok(v) => v,
+            Err(err) => {
+                self.audit_spawn(caller, agent, Decision::Denied, err.to_string())?;
+                return Err(err);
+            }
+        };
+        if !violations.is_empty() {
+            self.audit_spawn(caller, agent, Decision::Denied, list(&violations))?;
+            return Err(ChildError::Refused {
+                agent: agent.to_owned(),
+                violations,
+            });
+        }
+        let id = format!("{agent}.{:016x}", uuid::Uuid::new_v4().as_u128() as u64);
+        let wallet = caller.wallet();
+        self.store.ensure_account(&wallet, AccountKind::Agent)?;
+        let record = ChildRecord {
+            id: id.clone(),
+            parent_session: caller.identity.id.clone(),
+            parent_account: wallet.clone(),
+            user: caller.identity.user.clone(),
+            agent: agent.to_owned(),
+            account: format!("child:{id}"),
+            state: ChildState::Running,
+            created_ms: 0,
+        };
+        // All of a child's credits may go back to its parent, and nowhere
+        // else: its own transfers and the recall follow this policy.
+        let policy = Policy {
+            max_fraction_num: 1,
+            max_fraction_den: 1,
+            counterparties: vec![wallet],
+            ..Policy::default()
+        };
+        self.audit_spawn(
+            caller,
+            agent,
+            Decision::Allowed,
+            format!("child {id} is within its parent's grants"),
+        )?;
+        self.store.create_session(&NewSession {
+            id: id.clone(),
+            agent: agent.to_owned(),
+            user: caller.identity.user.clone(),
+        })?;
+        self.store.create_child(&caller.actor(), &record, &policy)?;
+        Ok(record)
+    }
+
+    /// The violations a child running `agent` would commit; an error when
+    /// it cannot even be evaluated (no such agent, bad manifest, too many).
+    fn check(&self, caller: &Caller, agent: &str) -> Result<Vec<SpawnViolation>, ChildError> {
+        let existing = self.store.children_of(&caller.identity.id)?;
+        if existing.len() >= self.max_children {
+            return Err(ChildError::Invalid(format!(
+                "this session already has {} child agents, the most it may have",
+                existing.len()
+            )));
+        }
+        let (loaded, policy, model) = self.prepare(&caller.identity.user, agent)?;
+        let parent = SpawnGrant {
+            policy: &caller.policy,
+            model: &self.parent_model,
+            credentials: &self.parent_credentials,
+        };
+        let child = SpawnGrant {
+            policy: &policy,
+            model: &model,
+            credentials: &loaded.manifest.credentials,
+        };
+        Ok(spawn_violations(&parent, agent, &child))
+    }
+
+    /// A child of `caller`'s session, or why not.
+    pub fn child_of(&self, caller: &Caller, id: &str) -> Result<ChildRecord, ChildError> {
+        match self.store.child(id)? {
+            Some(c) if c.parent_session == caller.identity.id => Ok(c),
+            _ => Err(ChildError::Invalid(format!(
+                "this session has no child agent `{id}` (see list_children)"
+            ))),
+        }
+    }
+
+    /// Moves `amount` from the parent's account to the child's, through the
+    /// parent's transfer policy; an exhausted child runs again.
+    pub fn fund(
+        &self,
+        caller: &Caller,
+        id: &str,
+        amount: u64,
+        key: &str,
+    ) -> Result<TransferReceipt, ChildError> {
+        let child = self.child_of(caller, id)?;
+        if child.state == ChildState::Stopped {
+            return Err(ChildError::Invalid(format!(
+                "child `{id}` was recalled; spawn a new one"
+            )));
+        }
+        let ledger = caller
+            .credits
+            .as_ref()
+            .map(|c| c.ledger.clone())
+            .unwrap_or_else(|| Arc::new(self.store.clone()));
+        let receipt = ledger.transfer(&TransferRequest {
+            key: key.to_owned(),
+            from: child.parent_account.clone(),
+            to: child.account.clone(),
+            amount,
+            memo: format!("fund child {id}"),
+            actor: caller.actor(),
+        })?;
+        if child.state == ChildState::Exhausted {
+            self.store.set_child_state(id, ChildState::Running)?;
+        }
+        Ok(receipt)
+    }
+
+    /// Stops a child for good and moves its whole balance back to the
+    /// parent, as a transfer under the child's own policy. Returns the
+    /// amount returned.
+    pub fn recall(&self, caller: &Caller, id: &str, key: &str) -> Result<u64, ChildError> {
+        let child = self.child_of(caller, id)?;
+        if child.state != ChildState::Stopped {
+            self.store.set_child_state(id, ChildState::Stopped)?;
+        }
+        let left = self.store.balance(&child.account)?.balance;
+        if left == 0 {
+            return Ok(0);
+        }
+        let receipt = self.store.transfer(&TransferRequest {
+            key: key.to_owned(),
+            from: child.account.clone(),
+            to: child.parent_account.clone(),
+            amount: left,
+            memo: format!("recall child {id}"),
+            actor: caller.actor(),
+        })?;
+        Ok(receipt.amount)
+    }
+
+    /// Gives a running child one message and runs its turn. The child
+    /// pays for its model calls from its own account; when that runs dry
+    /// it becomes exhausted.
+    pub async fn message(
+        &self,
+        caller: &Caller,
+        id: &str,
+        text: &str,
+    ) -> Result<ChildReply, ChildError> {
+        let child = self.child_of(caller, id)?;
+        if child.state == ChildState::Stopped {
+            return Err(ChildError::Invalid(format!(
+                "child `{id}` was recalled; spawn a new one"
+            )));
+        }
+        let (loaded, policy, model) = self.prepare(&caller.identity.user, &child.agent)?;
+        let setup = |e: crate::agent::KernelError| ChildError::Setup(e.to_string());
+        let resolved =
+            crate::providers::resolve_model(&model.to_string(), &self.global, &loaded.dir)
+                .map_err(setup)?;
+        let (secrets, _missing) = load_secrets(&self.global, &loaded);
+        let net = AgentSetup::for_agent(&self.global, &loaded, Arc::new(secrets));
+        let saved: Option<SessionState> = self
+            .store
+            .session(id)?
+            .and_then(|row| row.state_json)
+            .map(|json| serde_json::from_str(&json))
+            .transpose()
+            .map_err(|e| {
+                ChildError::Setup(format!("the child's stored state is unreadable: {e}"))
+            })?;
+        let identity = SessionIdentity {
+            id: id.to_owned(),
+            agent: child.agent.clone(),
+            user: caller.identity.user.clone(),
+        };
+        let mut limits = ToolLimits::default();
+        if let Some(secs) = self.global.sandbox.timeout_secs {
+            limits.shell_timeout = std::time::Duration::from_secs(secs);
+        }
+        let mut session =
+            build_session(&self.home, identity, Arc::new(policy), limits, saved, &net)
+                .map_err(setup)?;
+        session.credits = caller.credits.as_ref().map(|c| SessionCredits {
+            wallet: child.account.clone(),
+            actor: Actor {
+                user: caller.identity.user.clone(),
+                agent: child.agent.clone(),
+                session: id.to_owned(),
+            },
+            ..c.clone()
+        });
+        let door = Door::new(
+            ToolRegistry::builtin(),
+            self.audit.clone(),
+            self.approver.clone(),
+        );
+        let kernel = Kernel::new(door, self.store.clone());
+        let mut history = kernel.history(id).map_err(setup)?;
+        let agent = AgentRuntime {
+            name: child.agent.clone(),
+            system_prompt: loaded.system_prompt.clone(),
+            model: resolved.model,
+            driver: resolved.driver,
+            max_turns: loaded.manifest.agent.max_turns,
+            max_tokens: loaded.manifest.agent.max_tokens,
+        };
+        let outcome = kernel
+            .run_turn(&mut session, &mut history, &agent, text, &mut Silent)
+            .await
+            .map_err(setup)?;
+        let state = match outcome.end {
+            TurnEnd::Unfunded(_) => {
+                self.store.set_child_state(id, ChildState::Exhausted)?;
+                ChildState::Exhausted
+            }
+            _ => child.state,
+        };
+        Ok(ChildReply {
+            text: outcome.text,
+            state,
+        })
+    }
+}
