@@ -364,3 +364,19 @@ async fn a_session_cannot_reach_another_sessions_child() {
         ChildState::Running
     );
 }
+
+/// A served session (its worker cannot read other agents' manifests) and a
+/// child itself have no child host: every spawn is refused, audited by the
+/// door, and creates nothing.
+#[tokio::test]
+async fn a_session_without_a_child_host_cannot_spawn() {
+    let mut f = fixture();
+    f.session.children = None;
+    for agent in ["kid", "kidshell"] {
+        let r = f.call("c1", "spawn_agent", json!({"agent": agent})).await;
+        assert!(r.is_error, "{agent}: {}", r.content);
+        assert_eq!(r.reason, "scope", "{agent}: {}", r.content);
+        assert!(r.content.contains("not available"), "{}", r.content);
+    }
+    f.assert_nothing_spawned();
+}
