@@ -131,38 +131,26 @@ async fn writer(home: PathBuf, t: u64, barrier: Option<Arc<Barrier>>) -> Tally {
                 "a retried key must return its first result"
             );
             tally.retried += 1;
-        } else if roll < 50 {
-            let to = (t as usize + 1 + rng.below(PARENTS as u64 - 1) as usize) % PARENTS;
-            let mut to = format!("agent:{}", parent(to));
-            if to == format!("agent:{agent}") {
-                to = format!("agent:{}", parent((t as usize + 1) % PARENTS));
-            }
-            let input = json!({"to": to, "amount": amount(&mut rng), "key": format!("x{i}")});
-            let r = call(
-                &mut session,
-                format!("{session_id}-x{i}"),
-                "transfer_credits",
-                input.clone(),
-            )
-            .await;
-            if r.is_error {
-                assert_eq!(
-                    (r.decision, r.reason.as_str()),
-                    (Decision::Denied, "credits"),
-                    "{}",
-                    r.content
-                );
-                tally.refused += 1;
-            } else {
-                tally.moved += 1;
-                done.push(("transfer_credits".into(), input, r.content));
-            }
         } else if roll < 70 {
-            let input = json!({"child": child, "amount": amount(&mut rng), "key": format!("f{i}")});
+            // A transfer to another parent, or a funding of this session's
+            // child: both are one ledger transfer under the parent's policy.
+            let (name, input) = if roll < 50 {
+                let mut to = (t as usize + 1 + rng.below(PARENTS as u64 - 1) as usize) % PARENTS;
+                if parent(to) == agent {
+                    to = (t as usize + 1) % PARENTS;
+                }
+                let to = format!("agent:{}", parent(to));
+                let input = json!({"to": to, "amount": amount(&mut rng), "key": format!("x{i}")});
+                ("transfer_credits", input)
+            } else {
+                let input =
+                    json!({"child": child, "amount": amount(&mut rng), "key": format!("f{i}")});
+                ("fund_child", input)
+            };
             let r = call(
                 &mut session,
-                format!("{session_id}-f{i}"),
-                "fund_child",
+                format!("{session_id}-m{i}"),
+                name,
                 input.clone(),
             )
             .await;
@@ -176,7 +164,7 @@ async fn writer(home: PathBuf, t: u64, barrier: Option<Arc<Barrier>>) -> Tally {
                 tally.refused += 1;
             } else {
                 tally.moved += 1;
-                done.push(("fund_child".into(), input, r.content));
+                done.push((name.into(), input, r.content));
             }
         } else if roll < 85 || open.is_empty() {
             let credits = session.credits.as_ref().unwrap();
