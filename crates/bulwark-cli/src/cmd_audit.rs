@@ -193,6 +193,11 @@ fn ack_path(home: &Home) -> std::path::PathBuf {
     home.root().join("audit.ack")
 }
 
+/// Whether an operator acknowledged exactly this problem.
+pub fn acknowledged(home: &Home, problem: &str) -> bool {
+    std::fs::read_to_string(ack_path(home)).is_ok_and(|text| text.trim_end() == problem)
+}
+
 /// Verify the log before agents run. A problem stops them unless an
 /// operator acknowledged exactly that problem (`bulwark audit acknowledge`).
 pub fn require_verified(home: &Home, sink: &SqliteAuditSink) -> Result<(), Failure> {
@@ -201,8 +206,7 @@ pub fn require_verified(home: &Home, sink: &SqliteAuditSink) -> Result<(), Failu
         return Ok(());
     };
     let seen = problem.to_string();
-    let acknowledged = std::fs::read_to_string(ack_path(home)).unwrap_or_default();
-    if acknowledged.trim_end() == seen {
+    if acknowledged(home, &seen) {
         eprintln!(
             "warning: the audit log does not verify ({seen}); an operator acknowledged this, continuing"
         );

@@ -15,6 +15,7 @@ mod cmd_net;
 mod cmd_run;
 mod cmd_sandbox;
 mod cmd_serve;
+mod cmd_status;
 mod cmd_worker;
 mod printer;
 mod records;
@@ -159,6 +160,13 @@ enum Command {
         #[command(subcommand)]
         command: cmd_credits::CreditsCommand,
     },
+    /// Where you stand: home, config, agents (signed?), models, provider
+    /// keys, sandbox layers, audit log, serve tokens. Exit 1 names what
+    /// stops an agent from running and the command that fixes it.
+    #[command(
+        after_help = "Example:\n  bulwark status\n\nIt only reads: nothing is created, no model is loaded, nothing is sent.\nFAIL lines stop an agent (each names its fix); WARN lines do not."
+    )]
+    Status,
     /// Run one conversation for `bulwark serve` (frames on stdin/stdout).
     #[command(hide = true)]
     Worker(worker_confine::WorkerArgs),
@@ -561,6 +569,7 @@ fn main() -> ExitCode {
         let home = home(cli.home)?;
         match cli.command {
             Command::Init { force } => cmd_init::init(&home, force),
+            Command::Status => cmd_status::status(&home),
             Command::Run(args) => cmd_run::run(&home, args).await,
             Command::Chat(args) => cmd_run::chat(&home, args).await,
             Command::Agents {

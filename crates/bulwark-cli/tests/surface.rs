@@ -6,6 +6,7 @@ use common::{Bw, scripted};
 
 const SUBCOMMANDS: &[&[&str]] = &[
     &["init"],
+    &["status"],
     &["run"],
     &["chat"],
     &["agents", "list"],

@@ -34,7 +34,7 @@ pub use door::{DispatchResult, Door, ToolCall};
 pub use environment::{Environment, KEPT_VARIABLES, environment};
 pub use home::{Home, LoadedAgent, valid_name};
 pub use providers::{
-    MODEL_CATALOGUE_VAR, ResolvedModel, default_model, model_catalogue, resolve_model,
+    MODEL_CATALOGUE_VAR, ResolvedModel, check_model, default_model, model_catalogue, resolve_model,
 };
 pub use registry::ToolRegistry;
 pub use scoped::{ScopedFiles, ScopedHttp, ScopedMemory, ScopedProcess};

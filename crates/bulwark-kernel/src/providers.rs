@@ -129,6 +129,74 @@ pub fn resolve_model(
     })
 }
 
+/// Whether `model` could be used by an agent in `agent_dir` now, found
+/// without building a driver or loading weights (for `bulwark status`,
+/// which must stay fast and change nothing). `Ok` says what was found;
+/// `Err` says what is wrong and the command that fixes it.
+pub fn check_model(model: &str, global: &GlobalConfig, agent_dir: &Path) -> Result<String, String> {
+    let model_ref = parse_model_ref(model)?;
+    if model_ref.provider == "local" && !global.providers.contains_key("local") {
+        if !cfg!(feature = "local") {
+            return Err(format!(
+                "{model}: this build has no local model support (rebuild with the `local` feature)"
+            ));
+        }
+        let catalogue = model_catalogue().map_err(|e| e.to_string())?;
+        let spec = &model_ref.model;
+        let Some(entry) = catalogue.get(spec) else {
+            let models = models_dir(agent_dir).map_err(|e| e.to_string())?;
+            return local_model_path(spec, &catalogue, &models, agent_dir)
+                .map(|p| format!("{model}: {} (not pinned by the catalogue)", p.display()))
+                .map_err(|e| e.to_string());
+        };
+        let dir = models_dir(agent_dir).map_err(|e| e.to_string())?;
+        return match bulwark_models::status(entry, &dir) {
+            (_, bulwark_models::Status::Verified) => {
+                Ok(format!("{model}: installed, hash verified"))
+            }
+            (path, bulwark_models::Status::Unverified) => Ok(format!(
+                "{model}: installed at {}, hash not checked yet (`bulwark model path {spec}` checks it)",
+                path.display()
+            )),
+            (path, bulwark_models::Status::Wrong) => Err(format!(
+                "{model}: {} is damaged (wrong size or not a file): run `bulwark model fetch {spec}`",
+                path.display()
+            )),
+            (_, bulwark_models::Status::Missing) => Err(format!(
+                "{model}: not installed: run `bulwark model fetch {spec}`"
+            )),
+        };
+    }
+    if model_ref.provider == "script" {
+        let path = agent_dir.join(&model_ref.model);
+        return if path.is_file() {
+            Ok(format!("{model}: scripted replies"))
+        } else {
+            Err(format!(
+                "{model}: {} does not exist (script paths are relative to the agent directory)",
+                path.display()
+            ))
+        };
+    }
+    let ep = endpoint(&model_ref.provider, global).map_err(|e| e.to_string())?;
+    match &ep.key_env {
+        Some(var) if crate::environment().is_set(var) => {
+            Ok(format!("{model}: {} (key from {var})", ep.base_url))
+        }
+        Some(var) if ep.kind == ProviderKind::Anthropic || model_ref.provider == "openai" => {
+            Err(format!(
+                "{model}: needs an API key: set {var} in the environment (or give the run another model, e.g. --model local:{})",
+                bulwark_models::DEFAULT_MODEL
+            ))
+        }
+        Some(var) => Ok(format!(
+            "{model}: {} ({var} not set; sent without a key)",
+            ep.base_url
+        )),
+        None => Ok(format!("{model}: {}", ep.base_url)),
+    }
+}
+
 /// The model for an agent whose manifest names none: `config.toml`'s
 /// `default_model`, else the bundled local model when no provider key is
 /// configured (a fresh install works offline, with no account anywhere),
@@ -185,7 +253,6 @@ fn models_dir(agent_dir: &Path) -> Result<PathBuf, KernelError> {
 /// Where `local:<spec>` is on disk: a catalogue name is
 /// `<models_dir>/<file>`; anything with a `/` or ending in `.gguf` is a
 /// path (relative ones against the agent directory, like `script:`).
-#[cfg_attr(not(feature = "local"), allow(dead_code))]
 fn local_model_path(
     spec: &str,
     catalogue: &Catalogue,

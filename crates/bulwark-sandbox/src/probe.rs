@@ -57,6 +57,17 @@ impl SandboxSupport {
             && (self.pids_cgroup.is_available() || self.rlimit_nproc.is_available())
     }
 
+    /// The names of the layers strict mode needs that are missing here.
+    pub fn missing_layers(&self) -> Vec<&'static str> {
+        self.rows()
+            .into_iter()
+            .filter(|(name, available, _)| {
+                !available && !matches!(*name, "pids cgroup" | "RLIMIT_NPROC")
+            })
+            .map(|(name, _, _)| name)
+            .collect()
+    }
+
     /// (name, available, detail) per line of the table.
     fn rows(&self) -> Vec<(&'static str, bool, String)> {
         let row = |name, s: &Support| (name, s.is_available(), s.detail().to_string());
