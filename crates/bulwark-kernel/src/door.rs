@@ -302,9 +302,22 @@ impl Door {
             );
         }
         let Some(tool) = tool else {
-            let names: Vec<&str> = self.registry.iter().map(|t| t.spec().name).collect();
+            // Only the tools this session holds: naming the others would tell
+            // a model what exists beyond its grants.
+            let names: Vec<&str> = self
+                .registry
+                .iter()
+                .map(|t| t.spec())
+                .filter(|spec| {
+                    session
+                        .policy
+                        .check_tool(spec.domain, spec.operation)
+                        .is_ok()
+                })
+                .map(|spec| spec.name)
+                .collect();
             let message = format!(
-                "there is no tool named `{}`; tools: {}",
+                "there is no tool named `{}`; your tools: {}",
                 call.name,
                 names.join(", ")
             );

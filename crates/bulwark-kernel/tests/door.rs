@@ -181,6 +181,23 @@ async fn unknown_tools_and_bad_arguments_change_nothing() {
         (r.decision, r.reason.as_str()),
         (Decision::Denied, "unknown_tool")
     );
+    // The error names the session's own tools, and none it does not hold.
+    assert!(r.content.contains("file_read"), "{}", r.content);
+    let mut unheld = 0;
+    for spec in registry.iter().map(|t| t.spec()) {
+        if s.policy.check_tool(spec.domain, spec.operation).is_err() {
+            unheld += 1;
+            assert!(
+                !r.content.contains(&format!(" {},", spec.name))
+                    && !r.content.ends_with(&format!(" {}", spec.name)),
+                "`{}` is not held but was listed: {}",
+                spec.name,
+                r.content
+            );
+        }
+    }
+    assert!(unheld > 5, "the test needs tools the session lacks");
+    assert!(!r.content.contains("shell_exec"), "{}", r.content);
     for bad in [
         json!("notes.txt"),
         json!({"path": 3}),
