@@ -133,12 +133,20 @@ syspkg_why() {
   done
 }
 
+# Fills the array named by $2 with what PURPOSE ($1) is missing.
+syspkg_missing_into() {
+  local -n into=$2
+  local name
+  into=()
+  while IFS= read -r name; do
+    [ -n "$name" ] && into+=("$name")
+  done < <(syspkg_missing "$1")
+}
+
 # Installs what PURPOSE needs, or says how and returns 1.
 ensure_system_packages() {
-  local purpose=$1 missing=() name
-  while IFS= read -r name; do
-    [ -n "$name" ] && missing+=("$name")
-  done < <(syspkg_missing "$purpose")
+  local purpose=$1 missing=() still=() name
+  syspkg_missing_into "$purpose" missing
   if ((${#missing[@]} == 0)); then
     echo "system packages: all present"
     return 0
@@ -162,10 +170,7 @@ ensure_system_packages() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" || return 1
   # Whatever apt says, check again: a package that did not arrive stops here,
   # not ten minutes into the build.
-  local still=()
-  while IFS= read -r name; do
-    [ -n "$name" ] && still+=("$name")
-  done < <(syspkg_missing "$purpose")
+  syspkg_missing_into "$purpose" still
   if ((${#still[@]})); then
     echo "still missing after apt-get install: ${still[*]}" >&2
     return 1

@@ -1,6 +1,7 @@
 //! The command-line surface: help, version, usage errors, preflight.
 
 mod common;
+mod first_use;
 
 use common::{Bw, scripted};
 

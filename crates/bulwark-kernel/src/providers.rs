@@ -72,6 +72,12 @@ fn endpoint(provider: &str, global: &GlobalConfig) -> Result<Endpoint, KernelErr
     }
 }
 
+/// Whether a request to this endpoint is pointless without its key: the
+/// hosted APIs always need one; a local or self-hosted server may not.
+fn key_required(ep: &Endpoint, provider: &str) -> bool {
+    ep.kind == ProviderKind::Anthropic || provider == "openai"
+}
+
 /// Resolves `model` (e.g. `anthropic:claude-sonnet-4-5`, `script:demo.jsonl`,
 /// `local:qwen2.5-coder-0.5b`). Script paths and relative `local:` paths
 /// are relative to the agent directory.
@@ -104,7 +110,7 @@ pub fn resolve_model(
     let api_key = match &ep.key_env {
         Some(var) => match crate::environment().get(var) {
             Some(value) => Some(value.clone()),
-            _ if ep.kind == ProviderKind::Anthropic || model_ref.provider == "openai" => {
+            _ if key_required(&ep, &model_ref.provider) => {
                 return Err(KernelError::Setup(format!(
                     "provider `{}` needs an API key: set {var} (or choose another model with --model, e.g. `ollama:<name>` or `script:<file>`)",
                     model_ref.provider
@@ -183,12 +189,10 @@ pub fn check_model(model: &str, global: &GlobalConfig, agent_dir: &Path) -> Resu
         Some(var) if crate::environment().is_set(var) => {
             Ok(format!("{model}: {} (key from {var})", ep.base_url))
         }
-        Some(var) if ep.kind == ProviderKind::Anthropic || model_ref.provider == "openai" => {
-            Err(format!(
-                "{model}: needs an API key: set {var} in the environment (or give the run another model, e.g. --model local:{})",
-                bulwark_models::DEFAULT_MODEL
-            ))
-        }
+        Some(var) if key_required(&ep, &model_ref.provider) => Err(format!(
+            "{model}: needs an API key: set {var} in the environment (or give the run another model, e.g. --model local:{})",
+            bulwark_models::DEFAULT_MODEL
+        )),
         Some(var) => Ok(format!(
             "{model}: {} ({var} not set; sent without a key)",
             ep.base_url

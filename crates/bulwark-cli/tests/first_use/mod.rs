@@ -1,11 +1,10 @@
 //! What a new user meets first: the scripts' decision of which system
 //! packages to install (scripts/lib/system-packages.sh, driven with stub
 //! `dpkg-query`, `apt-get` and `id` commands), and `bulwark status` on a
-//! healthy home and on each problem it reports.
+//! healthy home and on each problem it reports. A module of the `surface`
+//! test binary, so it adds no link of its own.
 
-mod common;
-
-use common::{Bw, Out};
+use crate::common::{Bw, Out};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
