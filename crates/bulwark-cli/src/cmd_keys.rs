@@ -11,20 +11,26 @@ use crate::{Failure, usage_error};
 use anyhow::anyhow;
 use bulwark_kernel::Home;
 use bulwark_trust::{
-    Keyring, TrustError, TrustStore, Trusted, VerifierKey, sign_agent, verify_agent,
+    Keyring, TrustError, TrustStore, Trusted, VerifiedAgent, VerifierKey, VersionFloors,
+    sign_agent_version, verify_bundle,
 };
+use std::sync::Arc;
 
 /// Whether an agent's signature checks out, for the run path to act on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum SignatureStatus {
     /// No `agent.sig`.
     Unsigned,
-    /// Every file is what a key in the trust store signed.
+    /// Every file is what a key in the trust store signed, and its version
+    /// is not older than one this home has run.
     Valid {
         signer: String,
         key_id: u32,
-        /// Every file covered, with the digest that was signed.
-        files: Vec<bulwark_trust::FileEntry>,
+        /// The signed version (0: a signature made before versions).
+        version: u64,
+        /// The files as read once and verified: a run uses these bytes,
+        /// never the files on disk again.
+        agent: Arc<VerifiedAgent>,
     },
     /// Signed, but the signature does not hold here; `reason` says what
     /// differs or who signed, and what to do.
@@ -37,35 +43,56 @@ pub enum SignatureStatus {
 /// anything but a valid signature is an error (exit 1) that says why and
 /// how to fix it. Without it the status is returned so the caller can warn.
 /// An agent that does not exist or has an invalid name is a usage error
-/// either way.
-/// Whether what was loaded (`LoadedAgent::sources`: path and SHA-256 of
-/// the bytes parsed) is what the verified listing covers; `Err` names the
-/// first file that differs. Called after loading, this closes the window
-/// between the signature check and the read.
-pub fn loaded_matches_signed(
-    loaded: &[(String, [u8; 32])],
-    signed: &[bulwark_trust::FileEntry],
-) -> Result<(), String> {
-    for (path, digest) in loaded {
-        match signed.iter().find(|f| &f.path == path) {
-            Some(f) if bulwark_audit::constant_time_eq(&f.sha256, digest) => {}
-            Some(_) => return Err(format!("{path} changed after its signature was checked")),
-            None => return Err(format!("{path} appeared after the signature was checked")),
-        }
-    }
-    Ok(())
-}
-
+/// either way. A signed version older than one this home has run is
+/// invalid (a rollback).
 pub fn check_agent_signature(
     home: &Home,
     agent: &str,
     require_signed: bool,
 ) -> Result<SignatureStatus, Failure> {
     let status = status(home, agent)?;
+    require(status, agent, require_signed)
+}
+
+/// Why a signature problem stops a run.
+pub(crate) const REQUIRE_SIGNED_POLICY: &str = "config.toml sets [trust] require_signed = true, so only agents signed by a key in the trust store may run";
+const POLICY: &str = REQUIRE_SIGNED_POLICY;
+
+/// What a run does with its agent's signature.
+pub(crate) enum ForRun {
+    /// Go on with this status (valid, or tolerated without
+    /// `require_signed`).
+    Go(SignatureStatus),
+    /// Refused under `require_signed`: a valid signature of a version
+    /// older than one this home has run. The refusal is for the run to
+    /// audit before it fails with `reason`.
+    Rollback { reason: String },
+}
+
+/// [`check_agent_signature`] for `run`/`chat`/a worker, telling a
+/// rollback apart so that its refusal can be audited.
+pub(crate) fn check_for_run(
+    home: &Home,
+    agent: &str,
+    require_signed: bool,
+) -> Result<ForRun, Failure> {
+    match checked(home, agent)? {
+        Checked::Rollback { reason } if require_signed => Ok(ForRun::Rollback {
+            reason: format!("{reason}. {POLICY}"),
+        }),
+        Checked::Rollback { reason } => Ok(ForRun::Go(SignatureStatus::Invalid { reason })),
+        Checked::Status(status) => require(status, agent, require_signed).map(ForRun::Go),
+    }
+}
+
+fn require(
+    status: SignatureStatus,
+    agent: &str,
+    require_signed: bool,
+) -> Result<SignatureStatus, Failure> {
     if !require_signed {
         return Ok(status);
     }
-    const POLICY: &str = "config.toml sets [trust] require_signed = true, so only agents signed by a key in the trust store may run";
     match status {
         SignatureStatus::Valid { .. } => Ok(status),
         SignatureStatus::Unsigned => Err(Failure {
@@ -81,29 +108,49 @@ pub fn check_agent_signature(
     }
 }
 
+/// A signature status, or a valid signature of a version older than this
+/// home has run.
+enum Checked {
+    Status(SignatureStatus),
+    Rollback { reason: String },
+}
+
 fn status(home: &Home, agent: &str) -> Result<SignatureStatus, Failure> {
+    Ok(match checked(home, agent)? {
+        Checked::Status(status) => status,
+        Checked::Rollback { reason } => SignatureStatus::Invalid { reason },
+    })
+}
+
+fn checked(home: &Home, agent: &str) -> Result<Checked, Failure> {
     let dir = home.agent_dir(agent).map_err(usage_error)?;
+    let invalid = |reason: String| Ok(Checked::Status(SignatureStatus::Invalid { reason }));
     let store = match TrustStore::load_from_home(home.root()) {
         Ok(store) => store,
-        Err(err) => {
-            return Ok(SignatureStatus::Invalid {
-                reason: format!("the trust store cannot be read: {err}"),
-            });
-        }
+        Err(err) => return invalid(format!("the trust store cannot be read: {err}")),
     };
-    match verify_agent(&dir, agent, &store) {
-        Ok(verified) => Ok(SignatureStatus::Valid {
-            signer: verified.signer,
-            key_id: verified.key_id,
-            files: verified.files,
-        }),
-        Err(TrustError::Unsigned { .. }) => Ok(SignatureStatus::Unsigned),
+    match verify_bundle(&dir, agent, &store) {
+        Ok(verified) => {
+            match VersionFloors::load(store.dir())
+                .and_then(|floors| floors.check(agent, &verified.signers, verified.version))
+            {
+                Ok(()) => Ok(Checked::Status(SignatureStatus::Valid {
+                    signer: verified.signer.clone(),
+                    key_id: verified.key_id,
+                    version: verified.version,
+                    agent: Arc::new(verified),
+                })),
+                Err(err @ TrustError::Rollback { .. }) => Ok(Checked::Rollback {
+                    reason: err.to_string(),
+                }),
+                Err(err) => invalid(err.to_string()),
+            }
+        }
+        Err(TrustError::Unsigned { .. }) => Ok(Checked::Status(SignatureStatus::Unsigned)),
         Err(TrustError::NotADirectory { .. } | TrustError::MissingManifest { .. }) => {
             Err(no_agent(home, agent))
         }
-        Err(err) => Ok(SignatureStatus::Invalid {
-            reason: with_hint(&err, agent),
-        }),
+        Err(err) => invalid(with_hint(&err, agent)),
     }
 }
 
@@ -264,11 +311,19 @@ pub fn sign(home: &Home, agent: &str, key: Option<&str>) -> Result<(), Failure> 
     let keyring = Keyring::in_home(home.root());
     let name = choose_key(&keyring, key)?;
     let signing_key = keyring.load(&name).map_err(key_failure)?;
-    let signed = sign_agent(&loaded.dir, agent, &signing_key).map_err(key_failure)?;
     let verifier: VerifierKey = signing_key.verifier()?;
+    // The next version: above the one the current agent.sig names and
+    // above any this home has run with this key, so the new signature is
+    // never refused as a rollback here.
+    let floors = VersionFloors::load(&home.root().join(bulwark_trust::TRUST_DIR))?;
+    let version = bulwark_trust::previous_version(&loaded.dir)
+        .max(floors.highest(agent, &verifier))
+        .saturating_add(1);
+    let signed =
+        sign_agent_version(&loaded.dir, agent, &signing_key, version).map_err(key_failure)?;
     drop(signing_key);
     println!(
-        "signed agent `{agent}` as {}: {} file(s) covered, signature in {}",
+        "signed agent `{agent}` version {version} as {}: {} file(s) covered, signature in {}",
         signed.signer,
         signed.listing.files.len(),
         signed.path.display()
@@ -300,11 +355,12 @@ pub fn verify(home: &Home, agent: &str) -> Result<(), Failure> {
         SignatureStatus::Valid {
             signer,
             key_id,
-            files,
+            version,
+            agent: verified,
         } => {
             println!(
-                "ok: agent `{agent}` is signed by `{signer}` (key ID {key_id:08x}), a trusted key; {} file(s) match",
-                files.len()
+                "ok: agent `{agent}` is signed by `{signer}` (key ID {key_id:08x}), a trusted key; version {version}; {} file(s) match",
+                verified.bundle.listing().files.len()
             );
             Ok(())
         }
@@ -322,34 +378,5 @@ pub fn verify(home: &Home, agent: &str) -> Result<(), Failure> {
             code: 1,
             error: anyhow!("{reason}"),
         }),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn entry(path: &str, byte: u8) -> bulwark_trust::FileEntry {
-        bulwark_trust::FileEntry {
-            path: path.into(),
-            sha256: [byte; 32],
-            size: 1,
-        }
-    }
-
-    #[test]
-    fn loaded_bytes_must_be_the_signed_ones() {
-        let signed = [entry("SYSTEM.md", 2), entry("agent.toml", 1)];
-        let loaded = [("agent.toml".to_string(), [1; 32])];
-        assert_eq!(loaded_matches_signed(&loaded, &signed), Ok(()));
-        let swapped = [("agent.toml".to_string(), [9; 32])];
-        let err = loaded_matches_signed(&swapped, &signed).unwrap_err();
-        assert!(err.contains("agent.toml changed"), "{err}");
-        let appeared = [
-            ("agent.toml".to_string(), [1; 32]),
-            ("SKILL.md".to_string(), [3; 32]),
-        ];
-        let err = loaded_matches_signed(&appeared, &signed).unwrap_err();
-        assert!(err.contains("SKILL.md appeared"), "{err}");
     }
 }

@@ -2,9 +2,10 @@
 
 use crate::approver::TerminalApprover;
 use crate::checkpoints::{Checkpointer, Shutdown};
-use crate::cmd_keys::{SignatureStatus, check_agent_signature, loaded_matches_signed};
+use crate::cmd_keys::{ForRun, SignatureStatus, check_for_run};
 use crate::printer::Printer;
 use crate::records::Records;
+use crate::verified_agent::{VerifiedFiles, after_check_hook, loaded_from_bundle};
 use crate::worker_store::BrokerClient;
 use crate::{ChatArgs, Failure, RunArgs, usage_error};
 use anyhow::{Context, anyhow};
@@ -12,9 +13,10 @@ use bulwark_audit::{AuditRecord, Decision};
 use bulwark_kernel::{
     AgentRuntime, AgentSetup, Approver, Door, Home, Kernel, KernelError, PolicyContext,
     PreApproved, Session, SessionIdentity, SessionState, ToolLimits, ToolRegistry, TurnEnd,
-    build_session, effective_policy, load_secrets, resolve_model,
+    build_session, effective_policy, load_secrets, resolve_model, resolve_model_with,
 };
 use bulwark_llm::Message;
+use bulwark_trust::TrustError;
 use std::io::{BufRead, Write};
 use std::sync::Arc;
 
@@ -53,8 +55,44 @@ impl Prepared {
 struct LoadedSources<'a> {
     config: Option<[u8; 32]>,
     access: Option<[u8; 32]>,
+    /// The agent's files parsed and the model file, with their digests.
     agent: &'a [(String, [u8; 32])],
     signature: &'a SignatureStatus,
+}
+
+/// The audit record of a refused rollback.
+fn rollback_record(agent: &str, user: &str, reason: &str) -> AuditRecord {
+    AuditRecord {
+        time_ms: now_ms(),
+        session: uuid_like(),
+        agent: agent.into(),
+        user: user.into(),
+        action: "config_load".into(),
+        tool: String::new(),
+        operation: String::new(),
+        args_digest: String::new(),
+        decision: Decision::Denied,
+        reason: "rollback".into(),
+        detail: reason.into(),
+        duration_us: 0,
+    }
+}
+
+/// Audits the refusal of a rolled-back agent in `records`, then fails
+/// with `reason`.
+fn refuse_rollback(records: Records, agent: &str, user: &str, reason: String) -> Failure {
+    let audited = records.audit.record(&rollback_record(agent, user, &reason));
+    if let Some(checkpoints) = records.checkpoints {
+        checkpoints.finish();
+    }
+    let reason = match audited {
+        Ok(()) => reason,
+        Err(err) => format!("{reason} (and the refusal could not be audited: {err})"),
+    };
+    Failure {
+        code: 1,
+        error: anyhow!("{reason}"),
+    }
 }
 
 impl LoadedSources<'_> {
@@ -71,8 +109,13 @@ impl LoadedSources<'_> {
             parts.push(format!("{path} sha256:{}", hex::encode(d)));
         }
         parts.push(match self.signature {
-            SignatureStatus::Valid { signer, key_id, .. } => {
-                format!("signed by {signer} ({key_id:08x})")
+            SignatureStatus::Valid {
+                signer,
+                key_id,
+                version,
+                ..
+            } => {
+                format!("signed by {signer} ({key_id:08x}) version {version}")
             }
             SignatureStatus::Unsigned => "unsigned".to_string(),
             SignatureStatus::Invalid { .. } => "signature invalid".to_string(),
@@ -120,22 +163,29 @@ pub(crate) fn prepare(
         .map_err(kernel_failure)?;
     let (global, config_digest) = home.load_global_digested().map_err(kernel_failure)?;
     let (access, access_digest) = home.load_access_digested().map_err(kernel_failure)?;
-    let signature = check_agent_signature(home, agent_name, global.trust.require_signed)?;
-    let loaded = home.load_agent(agent_name).map_err(kernel_failure)?;
-    match &signature {
-        SignatureStatus::Valid { files, .. } => {
-            loaded_matches_signed(&loaded.sources, files).map_err(|why| Failure {
-                code: 1,
-                error: anyhow!(
-                    "agent `{agent_name}`: {why}; it was not started (check it with `bulwark verify {agent_name}`)"
-                ),
-            })?;
+    let require_signed = global.trust.require_signed;
+    let signature = match check_for_run(home, agent_name, require_signed)? {
+        ForRun::Go(status) => status,
+        ForRun::Rollback { reason } => {
+            let records = Records::open(home, &origin, &global)?;
+            return Err(refuse_rollback(records, agent_name, user, reason));
         }
+    };
+    after_check_hook(agent_name);
+    // A verified agent is used from the bytes that were verified, read
+    // once; anything else is loaded from disk as before.
+    let verified = match &signature {
+        SignatureStatus::Valid { agent, .. } => Some(agent.clone()),
         SignatureStatus::Invalid { reason } => {
             eprintln!("warning: the signature of agent `{agent_name}` does not hold: {reason}");
+            None
         }
-        SignatureStatus::Unsigned => {}
-    }
+        SignatureStatus::Unsigned => None,
+    };
+    let loaded = match &verified {
+        Some(verified) => loaded_from_bundle(agent_name, verified)?,
+        None => home.load_agent(agent_name).map_err(kernel_failure)?,
+    };
     let registry = ToolRegistry::builtin();
     let policy = effective_policy(
         &PolicyContext {
@@ -158,7 +208,39 @@ pub(crate) fn prepare(
                  Bulwark does not pick one of its models for you: pass --model provider:model, or set default_model"
             ))
         })?;
-    let resolved = resolve_model(&model, &global, &loaded.dir).map_err(kernel_failure)?;
+    let mut sources = loaded.sources.clone();
+    let resolved = match &verified {
+        Some(verified) => {
+            let field = if model_override.is_some() {
+                "--model"
+            } else if loaded.manifest.agent.model.is_some() {
+                "agent.toml [agent] model"
+            } else {
+                "config.toml default_model"
+            };
+            let files = VerifiedFiles::new(verified.clone(), require_signed, field, &model)
+                .map_err(|e| Failure {
+                    code: 1,
+                    error: anyhow!("{e}"),
+                })?;
+            let resolved = files
+                .check_model_paths(&model, &global)
+                .and_then(|()| resolve_model_with(&model, &global, &loaded.dir, &files));
+            let refused = files.refused();
+            sources.extend(files.take_used());
+            resolved.map_err(|err| {
+                if refused {
+                    Failure {
+                        code: 1,
+                        error: anyhow!("{err}"),
+                    }
+                } else {
+                    kernel_failure(err)
+                }
+            })?
+        }
+        None => resolve_model(&model, &global, &loaded.dir).map_err(kernel_failure)?,
+    };
     let (secrets, missing) = load_secrets(&global, &loaded);
     if !missing.is_empty() {
         eprintln!(
@@ -173,12 +255,32 @@ pub(crate) fn prepare(
     }
 
     let records = Records::open(home, &origin, &global)?;
+    // The highest version run is recorded as the run starts (under a lock,
+    // checked again: a concurrent run may have run a newer one). A served
+    // worker may read trust/ but not write it: it enforces, the terminal
+    // records.
+    if let (Some(verified), Origin::Terminal) = (&verified, &origin) {
+        let trust_dir = home.root().join(bulwark_trust::TRUST_DIR);
+        match bulwark_trust::record_version(
+            &trust_dir,
+            agent_name,
+            &verified.signers,
+            verified.version,
+        ) {
+            Ok(_) => {}
+            Err(err @ TrustError::Rollback { .. }) if require_signed => {
+                let reason = format!("{err}. {}", crate::cmd_keys::REQUIRE_SIGNED_POLICY);
+                return Err(refuse_rollback(records, agent_name, user, reason));
+            }
+            Err(err) => eprintln!("warning: the version run was not recorded: {err}"),
+        }
+    }
     let shutdown = Shutdown::listen().context("cannot install the Ctrl-C / SIGTERM handlers")?;
     let audit = records.audit.clone();
     let loads = LoadedSources {
         config: config_digest,
         access: access_digest,
-        agent: &loaded.sources,
+        agent: &sources,
         signature: &signature,
     };
     let approver_for_children = approver.clone();

@@ -21,6 +21,7 @@ mod printer;
 mod records;
 mod session_credits;
 mod terminal;
+mod verified_agent;
 mod worker_confine;
 mod worker_store;
 
@@ -267,13 +268,16 @@ enum SandboxCommand {
     #[command(after_help = "Example:\n  bulwark sandbox check")]
     Check,
     /// Run a command inside the sandbox agents' shell commands get: the
-    /// workspace (default: the current directory) read-write, system paths
-    /// read-only, nothing else; no network unless --net.
+    /// workspace read-write, system paths read-only, a private /tmp and
+    /// HOME, nothing else; no network unless --net. The workspace is
+    /// --workspace, else the current directory, and must be a directory of
+    /// its own: /, system directories and your home are refused.
     #[command(
         after_help = "Examples:\n  bulwark sandbox exec -- ls /usr/lib\n  bulwark sandbox exec --workspace ./ws -- sh -c 'cc a.c -o a && ./a'\n  bulwark sandbox exec --net --write /tmp/out -- curl -o /tmp/out/x https://example.com/\n\nExit status: the command's own; 128+N if killed by signal N; 124 on timeout;\n125 when the sandbox cannot be set up (strict mode) and says what is missing."
     )]
     Exec {
-        /// The directory the command may read and write (default: current directory).
+        /// The directory the command may read and write (default: the current
+        /// directory, if it is not /, a system directory or your home).
         #[arg(long, value_name = "DIR")]
         workspace: Option<std::path::PathBuf>,
         /// Another directory the command may write (repeatable).

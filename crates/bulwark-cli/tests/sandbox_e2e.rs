@@ -248,7 +248,8 @@ path = "**"
     };
     for seen in [
         "PATH=/usr/local/bin",
-        "Permission denied",
+        // Outside files are not even in the command's root.
+        "No such file or directory",
         "socket: Operation not permitted",
         "ALLOCATION REFUSED",
         "first",
@@ -259,5 +260,114 @@ path = "**"
     for secret in [SECRET, "sk-ant-not-a-real-key", "PRIVATE KEY MATERIAL"] {
         assert!(!has(secret), "{secret} reached the transcript");
         assert!(!out.stdout.contains(secret) && !out.stderr.contains(secret));
+    }
+}
+
+/// `bulwark sandbox exec` in `cwd` with `HOME=home`.
+fn sandbox_exec(cwd: &std::path::Path, home: &std::path::Path, args: &[&str]) -> common::Out {
+    let data = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(common::BIN)
+        .args(["sandbox", "exec"])
+        .args(args)
+        .current_dir(cwd)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", home)
+        .env("BULWARK_HOME", data.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    common::Out {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn sandbox_exec_needs_a_dedicated_workspace_and_creates_nothing_in_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let project = tmp.path().join("project");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&project).unwrap();
+    let home_s = home.display().to_string();
+    let parent_s = tmp.path().display().to_string();
+    let cases: [(&std::path::Path, Vec<&str>, &str); 6] = [
+        (
+            std::path::Path::new("/"),
+            vec![],
+            "the root of the file system",
+        ),
+        (
+            project.as_path(),
+            vec!["--workspace", "/"],
+            "the root of the file system",
+        ),
+        (project.as_path(), vec!["--workspace", "/usr"], "system"),
+        (
+            project.as_path(),
+            vec!["--workspace", "/etc/ssl"],
+            "system directory",
+        ),
+        (home.as_path(), vec![], "your home directory"),
+        (
+            project.as_path(),
+            vec!["--workspace", &parent_s],
+            "contains your home",
+        ),
+    ];
+    let root_tmp_existed = std::path::Path::new("/.tmp").exists();
+    for (cwd, flags, why) in cases {
+        let mut args = flags.clone();
+        // `true`: nothing is written, even where the refusal is missing.
+        args.extend(["--", "true"]);
+        let out = sandbox_exec(cwd, &home, &args);
+        assert_eq!(
+            out.code,
+            Some(2),
+            "{cwd:?} {flags:?}: {}{}",
+            out.stdout,
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains("refusing") && out.stderr.contains(why),
+            "{}",
+            out.stderr
+        );
+        assert!(out.stderr.contains("--workspace"), "{}", out.stderr);
+    }
+    assert_eq!(
+        std::path::Path::new("/.tmp").exists(),
+        root_tmp_existed,
+        "/.tmp created"
+    );
+    assert!(
+        std::fs::read_dir(&home).unwrap().next().is_none(),
+        "{home_s} was written"
+    );
+    // A dedicated directory works, as cwd or named; its /tmp is private
+    // and nothing but the command's own file appears in it.
+    for flags in [vec![], vec!["--workspace", project.to_str().unwrap()]] {
+        let mut args = flags.clone();
+        args.extend([
+            "--",
+            "sh",
+            "-c",
+            "echo t > /tmp/t && cat /tmp/t && echo ok > made && test \"$TMPDIR\" = /tmp",
+        ]);
+        let cwd = if flags.is_empty() {
+            project.as_path()
+        } else {
+            tmp.path()
+        };
+        let out = sandbox_exec(cwd, &home, &args);
+        assert_eq!(out.code, Some(0), "{flags:?}: {}{}", out.stdout, out.stderr);
+        assert_eq!(out.stdout, "t\n");
+        let names: Vec<String> = std::fs::read_dir(&project)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["made"], "only the command's file in the workspace");
     }
 }

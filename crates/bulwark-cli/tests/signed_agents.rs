@@ -362,3 +362,418 @@ fn require_signed_gates_run_and_chat() {
         "{records:#?}"
     );
 }
+
+// --- Issue 16, items 12-14: read once, outside files, rollback.
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    format!("{:x}", sha2::Sha256::digest(bytes))
+}
+
+/// A home requiring signatures, with alice trusted.
+fn requiring_signatures() -> Bw {
+    let (bw, _) = with_trusted_alice();
+    bw.write("config.toml", "[trust]\nrequire_signed = true\n");
+    bw
+}
+
+#[test]
+fn a_script_swapped_after_the_check_is_not_what_runs() {
+    let bw = requiring_signatures();
+    let signed = "{\"text\":\"the signed reply\"}\n";
+    let unsigned = "{\"text\":\"UNSIGNED reply\"}\n";
+    bw.agent("swap", &common::scripted("swap", ""), Some(signed));
+    bw.run(&["sign", "swap"]).ok();
+    bw.write("evil.jsonl", unsigned);
+    let script = bw.path("agents/swap/s.jsonl");
+
+    // The (debug-build) hook renames the unsigned script into place right
+    // after the signature check, as an attacker racing the run would.
+    let out = bw
+        .cmd(&["run", "swap", "hi"])
+        .env(
+            "BULWARK_TEST_AFTER_CHECK_RENAME_FROM",
+            bw.path("evil.jsonl").to_str().unwrap(),
+        )
+        .env(
+            "BULWARK_TEST_AFTER_CHECK_RENAME_TO",
+            script.to_str().unwrap(),
+        )
+        .run();
+    assert_eq!(
+        std::fs::read_to_string(&script).unwrap(),
+        unsigned,
+        "the hook swapped the file"
+    );
+    out.ok();
+    assert!(out.stdout.contains("the signed reply"), "{}", out.stdout);
+    assert!(!out.stdout.contains("UNSIGNED"), "{}", out.stdout);
+    // The record names the bytes that ran: the signed script's.
+    let records = bw.audit();
+    let loads = common::with_action(&records, "config_load");
+    assert_eq!(loads.len(), 1, "{records:#?}");
+    let detail = common::field(loads[0], "detail");
+    assert!(
+        detail.contains(&format!("s.jsonl sha256:{}", sha256_hex(signed.as_bytes()))),
+        "{detail}"
+    );
+    assert!(
+        !detail.contains(&sha256_hex(unsigned.as_bytes())),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("signed by alice (") && detail.contains("version 1"),
+        "{detail}"
+    );
+
+    // The next run reads the swapped file, and refuses it.
+    fails_with(&bw.run(&["run", "swap", "hi"]), "file changed: s.jsonl");
+}
+
+#[test]
+fn a_script_flipped_during_runs_never_runs_unsigned() {
+    let bw = requiring_signatures();
+    let signed = "{\"text\":\"the signed reply\"}\n";
+    let unsigned = "{\"text\":\"UNSIGNED reply\"}\n";
+    bw.agent("flip", &common::scripted("flip", ""), Some(signed));
+    bw.run(&["sign", "flip"]).ok();
+    let script = bw.path("agents/flip/s.jsonl");
+    let (good, evil) = (bw.path("good.jsonl"), bw.path("evil.jsonl"));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flipper = {
+        let (stop, script) = (stop.clone(), script.clone());
+        std::thread::spawn(move || {
+            let mut flips = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let (from, text) = if flips.is_multiple_of(2) {
+                    (&evil, unsigned)
+                } else {
+                    (&good, signed)
+                };
+                std::fs::write(from, text).unwrap();
+                std::fs::rename(from, &script).unwrap();
+                flips += 1;
+            }
+            flips
+        })
+    };
+    let started = std::time::Instant::now();
+    let (mut ran, mut refused) = (0, 0);
+    while started.elapsed() < std::time::Duration::from_secs(4) {
+        let out = bw.run(&["run", "flip", "hi"]);
+        assert!(
+            !out.stdout.contains("UNSIGNED"),
+            "unsigned content ran:\n{}",
+            out.stdout
+        );
+        if out.code == Some(0) {
+            assert!(out.stdout.contains("the signed reply"), "{}", out.stdout);
+            ran += 1;
+        } else {
+            out.expect_code(1);
+            refused += 1;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let flips = flipper.join().unwrap();
+    std::fs::write(&script, signed).unwrap();
+    // Every run that started recorded the signed script's digest.
+    let records = bw.audit();
+    let loads = common::with_action(&records, "config_load");
+    assert_eq!(loads.len(), ran, "one record per run that started");
+    let digest = format!("s.jsonl sha256:{}", sha256_hex(signed.as_bytes()));
+    for load in &loads {
+        assert!(common::field(load, "detail").contains(&digest), "{load}");
+    }
+    eprintln!("{ran} run(s), {refused} refused, {flips} flips");
+}
+
+#[test]
+fn files_outside_the_agent_directory_need_a_pin() {
+    let bw = requiring_signatures();
+    let reply = "{\"text\":\"shared reply\"}\n";
+    bw.write("shared/x.jsonl", reply);
+    let manifest = |model: &str| format!("[agent]\nname = \"out\"\nmodel = \"{model}\"\n");
+    let outside = [
+        "script:../../shared/x.jsonl",
+        "script:./sub/../../../shared/x.jsonl",
+        "local:../../models/mine.gguf",
+    ];
+    let absolute = format!("script:{}", bw.path("shared/x.jsonl").display());
+    for model in outside.iter().copied().chain([absolute.as_str()]) {
+        bw.agent("out", &manifest(model), None);
+        bw.run(&["sign", "out"]).ok();
+        let out = bw.run(&["run", "out", "hi"]);
+        fails_with(&out, "agent.toml [agent] model is `");
+        for needle in [
+            "outside the agent directory",
+            "pins.sha256",
+            "sign again",
+            "require_signed",
+        ] {
+            assert!(
+                out.stderr.contains(needle),
+                "{model}: {needle}: {}",
+                out.stderr
+            );
+        }
+        assert!(!out.stdout.contains("shared reply"), "{}", out.stdout);
+    }
+    // The operator's own --model is held to the same rule.
+    bw.agent(
+        "out",
+        &manifest("script:s.jsonl"),
+        Some("{\"text\":\"own\"}\n"),
+    );
+    bw.run(&["sign", "out"]).ok();
+    let out = bw.run(&["run", "out", "hi", "--model", "script:../../shared/x.jsonl"]);
+    fails_with(&out, "--model is `script:../../shared/x.jsonl`");
+
+    // A link inside the agent directory that points out is refused too.
+    bw.agent("out", &manifest("script:link.jsonl"), None);
+    std::os::unix::fs::symlink("../../shared/x.jsonl", bw.path("agents/out/link.jsonl")).unwrap();
+    let out = bw.run(&["sign", "out"]);
+    assert_ne!(out.code, Some(0), "{}", out.stderr);
+    fails_with(&bw.run(&["run", "out", "hi"]), "symbolic link");
+    std::fs::remove_file(bw.path("agents/out/link.jsonl")).unwrap();
+
+    // Pinned by content (signed with the agent): runs, and the record
+    // names the outside file's digest.
+    bw.agent("out", &manifest("script:../../shared/x.jsonl"), None);
+    bw.write(
+        "agents/out/pins.sha256",
+        &format!("{}  ../../shared/x.jsonl\n", sha256_hex(reply.as_bytes())),
+    );
+    bw.run(&["sign", "out"]).ok();
+    let out = bw.run(&["run", "out", "hi"]);
+    out.ok();
+    assert!(out.stdout.contains("shared reply"), "{}", out.stdout);
+    let records = bw.audit();
+    let loads = common::with_action(&records, "config_load");
+    let detail = common::field(loads.last().unwrap(), "detail");
+    assert!(
+        detail.contains(&format!(
+            "shared/x.jsonl sha256:{}",
+            sha256_hex(reply.as_bytes())
+        )),
+        "{detail}"
+    );
+    // Changed after pinning: refused, with both digests.
+    bw.write("shared/x.jsonl", "{\"text\":\"changed\"}\n");
+    let out = bw.run(&["run", "out", "hi"]);
+    fails_with(&out, "does not match its pin");
+    assert!(!out.stdout.contains("changed"), "{}", out.stdout);
+
+    // Without require_signed an unpinned outside file runs, with a warning.
+    bw.write("config.toml", "");
+    std::fs::remove_file(bw.path("agents/out/pins.sha256")).unwrap();
+    bw.run(&["sign", "out"]).ok();
+    let out = bw.run(&["run", "out", "hi"]);
+    out.ok();
+    assert!(
+        out.stderr.contains("warning: agent.toml [agent] model"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// Copies every file under `from` (agent.sig included) to `to`.
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &to.join(entry.file_name()));
+        } else {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn an_older_signed_version_is_refused_and_audited() {
+    let bw = requiring_signatures();
+    bw.agent(
+        "ver",
+        &common::scripted("ver", ""),
+        Some("{\"text\":\"v1 reply\"}\n"),
+    );
+    let out = bw.run(&["sign", "ver"]);
+    out.ok();
+    assert!(
+        out.stdout.contains("signed agent `ver` version 1 "),
+        "{}",
+        out.stdout
+    );
+    bw.run(&["run", "ver", "hi"]).ok();
+    let dir = bw.path("agents/ver");
+    copy_tree(&dir, &bw.path("saved/v1"));
+
+    bw.write("agents/ver/s.jsonl", "{\"text\":\"v2 reply\"}\n");
+    let out = bw.run(&["sign", "ver"]);
+    assert!(out.stdout.contains("version 2 "), "{}", out.stdout);
+    bw.run(&["run", "ver", "hi"]).ok();
+    copy_tree(&dir, &bw.path("saved/v2"));
+
+    // Version 1's files and its own valid signature: refused, audited.
+    std::fs::remove_dir_all(&dir).unwrap();
+    copy_tree(&bw.path("saved/v1"), &dir);
+    let out = bw.run(&["run", "ver", "hi"]);
+    fails_with(&out, "agent `ver` is version 1 signed by `alice`");
+    for needle in [
+        "already run version 2",
+        "bulwark sign ver",
+        "require_signed",
+    ] {
+        assert!(out.stderr.contains(needle), "{needle}: {}", out.stderr);
+    }
+    assert!(!out.stdout.contains("v1 reply"), "{}", out.stdout);
+    let records = bw.audit();
+    let refusals: Vec<_> = common::with_action(&records, "config_load")
+        .into_iter()
+        .filter(|r| common::field(r, "reason") == "rollback")
+        .collect();
+    assert_eq!(refusals.len(), 1, "{records:#?}");
+    assert_eq!(common::field(refusals[0], "decision"), "denied");
+    assert!(common::field(refusals[0], "detail").contains("version 1"));
+    fails_with(&bw.run(&["verify", "ver"]), "already run version 2");
+    bw.cmd(&["chat", "ver"]).stdin("hi\n").run().expect_code(1);
+
+    // Version 2 again: runs.
+    std::fs::remove_dir_all(&dir).unwrap();
+    copy_tree(&bw.path("saved/v2"), &dir);
+    let out = bw.run(&["run", "ver", "hi"]);
+    out.ok();
+    assert!(out.stdout.contains("v2 reply"), "{}", out.stdout);
+
+    // Deliberately going back: the old files, reviewed and signed again,
+    // are a new version above every one run.
+    std::fs::remove_dir_all(&dir).unwrap();
+    copy_tree(&bw.path("saved/v1"), &dir);
+    let out = bw.run(&["sign", "ver"]);
+    assert!(out.stdout.contains("version 3 "), "{}", out.stdout);
+    let out = bw.run(&["run", "ver", "hi"]);
+    out.ok();
+    assert!(out.stdout.contains("v1 reply"), "{}", out.stdout);
+}
+
+/// A parent allowed to spawn and message `kid`.
+const BOSS: &str = r#"
+[tools]
+allow = ["agents", "time"]
+[[capabilities]]
+kind = "agent_spawn"
+agent = "kid"
+[[capabilities]]
+kind = "agent_message"
+agent = "kid"
+"#;
+
+/// The text of every stored message of the sessions of `agent`.
+fn messages_of(bw: &Bw, agent: &str) -> Vec<String> {
+    let db = rusqlite::Connection::open(bw.path("bulwark.db")).unwrap();
+    let mut query = db
+        .prepare(
+            "SELECT m.content_json FROM messages m JOIN sessions s ON s.id = m.session_id \
+             WHERE s.agent = ?1 ORDER BY m.id",
+        )
+        .unwrap();
+    query
+        .query_map([agent], |row| row.get::<_, String>(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// The id of the one session of `agent`.
+fn session_of(bw: &Bw, agent: &str) -> String {
+    let sessions: Vec<_> = bw
+        .sessions()
+        .into_iter()
+        .filter(|(_, a, _)| a == agent)
+        .collect();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    sessions[0].0.clone()
+}
+
+#[test]
+fn a_child_script_swapped_after_its_check_is_not_what_runs() {
+    let bw = requiring_signatures();
+    let signed = "{\"text\":\"the signed child reply\"}\n";
+    let unsigned = "{\"text\":\"UNSIGNED child reply\"}\n";
+    bw.agent(
+        "kid",
+        &common::scripted("kid", "[tools]\nallow = [\"time\"]\n"),
+        Some(signed),
+    );
+    bw.run(&["sign", "kid"]).ok();
+    // A signed parent spawns the child...
+    let spawn = "{\"tool_calls\":[{\"name\":\"spawn_agent\",\"input\":{\"agent\":\"kid\"}}]}\n\
+                 {\"text\":\"spawned\"}\n";
+    bw.agent("boss", &common::scripted("boss", BOSS), Some(spawn));
+    bw.run(&["sign", "boss"]).ok();
+    bw.run(&["run", "boss", "spawn a kid"]).ok();
+    let boss = session_of(&bw, "boss");
+    let kid = session_of(&bw, "kid");
+    // ...then, in the same session (its script signed again, as version
+    // 2), gives it work.
+    bw.write(
+        "agents/boss/s.jsonl",
+        &format!(
+            "{spawn}{{\"tool_calls\":[{{\"name\":\"message_child\",\"input\":{{\"child\":\"{kid}\",\"text\":\"hi\"}}}}]}}\n\
+             {{\"text\":\"the boss is done\"}}\n"
+        ),
+    );
+    bw.run(&["sign", "boss"]).ok();
+    bw.write("evil.jsonl", unsigned);
+    let script = bw.path("agents/kid/s.jsonl");
+
+    // The (debug-build) hook renames the unsigned script over the child's
+    // right after the child's signature check (not the parent's), as an
+    // attacker racing the child's start would.
+    let out = bw
+        .cmd(&["run", "boss", "ask the kid", "--session", &boss])
+        .env("BULWARK_TEST_AFTER_CHECK_AGENT", "kid")
+        .env(
+            "BULWARK_TEST_AFTER_CHECK_RENAME_FROM",
+            bw.path("evil.jsonl").to_str().unwrap(),
+        )
+        .env(
+            "BULWARK_TEST_AFTER_CHECK_RENAME_TO",
+            script.to_str().unwrap(),
+        )
+        .run();
+    assert_eq!(
+        std::fs::read_to_string(&script).unwrap(),
+        unsigned,
+        "the hook swapped the file: {}",
+        out.stderr
+    );
+    out.ok();
+    assert!(out.stdout.contains("the boss is done"), "{}", out.stdout);
+    // The child ran the signed script's content, never the unsigned one.
+    let kid_said = messages_of(&bw, "kid").join("\n");
+    assert!(kid_said.contains("the signed child reply"), "{kid_said}");
+    assert!(!kid_said.contains("UNSIGNED"), "{kid_said}");
+    let boss_saw = messages_of(&bw, "boss").join("\n");
+    assert!(boss_saw.contains("the signed child reply"), "{boss_saw}");
+    assert!(!boss_saw.contains("UNSIGNED"), "{boss_saw}");
+
+    // Given work again, the child is checked again, and refused.
+    bw.write(
+        "agents/boss/s.jsonl",
+        &format!(
+            "{spawn}{{\"tool_calls\":[{{\"name\":\"message_child\",\"input\":{{\"child\":\"{kid}\",\"text\":\"hi\"}}}}]}}\n\
+             {{\"text\":\"the boss is done\"}}\n\
+             {{\"tool_calls\":[{{\"name\":\"message_child\",\"input\":{{\"child\":\"{kid}\",\"text\":\"again\"}}}}]}}\n\
+             {{\"text\":\"the boss is done again\"}}\n"
+        ),
+    );
+    bw.run(&["sign", "boss"]).ok();
+    let out = bw.run(&["run", "boss", "ask again", "--session", &boss]);
+    out.ok();
+    let boss_saw = messages_of(&bw, "boss").join("\n");
+    assert!(boss_saw.contains("file changed: s.jsonl"), "{boss_saw}");
+    assert!(!boss_saw.contains("UNSIGNED"), "{boss_saw}");
+    assert!(!messages_of(&bw, "kid").join("\n").contains("UNSIGNED"));
+}

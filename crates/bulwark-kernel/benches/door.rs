@@ -6,8 +6,8 @@
 
 use bulwark_audit::{AuditSink, MemorySink};
 use bulwark_kernel::{
-    AgentSetup, Door, Home, PreApproved, SessionIdentity, Tool, ToolCall, ToolContext, ToolError,
-    ToolLimits, ToolOutput, ToolRegistry, ToolSpec, build_session,
+    AgentSetup, Door, Home, PreApproved, Session, SessionIdentity, Tool, ToolCall, ToolContext,
+    ToolError, ToolLimits, ToolOutput, ToolRegistry, ToolSpec, build_session,
 };
 use bulwark_policy::{Demand, GlobalConfig, PolicyInputs, compute_effective, parse_manifest};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -47,6 +47,38 @@ ping_pong_cycles = 4000000000
 max_tool_calls = 4000000000
 "#;
 
+/// The effective policy of a manifest, as a session would get it.
+fn effective(manifest: &str, registry: &ToolRegistry) -> bulwark_policy::EffectivePolicy {
+    let manifest = parse_manifest(manifest, "bench.toml").expect("manifest");
+    let global = GlobalConfig::default();
+    compute_effective(
+        &PolicyInputs {
+            global: &global,
+            manifest: &manifest,
+            remote: false,
+            user: None,
+        },
+        &registry.catalog(),
+    )
+}
+
+fn bench_session(home: &std::path::Path, policy: &bulwark_policy::EffectivePolicy) -> Session {
+    let identity = SessionIdentity {
+        id: "bench".into(),
+        agent: "bench".into(),
+        user: "local".into(),
+    };
+    build_session(
+        &Home::new(home),
+        identity,
+        Arc::new(policy.clone()),
+        ToolLimits::default(),
+        None,
+        &AgentSetup::default(),
+    )
+    .expect("session")
+}
+
 fn bench_door(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut registry = ToolRegistry::builtin();
@@ -59,17 +91,7 @@ fn bench_door(c: &mut Criterion) {
             input_schema: json!({"type": "object"}),
         },
     }));
-    let manifest = parse_manifest(MANIFEST, "bench.toml").expect("manifest");
-    let global = GlobalConfig::default();
-    let policy = compute_effective(
-        &PolicyInputs {
-            global: &global,
-            manifest: &manifest,
-            remote: false,
-            user: None,
-        },
-        &registry.catalog(),
-    );
+    let policy = effective(MANIFEST, &registry);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -81,20 +103,7 @@ fn bench_door(c: &mut Criterion) {
     ];
     for (label, sink) in sinks {
         let door = Door::new(registry.clone(), sink, Arc::new(PreApproved::default()));
-        let identity = SessionIdentity {
-            id: "bench".into(),
-            agent: "bench".into(),
-            user: "local".into(),
-        };
-        let mut session = build_session(
-            &Home::new(dir.path()),
-            identity,
-            Arc::new(policy.clone()),
-            ToolLimits::default(),
-            None,
-            &AgentSetup::default(),
-        )
-        .expect("session");
+        let mut session = bench_session(dir.path(), &policy);
         let input = json!({"n": 1});
         c.bench_function(&format!("door/noop/{label}"), |b| {
             b.iter(|| {
@@ -129,5 +138,78 @@ fn bench_door(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench_door);
+const FILES_MANIFEST: &str = r#"
+[agent]
+name = "bench"
+[tools]
+allow = ["files"]
+[[capabilities]]
+kind = "file_read"
+path = "docs/**"
+[[capabilities]]
+kind = "file_write"
+path = "out/**"
+[loop_guard]
+warn_threshold = 4000000000
+block_threshold = 4000000000
+outcome_repeat_block = 4000000000
+ping_pong_cycles = 4000000000
+max_tool_calls = 4000000000
+"#;
+
+/// A whole `file_read`/`file_write` through the door: the capability check,
+/// the resolution of the path one component at a time and the grant check
+/// on the path reached, the read or write itself, and the audit record.
+fn bench_file_tools(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let registry = ToolRegistry::builtin();
+    let policy = effective(FILES_MANIFEST, &registry);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let door = Door::new(
+        registry,
+        Arc::new(MemorySink::new()),
+        Arc::new(PreApproved::default()),
+    );
+    let mut session = bench_session(dir.path(), &policy);
+    let root = session.resources.workspace.root().to_path_buf();
+    std::fs::create_dir_all(root.join("docs/a/b/c")).expect("mkdir");
+    std::fs::write(root.join("docs/a/b/c/notes.txt"), "x".repeat(1024)).expect("write");
+    std::os::unix::fs::symlink("a/b", root.join("docs/link")).expect("symlink");
+    let cases = [
+        (
+            "file_read/4_components",
+            "file_read",
+            json!({"path": "docs/a/b/c/notes.txt"}),
+        ),
+        (
+            "file_read/through_symlink",
+            "file_read",
+            json!({"path": "docs/link/c/notes.txt"}),
+        ),
+        (
+            "file_write/3_components",
+            "file_write",
+            json!({"path": "out/a/new.txt", "content": "y"}),
+        ),
+    ];
+    for (label, tool, input) in cases {
+        c.bench_function(&format!("door/{label}"), |b| {
+            b.iter(|| {
+                runtime.block_on(door.dispatch(
+                    &mut session,
+                    ToolCall {
+                        id: "c",
+                        name: tool,
+                        input: &input,
+                    },
+                ))
+            })
+        });
+    }
+}
+
+criterion_group!(benches, bench_door, bench_file_tools);
 criterion_main!(benches);

@@ -18,6 +18,7 @@ use crate::approval::Approver;
 use crate::credits::SessionCredits;
 use crate::door::Door;
 use crate::home::{Home, LoadedAgent, valid_name};
+use crate::providers::{ModelFiles, resolve_model, resolve_model_with};
 use crate::registry::ToolRegistry;
 use crate::session::{SessionIdentity, SessionState, ToolLimits};
 use crate::setup::{AgentSetup, PolicyContext, build_session, effective_policy, load_secrets};
@@ -102,7 +103,41 @@ fn list(violations: &[SpawnViolation]) -> String {
 }
 
 /// A check of an agent's files by name (its signature), before it loads.
-pub type AgentCheck = Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+///
+/// `Ok(Some(_))`: the agent as verified, read once; the child is built
+/// from it and nothing of the agent is read from the disk again.
+/// `Ok(None)`: the check lets the agent run unverified (an unsigned agent
+/// the policy allows), and it is loaded from the disk. `Err`: refused,
+/// and why.
+pub type AgentCheck = Arc<dyn Fn(&str) -> Result<Option<VerifiedChild>, String> + Send + Sync>;
+
+/// An agent as an [`AgentCheck`] verified it: its manifest and prompt,
+/// and the files its model reference may name, all from the bytes that
+/// were checked.
+pub struct VerifiedChild {
+    pub loaded: LoadedAgent,
+    /// Serves `script:`/`local:` model files from the verified bytes;
+    /// every model of the child is resolved through it.
+    pub files: Arc<dyn ModelFiles + Send + Sync>,
+}
+
+impl std::fmt::Debug for VerifiedChild {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerifiedChild")
+            .field("agent", &self.loaded.manifest.agent.name)
+            .field("dir", &self.loaded.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A child's agent ready to be checked against its parent or run.
+struct PreparedChild {
+    loaded: LoadedAgent,
+    policy: EffectivePolicy,
+    model: ModelRef,
+    /// The verified files to resolve its model from (`None`: the disk).
+    files: Option<Arc<dyn ModelFiles + Send + Sync>>,
+}
 
 /// Everything needed to spawn and run children of one parent session.
 pub struct ChildHost {
@@ -121,7 +156,8 @@ pub struct ChildHost {
     /// How many children one parent session may have (default 8).
     pub max_children: usize,
     /// Extra check of a child's agent files before it is loaded (the CLI
-    /// checks signatures here when config.toml requires them).
+    /// checks signatures here). When it hands back the verified agent,
+    /// the child is built from that alone.
     pub verify_agent: Option<AgentCheck>,
 }
 
@@ -135,21 +171,23 @@ pub struct ChildReply {
 impl ChildHost {
     /// The child's manifest, its effective policy for `user` under the same
     /// layers as the parent's, and its model (its own, or the parent's).
-    fn prepare(
-        &self,
-        user: &str,
-        agent: &str,
-    ) -> Result<(LoadedAgent, EffectivePolicy, ModelRef), ChildError> {
+    /// A verified agent comes from the check, as verified: it is not read
+    /// from the disk again.
+    fn prepare(&self, user: &str, agent: &str) -> Result<PreparedChild, ChildError> {
         if !valid_name(agent) {
             return Err(ChildError::Invalid(format!(
                 "`{agent}` is not an agent name (1-64 lowercase letters, digits, `-`, `_`)"
             )));
         }
-        if let Some(verify) = &self.verify_agent {
-            verify(agent).map_err(ChildError::Setup)?;
-        }
+        let verified = match &self.verify_agent {
+            Some(verify) => verify(agent).map_err(ChildError::Setup)?,
+            None => None,
+        };
         let setup = |e: crate::agent::KernelError| ChildError::Setup(e.to_string());
-        let loaded = self.home.load_agent(agent).map_err(setup)?;
+        let (loaded, files) = match verified {
+            Some(VerifiedChild { loaded, files }) => (loaded, Some(files)),
+            None => (self.home.load_agent(agent).map_err(setup)?, None),
+        };
         let policy = effective_policy(
             &PolicyContext {
                 global: &self.global,
@@ -165,7 +203,12 @@ impl ChildHost {
             Some(m) => parse_model_ref(m).map_err(ChildError::Setup)?,
             None => self.parent_model.clone(),
         };
-        Ok((loaded, policy, model))
+        Ok(PreparedChild {
+            loaded,
+            policy,
+            model,
+            files,
+        })
     }
 
     fn audit_spawn(
@@ -259,7 +302,12 @@ impl ChildHost {
                 existing.len()
             )));
         }
-        let (loaded, policy, model) = self.prepare(&caller.identity.user, agent)?;
+        let PreparedChild {
+            loaded,
+            policy,
+            model,
+            ..
+        } = self.prepare(&caller.identity.user, agent)?;
         let parent = SpawnGrant {
             policy: &caller.policy,
             model: &self.parent_model,
@@ -355,11 +403,21 @@ impl ChildHost {
                 "child `{id}` was recalled; spawn a new one"
             )));
         }
-        let (loaded, policy, model) = self.prepare(&caller.identity.user, &child.agent)?;
+        let PreparedChild {
+            loaded,
+            policy,
+            model,
+            files,
+        } = self.prepare(&caller.identity.user, &child.agent)?;
         let setup = |e: crate::agent::KernelError| ChildError::Setup(e.to_string());
-        let resolved =
-            crate::providers::resolve_model(&model.to_string(), &self.global, &loaded.dir)
-                .map_err(setup)?;
+        // A verified child's model files come from the bytes verified, never
+        // from the disk.
+        let model = model.to_string();
+        let resolved = match &files {
+            Some(files) => resolve_model_with(&model, &self.global, &loaded.dir, files.as_ref()),
+            None => resolve_model(&model, &self.global, &loaded.dir),
+        }
+        .map_err(setup)?;
         let (secrets, _missing) = load_secrets(&self.global, &loaded);
         let net = AgentSetup::for_agent(&self.global, &loaded, Arc::new(secrets));
         let saved: Option<SessionState> = self

@@ -634,6 +634,7 @@ impl Door {
                 ScopedFiles::new(
                     res.workspace.clone(),
                     files,
+                    session.policy.clone(),
                     res.limits.max_read_bytes,
                     res.limits.max_write_bytes,
                 )

@@ -33,8 +33,9 @@ fn sha256(text: &str) -> [u8; 32] {
     sha2::Sha256::digest(text.as_bytes()).into()
 }
 
-/// The default when `SYSTEM.md` is absent.
-const DEFAULT_SYSTEM_PROMPT: &str = "You are a careful assistant. Use the tools you are given \
+/// The system prompt of an agent without `SYSTEM.md` (also for a caller
+/// that builds a [`LoadedAgent`] from bytes it has verified).
+pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a careful assistant. Use the tools you are given \
 to do the task, and say plainly when a tool is refused.";
 
 /// Names that become directory names: lowercase letters, digits, `-`, `_`.

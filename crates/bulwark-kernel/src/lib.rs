@@ -27,14 +27,18 @@ pub use agent::{
 pub use approval::{ApprovalAnswer, ApprovalRequest, Approver, PreApproved};
 pub use boundary::Boundary;
 pub use bulwark_policy::taint_needs_approval;
-pub use children::{Caller, ChildError, ChildHost, ChildReply, agent_wallet, child_agent_of};
+pub use children::{
+    AgentCheck, Caller, ChildError, ChildHost, ChildReply, VerifiedChild, agent_wallet,
+    child_agent_of,
+};
 pub use conversation::ConversationStore;
 pub use credits::{Ledger, Reserved, SessionCredits, max_input_tokens};
 pub use door::{DispatchResult, Door, ToolCall};
 pub use environment::{Environment, KEPT_VARIABLES, environment};
-pub use home::{Home, LoadedAgent, valid_name};
+pub use home::{DEFAULT_SYSTEM_PROMPT, Home, LoadedAgent, valid_name};
 pub use providers::{
-    MODEL_CATALOGUE_VAR, ResolvedModel, check_model, default_model, model_catalogue, resolve_model,
+    LocalModelFile, MODEL_CATALOGUE_VAR, ModelFiles, ResolvedModel, check_model, default_model,
+    model_catalogue, resolve_model, resolve_model_with,
 };
 pub use registry::ToolRegistry;
 pub use scoped::{ScopedFiles, ScopedHttp, ScopedMemory, ScopedProcess};

@@ -78,6 +78,43 @@ fn key_required(ep: &Endpoint, provider: &str) -> bool {
     ep.kind == ProviderKind::Anthropic || provider == "openai"
 }
 
+/// How the files a model reference names (`script:<path>`, `local:<path>`)
+/// are read. [`resolve_model`] reads them from disk; a caller that has
+/// verified an agent's files passes its own, so that the model is built
+/// from the bytes that were verified and the file is never opened again.
+pub trait ModelFiles {
+    /// The script at `path` (the agent directory joined with the
+    /// reference's path, not normalized).
+    fn script(&self, path: &Path) -> Result<ScriptDriver, KernelError>;
+    /// The `local:` model file at `path` (as for [`script`](Self::script)),
+    /// opened for loading.
+    fn local(&self, path: &Path) -> Result<LocalModelFile, KernelError>;
+}
+
+/// A `local:` model file ready to load: the path to load it by (for a
+/// verified file, `/proc/self/fd/N` of the descriptor it was hashed
+/// through), and whatever must stay alive until the load is done.
+pub struct LocalModelFile {
+    pub path: PathBuf,
+    pub keep_open: Option<Box<dyn std::any::Any + Send>>,
+}
+
+/// [`ModelFiles`] straight from the disk, unverified.
+struct DiskFiles;
+
+impl ModelFiles for DiskFiles {
+    fn script(&self, path: &Path) -> Result<ScriptDriver, KernelError> {
+        Ok(ScriptDriver::from_file(path)?)
+    }
+
+    fn local(&self, path: &Path) -> Result<LocalModelFile, KernelError> {
+        Ok(LocalModelFile {
+            path: path.to_owned(),
+            keep_open: None,
+        })
+    }
+}
+
 /// Resolves `model` (e.g. `anthropic:claude-sonnet-4-5`, `script:demo.jsonl`,
 /// `local:qwen2.5-coder-0.5b`). Script paths and relative `local:` paths
 /// are relative to the agent directory.
@@ -86,6 +123,17 @@ pub fn resolve_model(
     global: &GlobalConfig,
     agent_dir: &Path,
 ) -> Result<ResolvedModel, KernelError> {
+    resolve_model_with(model, global, agent_dir, &DiskFiles)
+}
+
+/// [`resolve_model`], reading the files a `script:` or `local:` path names
+/// through `files`.
+pub fn resolve_model_with(
+    model: &str,
+    global: &GlobalConfig,
+    agent_dir: &Path,
+    files: &dyn ModelFiles,
+) -> Result<ResolvedModel, KernelError> {
     let model_ref = parse_model_ref(model).map_err(KernelError::Setup)?;
     if model_ref.provider == "local" && !global.providers.contains_key("local") {
         return resolve_local(
@@ -93,11 +141,12 @@ pub fn resolve_model(
             &model_catalogue()?,
             &models_dir(agent_dir)?,
             agent_dir,
+            files,
         );
     }
     if model_ref.provider == "script" {
         let path = agent_dir.join(&model_ref.model);
-        let driver = ScriptDriver::from_file(&path)?;
+        let driver = files.script(&path)?;
         return Ok(ResolvedModel {
             provider: "script".into(),
             model: model_ref.model,
@@ -295,10 +344,11 @@ fn resolve_local(
     catalogue: &Catalogue,
     models_dir: &Path,
     agent_dir: &Path,
+    files: &dyn ModelFiles,
 ) -> Result<ResolvedModel, KernelError> {
     #[cfg(not(feature = "local"))]
     {
-        let _ = (spec, catalogue, models_dir, agent_dir);
+        let _ = (spec, catalogue, models_dir, agent_dir, files);
         Err(KernelError::Setup(
             "this build has no local model support; rebuild with --features local".into(),
         ))
@@ -306,8 +356,17 @@ fn resolve_local(
     #[cfg(feature = "local")]
     {
         let path = local_model_path(spec, catalogue, models_dir, agent_dir)?;
-        let driver = bulwark_llm::LocalDriver::load(&path, bulwark_llm::LocalOptions::default())
-            .map_err(|e| KernelError::Setup(format!("local model `{spec}`: {e}")))?;
+        // A catalogue name is the catalogue's file (pinned by its hash when
+        // fetched); a path is the manifest's, and is opened through `files`.
+        let file = if catalogue.get(spec).is_some() {
+            DiskFiles.local(&path)?
+        } else {
+            files.local(&path)?
+        };
+        let driver =
+            bulwark_llm::LocalDriver::load(&file.path, bulwark_llm::LocalOptions::default())
+                .map_err(|e| KernelError::Setup(format!("local model `{spec}`: {e}")))?;
+        drop(file);
         Ok(ResolvedModel {
             provider: "local".into(),
             model: spec.to_owned(),

@@ -8,7 +8,7 @@ use crate::setup::ProcessSandbox;
 use crate::tool::ToolError;
 use bulwark_audit::{AuditRecord, AuditSink, Decision};
 use bulwark_net::{BodyMode, CallContext, CredentialUse, HttpRequest, SafeHttp};
-use bulwark_policy::WorkspacePath;
+use bulwark_policy::{Demand, EffectivePolicy, WorkspacePath};
 use bulwark_sandbox::{FsError, ProcessOutput, ProcessSpec, SandboxSpec, Workspace};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -23,14 +23,21 @@ pub enum Access {
 fn fs_error(err: FsError) -> ToolError {
     match err {
         FsError::Escape { .. } => ToolError::Path(err.to_string()),
+        FsError::NotCovered { .. } => ToolError::NotGranted(err.to_string()),
         other => ToolError::Failed(other.to_string()),
     }
 }
 
 /// The workspace, limited to the paths the door approved for this call.
+///
+/// The door checked the paths as written; symlinks inside the workspace can
+/// make a path lead elsewhere. So every operation also passes a gate that
+/// asks the session's policy about the path *really reached* (and, for
+/// listings and searches, every entry returned and every file read).
 pub struct ScopedFiles {
     workspace: Arc<Workspace>,
     granted: Vec<(Access, WorkspacePath)>,
+    policy: Arc<EffectivePolicy>,
     max_read: u64,
     max_write: u64,
 }
@@ -39,12 +46,14 @@ impl ScopedFiles {
     pub(crate) fn new(
         workspace: Arc<Workspace>,
         granted: Vec<(Access, WorkspacePath)>,
+        policy: Arc<EffectivePolicy>,
         max_read: u64,
         max_write: u64,
     ) -> Self {
         Self {
             workspace,
             granted,
+            policy,
             max_read,
             max_write,
         }
@@ -60,21 +69,43 @@ impl ScopedFiles {
         }
     }
 
+    /// Is `reached` (a path the workspace resolved) covered for `access` by
+    /// the session's capabilities?
+    fn covers(&self, access: Access, reached: &str) -> bool {
+        let Ok(path) = WorkspacePath::parse(reached) else {
+            return false;
+        };
+        let demand = match access {
+            Access::Read => Demand::FileRead(path),
+            Access::Write => Demand::FileWrite(path),
+        };
+        self.policy.capabilities.permits(&demand)
+    }
+
     pub fn read(&self, path: &WorkspacePath) -> Result<Vec<u8>, ToolError> {
         self.check(Access::Read, path)?;
+        let gate = |p: &str| self.covers(Access::Read, p);
         self.workspace
-            .read(path.as_str(), self.max_read)
+            .read_gated(path.as_str(), self.max_read, &gate)
             .map_err(fs_error)
     }
     pub fn write(&self, path: &WorkspacePath, data: &[u8]) -> Result<(), ToolError> {
         self.check(Access::Write, path)?;
+        let gate = |p: &str| self.covers(Access::Write, p);
         self.workspace
-            .write(path.as_str(), data, self.max_write)
+            .write_gated(path.as_str(), data, self.max_write, &gate)
             .map_err(fs_error)
     }
-    pub fn list(&self, path: &WorkspacePath) -> Result<Vec<bulwark_sandbox::EntryInfo>, ToolError> {
+    /// The entries the grants cover, and how many others were left out.
+    pub fn list(
+        &self,
+        path: &WorkspacePath,
+    ) -> Result<(Vec<bulwark_sandbox::EntryInfo>, usize), ToolError> {
         self.check(Access::Read, path)?;
-        self.workspace.list(path.as_str()).map_err(fs_error)
+        let gate = |p: &str| self.covers(Access::Read, p);
+        self.workspace
+            .list_gated(path.as_str(), &gate)
+            .map_err(fs_error)
     }
     pub fn edit(
         &self,
@@ -85,19 +116,23 @@ impl ScopedFiles {
     ) -> Result<usize, ToolError> {
         self.check(Access::Read, path)?;
         self.check(Access::Write, path)?;
+        let read = |p: &str| self.covers(Access::Read, p);
+        let write = |p: &str| self.covers(Access::Write, p);
         self.workspace
-            .edit(path.as_str(), old, new, replace_all)
+            .edit_gated(path.as_str(), old, new, replace_all, &read, &write)
             .map_err(fs_error)
     }
+    /// Hits in files the grants cover, and how many files were not read.
     pub fn search(
         &self,
         path: &WorkspacePath,
         needle: &str,
         max_results: usize,
-    ) -> Result<Vec<bulwark_sandbox::SearchHit>, ToolError> {
+    ) -> Result<(Vec<bulwark_sandbox::SearchHit>, usize), ToolError> {
         self.check(Access::Read, path)?;
+        let gate = |p: &str| self.covers(Access::Read, p);
         self.workspace
-            .search(path.as_str(), needle, max_results)
+            .search_gated(path.as_str(), needle, max_results, &gate)
             .map_err(fs_error)
     }
 }
@@ -216,10 +251,14 @@ impl ScopedProcess {
             ProcessSandbox::Unconfined => {
                 self.spawn_log
                     .record(format!("{program}: unconfined (no process sandbox)"))?;
+                // Never the workspace: a dotfile the agent wrote there
+                // would steer the program. Removed when the call ends.
+                let home = bulwark_sandbox::PrivateHome::create()
+                    .map_err(|e| ToolError::Failed(format!("cannot create a HOME: {e}")))?;
                 let spec = ProcessSpec {
                     argv: argv.to_vec(),
                     cwd: self.cwd.clone(),
-                    env: self.env.clone(),
+                    env: home.apply(&self.env),
                     timeout: self.timeout,
                     max_output: self.max_output,
                 };
@@ -233,12 +272,9 @@ impl ScopedProcess {
                 limits,
             } => (helper, *enforcement, *limits),
         };
-        // /tmp is outside the sandbox: temporary files go to the workspace.
-        let tmp = self.cwd.join(".tmp");
-        std::fs::create_dir_all(&tmp)
-            .map_err(|e| ToolError::Failed(format!("cannot create {}: {e}", tmp.display())))?;
+        // The sandbox gives the command a private /tmp (its TMPDIR) and an
+        // empty HOME of its own: nothing is created in the workspace.
         let mut env = self.env.clone();
-        env.push(("TMPDIR".into(), tmp.display().to_string()));
         let mut by_grant: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
         for (grant, key, value) in &self.secret_env {
             env.push((
@@ -276,6 +312,7 @@ impl ScopedProcess {
             limits,
             enforcement,
             pids_cgroup: None,
+            memory_cgroup: None,
         };
         let out = bulwark_sandbox::run_sandboxed(helper, &spec, self.timeout, self.max_output)
             .await
@@ -349,8 +386,8 @@ impl ScopedHttp {
         headers: Vec<(String, String)>,
     ) -> Result<bulwark_net::HttpResponse, ToolError> {
         let parsed = self.http.check_url(url).map_err(net_error)?;
-        let host = parsed.host_str().unwrap_or_default().to_ascii_lowercase();
-        let port = parsed.port_or_known_default().unwrap_or(0);
+        let (host, port) = crate::tools::web::connect_target(&parsed)
+            .ok_or_else(|| ToolError::InvalidArgs(format!("`{url}` has no host or no port")))?;
         if !self.hosts.iter().any(|(h, p)| *h == host && *p == port) {
             return Err(ToolError::NotGranted(format!(
                 "{host}:{port} was not approved for this call"

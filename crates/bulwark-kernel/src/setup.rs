@@ -131,20 +131,6 @@ impl AgentSetup {
     }
 }
 
-/// Allowlist entries for the egress client are hosts; a `host:port` entry
-/// contributes its host (the door's `net_connect` check enforces the port).
-fn allowlist_host(entry: &str) -> &str {
-    if let Some(rest) = entry.strip_prefix('[') {
-        return rest
-            .split_once(']')
-            .map_or(entry, |(h, _)| &entry[..h.len() + 2]);
-    }
-    match entry.split_once(':') {
-        Some((host, port)) if !port.contains(':') => host,
-        _ => entry,
-    }
-}
-
 /// The local terminal user when no `--user` is given.
 pub const LOCAL_USER: &str = "local";
 
@@ -190,12 +176,9 @@ fn open_dir(path: std::path::PathBuf) -> Result<Arc<Workspace>, KernelError> {
 /// operator's internal services, its credential grants and the secret store.
 pub fn egress_client(policy: &EffectivePolicy, net: &AgentSetup) -> Result<SafeHttp, KernelError> {
     let egress = EgressPolicy {
-        allowed_domains: policy
-            .sandbox
-            .allowed_domains
-            .iter()
-            .map(|d| allowlist_host(d).to_string())
-            .collect(),
+        // `host:port` entries stay whole: the egress client holds every
+        // request and every redirect hop to the port (issue 16, item 8).
+        allowed_domains: policy.sandbox.allowed_domains.clone(),
         allow_all: policy.sandbox.allow_all,
     };
     let setup_error =
@@ -251,7 +234,9 @@ pub fn build_session(
     };
     let process_cwd = workspace.root().to_path_buf();
     let resources = SessionResources {
-        process_env: minimal_env(&process_cwd),
+        // HOME is replaced per command (the sandbox's private home, or a
+        // fresh directory for an unconfined run): never the workspace.
+        process_env: minimal_env(std::path::Path::new(bulwark_sandbox::SANDBOX_HOME)),
         process_secrets: shell_secrets(net),
         secrets: net.secrets.clone(),
         process_cwd,

@@ -2,6 +2,8 @@
 //! every decision is audited once.
 
 mod common;
+#[path = "door/links.rs"]
+mod links;
 
 use bulwark_audit::{Decision, MemorySink};
 use bulwark_kernel::{ToolCall, ToolRegistry};

@@ -24,7 +24,12 @@ fn serve_html(count: usize, body: &'static str) -> u16 {
 }
 
 fn serve_as(count: usize, content_type: &'static str, body: &'static str) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    serve_on("127.0.0.1:0", count, content_type, body)
+}
+
+fn serve_on(addr: &str, count: usize, content_type: &'static str, body: &'static str) -> u16 {
+    let listener = TcpListener::bind(addr)
+        .unwrap_or_else(|e| panic!("cannot listen on {addr} ({e}); this test needs loopback"));
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
         for stream in listener.incoming().take(count) {
@@ -129,6 +134,54 @@ argv = ["echo", "**"]
         "{}",
         r.content
     );
+}
+
+/// An IPv6 literal granted as `[::1]:port` is fetched (the demand and the
+/// scoped client spell the host the same way), in any spelling of the same
+/// address; other addresses and ports are still refused (issue 16, item 10).
+#[tokio::test]
+async fn granted_ipv6_literals_are_fetched_and_others_are_not() {
+    let port = serve_on("[::1]:0", 2, "text/plain", "over six");
+    let dir = tempfile::tempdir().unwrap();
+    let registry = ToolRegistry::builtin();
+    let manifest = format!(
+        "[agent]\nname = \"tester\"\n[tools]\nallow = [\"web\"]\n\
+         [[capabilities]]\nkind = \"net_connect\"\nhost = \"[0:0::1]:{port}\"\n"
+    );
+    let sink = Arc::new(MemorySink::new());
+    let door = door(registry.clone(), sink, deny_all());
+    let mut s = session(dir.path(), policy(&registry, &manifest));
+    let mut http = SafeHttp::new(EgressPolicy::default(), HttpLimits::default()).unwrap();
+    http.allow_loopback_port_for_tests(port);
+    s.resources.http = Some(Arc::new(http));
+    let mut fetch = async |url: String| {
+        door.dispatch(
+            &mut s,
+            ToolCall {
+                id: "6",
+                name: "web_fetch",
+                input: &json!({ "url": url }),
+            },
+        )
+        .await
+    };
+    for url in [
+        format!("http://[::1]:{port}/a"),
+        format!("http://[0:0:0:0:0:0:0:1]:{port}/b"),
+    ] {
+        let r = fetch(url.clone()).await;
+        assert_eq!(r.decision, Decision::Allowed, "{url}: {}", r.content);
+        assert!(!r.is_error, "{url}: {}", r.content);
+        assert!(r.content.contains("over six"), "{url}: {}", r.content);
+    }
+    for url in [
+        format!("http://[::2]:{port}/"),
+        format!("http://[::1]:{}/", port.wrapping_add(1).max(1)),
+        format!("http://[::ffff:127.0.0.1]:{port}/"),
+    ] {
+        let r = fetch(url.clone()).await;
+        assert_eq!(r.decision, Decision::Denied, "{url}: {}", r.content);
+    }
 }
 
 #[tokio::test]

@@ -5,7 +5,10 @@
 //! Provider endpoints are configured by the operator, not chosen by an agent,
 //! and include local servers (Ollama on 127.0.0.1), so they do not go through
 //! the agent-facing egress filter; they get a plain client with proxies off
-//! (an environment proxy must not see the key) and hard limits instead.
+//! (an environment proxy must not see the key), redirects off (a redirect
+//! would carry the key header, `x-api-key` or `api-key`, to wherever the
+//! `Location` points: reqwest strips only `Authorization` and `Cookie` on a
+//! cross-origin hop) and hard limits instead.
 
 use std::time::Duration;
 
@@ -25,6 +28,9 @@ const ERROR_BODY_CAP: usize = 64 * 1024;
 
 /// How many characters of a provider's error message reach the error.
 const DETAIL_CHARS: usize = 300;
+
+/// How many characters of a redirect's `Location` reach the error.
+const LOCATION_CHARS: usize = 200;
 
 /// One provider endpoint and the limits that apply to talking to it.
 ///
@@ -104,6 +110,8 @@ impl Endpoint {
         url.set_path(&joined);
         let client = reqwest::Client::builder()
             .no_proxy()
+            // Never follow a redirect: the key header would go with it.
+            .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(config.connect_timeout)
             .timeout(config.request_timeout)
             .build()
@@ -178,6 +186,9 @@ impl Endpoint {
                         timeout: self.config.request_timeout,
                     });
                 }
+                Ok(response) if response.status().is_redirection() => {
+                    return Err(self.redirect_error(&response));
+                }
                 Ok(response) => {
                     let status = response.status();
                     let retryable = status.as_u16() == 429 || status.is_server_error();
@@ -220,6 +231,34 @@ impl Endpoint {
             provider: self.provider.to_owned(),
             url: self.url().to_owned(),
             detail: self.redact(&error_chain(error)),
+        }
+    }
+
+    /// A 3xx answer: not followed (the request carries the key), so the
+    /// error names where the server pointed and what to change.
+    fn redirect_error(&self, response: &reqwest::Response) -> LlmError {
+        let location = match response.headers().get(reqwest::header::LOCATION) {
+            Some(value) => {
+                let text: String = String::from_utf8_lossy(value.as_bytes())
+                    .chars()
+                    .map(|c| if c.is_control() { ' ' } else { c })
+                    .collect();
+                format!(
+                    "a redirect to {}",
+                    truncate_chars(&self.redact(&text), LOCATION_CHARS)
+                )
+            }
+            None => "a redirect without a Location header".to_owned(),
+        };
+        LlmError::Status {
+            provider: self.provider.to_owned(),
+            url: self.url().to_owned(),
+            status: response.status().as_u16(),
+            detail: format!(
+                "{location}; provider requests never follow redirects, because the API key \
+                 header would go to the new address: set base_url to the address the \
+                 provider serves its API at directly"
+            ),
         }
     }
 

@@ -274,3 +274,65 @@ async fn header_injection_in_key_is_refused_without_echoing_it() {
     assert!(!err.to_string().contains("SECRET"), "{err}");
     assert!(server.requests().is_empty());
 }
+
+/// A provider endpoint that answers with a redirect: the key header must
+/// not reach the `Location` (reqwest's default policy strips only
+/// `Authorization` and `Cookie` across origins, so Anthropic's `x-api-key`
+/// would follow a redirect to another host or port). No redirect is
+/// followed, and the error names the URL, the target and the fix.
+#[tokio::test]
+async fn redirects_are_not_followed_and_the_key_stays_home() {
+    for status in [301u16, 302, 303, 307, 308] {
+        let thief = TestServer::start(vec![Reply::sse(OK_ANTHROPIC)]).await;
+        let target = format!("{}/steal", thief.url);
+        let server = TestServer::start(vec![
+            Reply::json(status, json!({})).header("location", &target),
+        ])
+        .await;
+        let driver = AnthropicDriver::new(config(&server.url)).unwrap();
+        let result = chat(&driver).await;
+        assert!(
+            thief.requests().is_empty(),
+            "HTTP {status}: the redirect was followed (x-api-key sent: {:?})",
+            thief
+                .requests()
+                .first()
+                .map(|r| r.headers.get("x-api-key").is_some())
+        );
+        let err = result.unwrap_err();
+        let LlmError::Status {
+            status: seen,
+            ref url,
+            ref detail,
+            ..
+        } = err
+        else {
+            panic!("HTTP {status}: expected a status error, got {err:?}");
+        };
+        assert_eq!(seen, status);
+        assert!(url.starts_with(&server.url), "{err}");
+        assert!(detail.contains(&target), "names the Location: {err}");
+        assert!(detail.contains("base_url"), "says what to fix: {err}");
+        assert_eq!(server.requests().len(), 1, "a redirect is not retried");
+        assert_no_key(&err);
+    }
+
+    // The OpenAI-compatible driver too, even to the same origin.
+    let server = TestServer::start(vec![
+        Reply::json(307, json!({})).header("location", "/elsewhere/chat/completions"),
+        Reply::openai(&[]),
+    ])
+    .await;
+    let driver = OpenAiDriver::new(config(&server.url)).unwrap();
+    let err = chat(&driver).await.unwrap_err();
+    assert!(
+        matches!(err, LlmError::Status { status: 307, .. }),
+        "{err:?}"
+    );
+    assert_eq!(server.requests().len(), 1, "the redirect was followed");
+    assert!(
+        err.to_string().contains("/elsewhere/chat/completions"),
+        "{err}"
+    );
+    assert_no_key(&err);
+}

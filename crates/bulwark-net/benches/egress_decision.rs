@@ -75,5 +75,39 @@ fn guard(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, bench, guard);
+/// The guard on larger bodies (4 KiB and 64 KiB of JSON-ish text) against
+/// three secrets: what a tool request body (`find_in`) and a command's
+/// output on its way to the model (`redact`) cost. No secret is present,
+/// the common case and the worst one (every check runs to the end).
+fn guard_sizes(c: &mut Criterion) {
+    let mut store = SecretStore::new();
+    for (name, value) in [
+        ("GH_TOKEN", "ghp_aaaaBBBBccccDDDDeeeeFFFF0000"),
+        ("SLACK_TOKEN", "xoxb-1111-2222-abcdefghij"),
+        ("ANTHROPIC_API_KEY", "sk-ant-api03-zzzzyyyyxxxxwwww"),
+    ] {
+        store.insert(name, SecretString::from(value), true);
+    }
+    for size in [4 * 1024, 64 * 1024] {
+        let mut body = String::new();
+        let mut i = 0;
+        while body.len() < size {
+            body.push_str(&format!(
+                "{{\"id\":{i},\"title\":\"issue number {i}: the build fails on x86_64\",\"sha\":\"{:040x}\",\"state\":\"open\"}},\n",
+                i * 7919
+            ));
+            i += 1;
+        }
+        body.truncate(size);
+        let kib = size / 1024;
+        c.bench_function(&format!("egress/guard3/find_in_{kib}KiB"), |b| {
+            b.iter(|| black_box(store.find_in(black_box(body.as_bytes()))))
+        });
+        c.bench_function(&format!("egress/guard3/redact_{kib}KiB"), |b| {
+            b.iter(|| black_box(store.redact(black_box(&body))))
+        });
+    }
+}
+
+criterion_group!(benches, bench, guard, guard_sizes);
 criterion_main!(benches);

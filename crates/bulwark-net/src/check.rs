@@ -71,8 +71,10 @@ impl SafeHttp {
             Some(Host::Ipv4(v4)) => Some(IpAddr::V4(v4)),
             Some(Host::Ipv6(v6)) => Some(IpAddr::V6(v6)),
         };
-        let test_port =
-            literal == Some(IpAddr::V4(Ipv4Addr::LOCALHOST)) && self.loopback_ports.contains(&port);
+        let test_port = matches!(
+            literal,
+            Some(IpAddr::V4(Ipv4Addr::LOCALHOST) | IpAddr::V6(std::net::Ipv6Addr::LOCALHOST))
+        ) && self.loopback_ports.contains(&port);
         let internal = test_port
             || self
                 .internal
@@ -80,13 +82,8 @@ impl SafeHttp {
         if let Some(ip) = literal {
             self.check_addr(&host, ip, internal)?;
         }
-        if !test_port && !self.allow_all && !self.rules.iter().any(|r| r.matches(&host)) {
-            let rule = if self.rules.is_empty() {
-                "the allowlist is empty".to_string()
-            } else {
-                "no allowlist rule matches".to_string()
-            };
-            return Err(NetError::NotAllowed { host, rule });
+        if !test_port && !self.allow_all && !self.rules.iter().any(|r| r.matches(&host, port)) {
+            return Err(self.not_allowed(&host, port));
         }
         Ok(Target {
             url,
@@ -95,6 +92,36 @@ impl SafeHttp {
             literal,
             internal,
         })
+    }
+
+    /// Why `host:port` is not on the allowlist, naming the ports the rules
+    /// for this host do allow when only the port is wrong.
+    fn not_allowed(&self, host: &str, port: u16) -> NetError {
+        if self.rules.is_empty() {
+            return NetError::NotAllowed {
+                host: host.to_string(),
+                rule: "the allowlist is empty".into(),
+            };
+        }
+        let ports: Vec<String> = self
+            .rules
+            .iter()
+            .filter(|r| r.matches_host(host))
+            .filter_map(|r| r.port().map(|p| p.to_string()))
+            .collect();
+        if ports.is_empty() {
+            return NetError::NotAllowed {
+                host: host.to_string(),
+                rule: "no allowlist rule matches".into(),
+            };
+        }
+        NetError::NotAllowed {
+            host: format!("{host}:{port}"),
+            rule: format!(
+                "port {port} is not granted; the rules for this host allow only port {}",
+                ports.join(", ")
+            ),
+        }
     }
 
     /// The address rule, for literals, resolved answers and connected peers

@@ -15,7 +15,7 @@
 //! exfiltration guard applies to every request.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bulwark_policy::{
     CredentialGrant, CredentialMode, GrantApproval, HostPattern, InjectionTarget, Template,
@@ -84,6 +84,9 @@ impl CompiledGrant {
 pub struct Credentials {
     grants: Vec<CompiledGrant>,
     store: Arc<SecretStore>,
+    /// The end of what recent requests sent to each host, so a secret split
+    /// across requests is seen whole (see [`Window`]).
+    window: Mutex<Window>,
 }
 
 impl std::fmt::Debug for Credentials {
@@ -136,6 +139,7 @@ impl Credentials {
         Ok(Credentials {
             grants: compiled,
             store,
+            window: Mutex::new(Window::default()),
         })
     }
 
@@ -145,6 +149,7 @@ impl Credentials {
         Credentials {
             grants: Vec::new(),
             store,
+            window: Mutex::new(Window::default()),
         }
     }
 
@@ -161,7 +166,8 @@ impl Credentials {
     }
 
     /// Refuse a hop whose URL, headers or body (as the tool gave them, before
-    /// any injection) carries a known secret value.
+    /// any injection) carries a known secret value, alone or joined with
+    /// the end of what earlier requests of this session sent to `host`.
     pub(crate) fn guard(
         &self,
         host: &str,
@@ -184,6 +190,47 @@ impl Credentials {
         }
         if let Some(key) = self.store.find_in(body) {
             return Err(refuse(key, "the body"));
+        }
+        let len = self.store.window_len();
+        if len == 0 {
+            return Ok(());
+        }
+        let parts = window_parts(url, headers, body);
+        // A poisoned lock only means another request panicked mid-update;
+        // the window is advisory state, so carry on with what it holds.
+        let mut window = self.window.lock().unwrap_or_else(|p| p.into_inner());
+        let streams = window.host(host);
+        let mut splits = Vec::with_capacity(parts.len());
+        for (place, value) in &parts {
+            let Some(stream) = streams.iter().find(|s| s.place == *place) else {
+                splits.push((0, 0));
+                continue;
+            };
+            let (keep, prefix) = stream.split(value);
+            splits.push((keep, prefix));
+            if keep == 0 || prefix >= value.len() {
+                continue;
+            }
+            // Only a match that crosses into this request is new: the
+            // earlier part was checked when it was sent.
+            let probe = stream.probe(value, keep, prefix, len);
+            if let Some(key) = self.store.find_in(&probe) {
+                return Err(refuse(
+                    key,
+                    &format!("{place}, joined with what earlier requests sent to this host"),
+                ));
+            }
+        }
+        for ((place, value), (keep, prefix)) in parts.iter().zip(splits) {
+            match streams.iter().position(|s| s.place == *place) {
+                Some(i) => streams[i].commit(value, keep, prefix, len),
+                None if streams.len() < MAX_STREAMS_PER_HOST => {
+                    let mut s = Stream::new(place.clone());
+                    s.commit(value, 0, 0, len);
+                    streams.push(s);
+                }
+                None => {}
+            }
         }
         Ok(())
     }
@@ -331,6 +378,160 @@ impl Credentials {
                 ),
             })
     }
+}
+
+/// Hosts whose recent traffic is kept; the least recently used goes first.
+const MAX_WINDOW_HOSTS: usize = 64;
+/// Places (path, query, query values, body, each header) kept per host.
+const MAX_STREAMS_PER_HOST: usize = 12;
+/// Bytes of a value's start and end kept to find what the next value to
+/// the same place shares with it.
+const KEPT_EDGE: usize = 4096;
+
+/// Per destination host, per place in the request, the end of what this
+/// session's requests sent there: a secret split over two or more
+/// consecutive requests to one host, in the same place (query parameter,
+/// path, header, body) and with the same text around it, is seen whole.
+/// What the parts share with the previous value at their start and end
+/// (`{"data":"` and `"}`) is left out of the join, so the parts meet.
+#[derive(Default)]
+struct Window {
+    /// Most recently used last.
+    hosts: Vec<(String, Vec<Stream>)>,
+}
+
+impl Window {
+    fn host(&mut self, host: &str) -> &mut Vec<Stream> {
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        let entry = match self.hosts.iter().position(|(h, _)| *h == host) {
+            Some(i) => self.hosts.remove(i),
+            None => {
+                if self.hosts.len() >= MAX_WINDOW_HOSTS {
+                    self.hosts.remove(0);
+                }
+                (host, Vec::new())
+            }
+        };
+        self.hosts.push(entry);
+        let last = self.hosts.len() - 1;
+        &mut self.hosts[last].1
+    }
+}
+
+struct Stream {
+    place: String,
+    /// The start and end of the previous value, and its length.
+    head: Zeroizing<Vec<u8>>,
+    tail: Zeroizing<Vec<u8>>,
+    len: usize,
+    /// The last `window` bytes of the joined parts so far.
+    joined: Zeroizing<Vec<u8>>,
+    /// How many bytes at the end of `joined` came from the previous value.
+    last_part: usize,
+}
+
+impl Stream {
+    fn new(place: String) -> Stream {
+        Stream {
+            place,
+            head: Zeroizing::new(Vec::new()),
+            tail: Zeroizing::new(Vec::new()),
+            len: 0,
+            joined: Zeroizing::new(Vec::new()),
+            last_part: 0,
+        }
+    }
+
+    /// What of the joined parts stays before `value`'s new part (`keep`
+    /// bytes: the end the previous value shares with `value` is dropped),
+    /// and where in `value` the new part starts (after the start they
+    /// share).
+    fn split(&self, value: &[u8]) -> (usize, usize) {
+        // What is shared must end (start) at a delimiter: parts of a
+        // secret may share leading letters or digits by chance.
+        let mut prefix = self
+            .head
+            .iter()
+            .zip(value)
+            .take_while(|(a, b)| a == b)
+            .count();
+        while prefix > 0 && value[prefix - 1].is_ascii_alphanumeric() {
+            prefix -= 1;
+        }
+        let room = value.len().min(self.len).saturating_sub(prefix);
+        let mut suffix = self
+            .tail
+            .iter()
+            .rev()
+            .zip(value.iter().rev())
+            .take(room)
+            .take_while(|(a, b)| a == b)
+            .count();
+        while suffix > 0 && value[value.len() - suffix].is_ascii_alphanumeric() {
+            suffix -= 1;
+        }
+        let keep = self.joined.len().saturating_sub(suffix.min(self.last_part));
+        (keep, prefix)
+    }
+
+    /// The kept parts followed by the first `window` bytes of the new part:
+    /// where a secret that crosses into `value` would show.
+    fn probe(&self, value: &[u8], keep: usize, prefix: usize, window: usize) -> Zeroizing<Vec<u8>> {
+        let part = value.get(prefix..).unwrap_or_default();
+        let mut probe = Zeroizing::new(Vec::with_capacity(keep + window));
+        probe.extend_from_slice(&self.joined[..keep]);
+        probe.extend_from_slice(&part[..part.len().min(window)]);
+        probe
+    }
+
+    fn commit(&mut self, value: &[u8], keep: usize, prefix: usize, window: usize) {
+        let part = value.get(prefix..).unwrap_or_default();
+        let mut joined = Zeroizing::new(Vec::with_capacity(window));
+        if part.len() < window {
+            let from = (keep + part.len()).saturating_sub(window);
+            joined.extend_from_slice(&self.joined[from.min(keep)..keep]);
+        }
+        joined.extend_from_slice(&part[part.len().saturating_sub(window)..]);
+        self.last_part = part.len().min(window);
+        self.joined = joined;
+        self.head = Zeroizing::new(value[..value.len().min(KEPT_EDGE)].to_vec());
+        self.tail = Zeroizing::new(value[value.len().saturating_sub(KEPT_EDGE)..].to_vec());
+        self.len = value.len();
+    }
+}
+
+/// The places of a request that the window follows, with their values.
+fn window_parts(url: &Url, headers: &HeaderMap, body: &[u8]) -> Vec<(String, Zeroizing<Vec<u8>>)> {
+    let mut parts = vec![(
+        "the URL path".to_string(),
+        Zeroizing::new(url.path().as_bytes().to_vec()),
+    )];
+    if let Some(q) = url.query() {
+        parts.push((
+            "the URL query".to_string(),
+            Zeroizing::new(q.as_bytes().to_vec()),
+        ));
+        let mut values = Zeroizing::new(Vec::new());
+        for (k, v) in url.query_pairs() {
+            values.extend_from_slice(if v.is_empty() {
+                k.as_bytes()
+            } else {
+                v.as_bytes()
+            });
+        }
+        parts.push(("the URL query values".to_string(), values));
+    }
+    for name in headers.keys() {
+        let mut joined = Zeroizing::new(Vec::new());
+        for v in headers.get_all(name) {
+            joined.extend_from_slice(v.as_bytes());
+        }
+        parts.push((format!("header {}", name.as_str()), joined));
+    }
+    if !body.is_empty() {
+        parts.push(("the body".to_string(), Zeroizing::new(body.to_vec())));
+    }
+    parts
 }
 
 /// A header value holding a secret: validated (no CR/LF) and marked

@@ -20,6 +20,7 @@ mod check;
 mod credentials;
 mod dial;
 mod ip;
+mod matcher;
 mod policy;
 mod resolve;
 mod secrets;
@@ -36,7 +37,7 @@ pub use dial::{Dialer, TcpDialer};
 pub use ip::{forbidden_host, forbidden_range};
 use policy::Rule;
 pub use resolve::{Resolver, StaticResolver, SystemResolver};
-pub use secrets::{MIN_GUARDED_SECRET_LEN, SecretStore, redact_value};
+pub use secrets::{MIN_FUZZY_SECRET_ALNUM, MIN_GUARDED_SECRET_LEN, SecretStore, redact_value};
 
 /// URLs in error messages are cut to this many characters so a hostile,
 /// huge URL cannot flood logs or the model's context.
@@ -70,7 +71,11 @@ pub(crate) fn parse_url(url: &str) -> Result<Url, NetError> {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EgressPolicy {
     /// Exact hosts (`api.example.com`) or `*.suffix` (which also covers the
-    /// bare suffix). Case-insensitive. Empty allows nothing.
+    /// bare suffix), each optionally limited to one port (`host:8443`,
+    /// `[::1]:8080`, `*.suffix:443`, `*:443`; `host:*` is any port). The
+    /// port is compared with the URL's port or its scheme's default, on
+    /// the first request and on every redirect hop alike. Case-insensitive.
+    /// Empty allows nothing.
     pub allowed_domains: Vec<String>,
     /// Any host passes the allowlist. Scheme, userinfo and address checks
     /// still apply.

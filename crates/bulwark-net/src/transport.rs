@@ -103,7 +103,11 @@ impl SafeHttp {
                     url: clip(target.url.as_str()),
                     detail: "redirect Location header is not valid ASCII".into(),
                 })?;
-                let next = self.decide(next_hop(&target.url, location)?)?;
+                // The same decision as the first request's (scheme, host,
+                // port against the allowlist's `host:port` rules, address).
+                let next = self
+                    .decide(next_hop(&target.url, location)?)
+                    .map_err(|e| redirected(e, &target.url))?;
                 if next.url.origin() != target.url.origin() {
                     for name in ORIGIN_BOUND {
                         hop.headers.remove(*name);
@@ -438,6 +442,21 @@ fn build_request(
     builder
         .body(Full::new(body))
         .map_err(|e| format!("could not build the request: {e}"))
+}
+
+/// A refused redirect hop says where the redirect came from, so a user
+/// can tell a server's redirect from their own URL.
+fn redirected(error: NetError, from: &Url) -> NetError {
+    match error {
+        NetError::NotAllowed { host, rule } => NetError::NotAllowed {
+            host,
+            rule: format!(
+                "{rule}; a redirect from {} pointed there",
+                clip(from.as_str())
+            ),
+        },
+        other => other,
+    }
 }
 
 /// Resolve a redirect target against the current URL and refuse an

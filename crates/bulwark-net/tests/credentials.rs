@@ -4,6 +4,9 @@
 
 mod support;
 
+#[path = "guard/renderings.rs"]
+mod renderings;
+
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -208,9 +208,16 @@ fn loopback_and_private_literals_refused_in_every_encoding() {
             "{url}: {r:?}"
         );
     }
+    // The override names a port on the loopback address, in either family;
+    // every other port and every other spelling stays refused.
     assert!(http.check_url("http://127.0.0.1:9/").is_ok());
+    assert!(http.check_url("http://[::1]:9/").is_ok());
     assert!(matches!(
-        http.check_url("http://[::1]:9/"),
+        http.check_url("http://[::1]:10/"),
+        Err(NetError::ForbiddenAddress { .. })
+    ));
+    assert!(matches!(
+        http.check_url("http://[::ffff:127.0.0.1]:9/"),
         Err(NetError::ForbiddenAddress { .. })
     ));
 }

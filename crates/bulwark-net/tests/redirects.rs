@@ -250,3 +250,117 @@ async fn caller_headers_cannot_smuggle() {
         assert!(matches!(r, Err(NetError::Header { .. })), "{name}: {r:?}");
     }
 }
+
+/// Two loopback services on one host name, both declared internal by the
+/// operator; the allowlist (a `net_connect` grant of `svc.test:<first>`)
+/// names only the first port, `other.test` is granted on any port.
+async fn two_port_client(
+    handler: support::Handler,
+) -> (SafeHttp, u16, u16, Arc<std::sync::atomic::AtomicUsize>) {
+    let (second, second_hits) = serve(Arc::new(|head: &str| {
+        response(
+            "200 OK",
+            &[],
+            format!("second port saw {}", path(head)).as_bytes(),
+        )
+    }))
+    .await;
+    let (first, _) = serve(Arc::new(move |head: &str| {
+        handler(&format!("{second} {head}"))
+    }))
+    .await;
+    let resolver = Arc::new(StaticResolver::new());
+    resolver
+        .answer("svc.test", vec![ip("127.0.0.1")])
+        .answer("other.test", vec![ip("127.0.0.1")]);
+    let mut http = SafeHttp::new(
+        EgressPolicy {
+            allowed_domains: vec![format!("svc.test:{first}"), "other.test".into()],
+            allow_all: false,
+        },
+        HttpLimits::default(),
+    )
+    .expect("client")
+    .with_resolver(resolver);
+    for port in [first, second] {
+        http.allow_internal_service("svc.test", port);
+        http.allow_internal_service("other.test", port);
+    }
+    (http, first, second, second_hits)
+}
+
+#[tokio::test]
+async fn redirects_keep_the_port_of_the_grant() {
+    // The handler gets "<second port> <request head>".
+    let (http, first, second, second_hits) = two_port_client(Arc::new(|line: &str| {
+        let (second, head) = line.split_once(' ').unwrap_or_default();
+        match path(head) {
+            "/other-port" => redirect(&format!("http://svc.test:{second}/landed")),
+            "/other-port-upper" => redirect(&format!("HTTP://SVC.TEST.:{second}/landed")),
+            "/default-port" => redirect("http://svc.test/landed"),
+            "/upgrade" => redirect("https://svc.test/landed"),
+            "/ftp" => redirect(&format!("ftp://svc.test:{second}/landed")),
+            "/same-port" => redirect("/landed"),
+            "/same-port-absolute" => {
+                let authority = head
+                    .lines()
+                    .find_map(|l| {
+                        l.strip_prefix("host: ")
+                            .or_else(|| l.strip_prefix("Host: "))
+                    })
+                    .unwrap_or_default();
+                redirect(&format!("http://{authority}/landed"))
+            }
+            "/portless-grant" => redirect(&format!("http://other.test:{second}/landed")),
+            p => response("200 OK", &[], format!("first port saw {p}").as_bytes()),
+        }
+    }))
+    .await;
+    let url = |p: &str| format!("http://svc.test:{first}{p}");
+
+    // The first request to the second port is refused by the allowlist...
+    let direct = http.check_url(&format!("http://svc.test:{second}/landed"));
+    assert!(
+        matches!(direct, Err(NetError::NotAllowed { .. })),
+        "{direct:?}"
+    );
+    // ...and so is every redirect that ends there, with the reason.
+    for p in ["/other-port", "/other-port-upper"] {
+        let r = http.get(&url(p)).await;
+        let Err(NetError::NotAllowed { ref host, ref rule }) = r else {
+            panic!("{p}: a redirect to another port of the granted host was followed: {r:?}");
+        };
+        assert_eq!(host.replace(".:", ":"), format!("svc.test:{second}"), "{p}");
+        let msg = r
+            .as_ref()
+            .err()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        assert!(
+            rule.contains(&format!("port {first}")) && msg.contains("redirect from"),
+            "{p}: {msg}"
+        );
+    }
+    // A scheme's default port is a port like any other.
+    for p in ["/default-port", "/upgrade"] {
+        let r = http.get(&url(p)).await;
+        assert!(matches!(r, Err(NetError::NotAllowed { .. })), "{p}: {r:?}");
+    }
+    let r = http.get(&url("/ftp")).await;
+    assert!(matches!(r, Err(NetError::Scheme { .. })), "{r:?}");
+    assert_eq!(
+        second_hits.load(Ordering::SeqCst),
+        0,
+        "the second port was reached"
+    );
+
+    // Work that must still be allowed: a redirect on the granted port, and
+    // to a host granted without a port.
+    for p in ["/same-port", "/same-port-absolute"] {
+        let r = http.get(&url(p)).await.expect("same port");
+        assert_eq!(r.body, b"first port saw /landed", "{p}");
+    }
+    let r = http.get(&url("/portless-grant")).await.expect("portless");
+    assert_eq!(r.body, b"second port saw /landed");
+    assert_eq!(second_hits.load(Ordering::SeqCst), 1);
+}

@@ -172,7 +172,7 @@ impl HostPattern {
         } else if host.starts_with('.') || host.ends_with('.') || host.contains("..") {
             return bad("has an empty label");
         } else {
-            HostPart::Exact(host)
+            HostPart::Exact(canonical_ip(&host).unwrap_or(host))
         };
         Ok(HostPattern { host, port })
     }
@@ -190,6 +190,7 @@ impl HostPattern {
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_ascii_lowercase();
+        let host = canonical_ip(&host).unwrap_or(host);
         let host_ok = match &self.host {
             HostPart::Any => true,
             HostPart::Suffix(s) => {
@@ -225,6 +226,15 @@ impl HostPattern {
         };
         port_ok && host_ok
     }
+}
+
+/// An IPv6 literal in its one canonical spelling (`0:0::1` and `::1` are
+/// the same address; the URL parser and `Ipv6Addr` print the short form),
+/// so a grant and a URL naming the same address always compare equal.
+fn canonical_ip(host: &str) -> Option<String> {
+    host.parse::<std::net::Ipv6Addr>()
+        .ok()
+        .map(|ip| ip.to_string())
 }
 
 /// Validate a single-string glob (env names, agent names, models).
@@ -345,9 +355,12 @@ impl Capability {
             return false;
         }
         match (self, demand) {
-            (C::FileRead { path: p }, D::FileRead(w))
-            | (C::FileWrite { path: p }, D::FileWrite(w)) => {
+            (C::FileRead { path: p }, D::FileRead(w)) => {
                 PathGlob::parse(p).is_ok_and(|g| g.matches(w.components()))
+            }
+            // Writes must name dotfiles and repository configuration.
+            (C::FileWrite { path: p }, D::FileWrite(w)) => {
+                PathGlob::parse(p).is_ok_and(|g| g.matches_for_write(w.components()))
             }
             (C::NetConnect { host: pat }, D::NetConnect { host, port }) => {
                 HostPattern::parse(pat).is_ok_and(|h| h.covers(host, *port))
@@ -376,10 +389,15 @@ impl Capability {
             return false;
         }
         match (self, other) {
-            (C::FileRead { path: a }, C::FileRead { path: b })
-            | (C::FileWrite { path: a }, C::FileWrite { path: b }) => {
+            (C::FileRead { path: a }, C::FileRead { path: b }) => {
                 match (PathGlob::parse(a), PathGlob::parse(b)) {
                     (Ok(ga), Ok(gb)) => ga.is_subset_of(&gb),
+                    _ => false,
+                }
+            }
+            (C::FileWrite { path: a }, C::FileWrite { path: b }) => {
+                match (PathGlob::parse(a), PathGlob::parse(b)) {
+                    (Ok(ga), Ok(gb)) => ga.is_write_subset_of(&gb),
                     _ => false,
                 }
             }

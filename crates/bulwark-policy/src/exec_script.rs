@@ -94,87 +94,45 @@ pub(crate) const SHELL_WORDS: &[&str] = &[
     "ulimit",
 ];
 
-/// Environment variables that make a program load or run other code (or
-/// find a different program): setting one through `env NAME=VALUE` or a
-/// script assignment would let an allowed command run anything. This is a
-/// deny list, so it is best effort; the sandbox is the real boundary.
-pub(crate) const DANGEROUS_VARS: &[&str] = &[
-    "PATH",
-    "SHELL",
-    "BASH_ENV",
-    "ENV",
-    "SHELLOPTS",
-    "BASHOPTS",
-    "PS4",
-    "IFS",
-    "PROMPT_COMMAND",
-    "ZDOTDIR",
-    "CDPATH",
-    "GLOBIGNORE",
-    "PAGER",
-    "MANPAGER",
-    "EDITOR",
-    "VISUAL",
-    "BROWSER",
-    "LESSOPEN",
-    "LESSCLOSE",
-    "SSH_ASKPASS",
-    "GIT_SSH",
-    "GIT_SSH_COMMAND",
-    "GIT_EXEC_PATH",
-    "GIT_EXTERNAL_DIFF",
-    "GIT_PAGER",
-    "GIT_EDITOR",
-    "GIT_SEQUENCE_EDITOR",
-    "GIT_ASKPASS",
-    "GIT_PROXY_COMMAND",
-    "GIT_TEMPLATE_DIR",
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "PERL5OPT",
-    "PERL5LIB",
-    "PERLLIB",
-    "PYTHONSTARTUP",
-    "PYTHONPATH",
-    "PYTHONHOME",
-    "PYTHONINSPECT",
-    "NODE_OPTIONS",
-    "NODE_PATH",
-    "RUBYOPT",
-    "RUBYLIB",
-    "JAVA_TOOL_OPTIONS",
-    "_JAVA_OPTIONS",
-    "JDK_JAVA_OPTIONS",
-    "RUSTC",
-    "RUSTC_WRAPPER",
-    "RUSTC_WORKSPACE_WRAPPER",
-    "RUSTDOC",
-    "RUSTFLAGS",
-    "CC",
-    "CXX",
-    "LD",
-    "MAKEFLAGS",
-    "CARGO",
-    "CARGO_HOME",
-    "CARGO_ENCODED_RUSTFLAGS",
-    "GCONV_PATH",
-    "HOSTALIASES",
-    "LOCPATH",
-    "NLSPATH",
-    "TERMINFO",
+/// The only environment variables a command may set for itself through
+/// `env NAME=VALUE` or a script assignment. An allowlist, because the set
+/// of variables that steer some program into reading a file or running code
+/// is open-ended (`SSH_CLIENT` makes bash read `~/.bashrc`,
+/// `XDG_CONFIG_HOME` moves git's configuration, `GIT_CONFIG_*` rewrites
+/// it): these only pick a language, a time zone, colours, or the identity
+/// written into a commit.
+pub const SETTABLE_VARIABLES: &[&str] = &[
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TERM",
+    "NO_COLOR",
+    "FORCE_COLOR",
+    "CLICOLOR",
+    "CLICOLOR_FORCE",
+    "COLUMNS",
+    "LINES",
+    "CI",
+    "DEBIAN_FRONTEND",
+    "SOURCE_DATE_EPOCH",
+    "PYTHONUNBUFFERED",
+    "PYTHONDONTWRITEBYTECODE",
+    "PYTHONHASHSEED",
+    "PYTHONIOENCODING",
+    "RUST_BACKTRACE",
+    "RUST_LOG",
+    "CARGO_TERM_COLOR",
+    "NODE_ENV",
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "GIT_AUTHOR_DATE",
+    "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL",
+    "GIT_COMMITTER_DATE",
 ];
-pub(crate) const DANGEROUS_PREFIXES: &[&str] = &[
-    "LD_",
-    "DYLD_",
-    "BASH_FUNC_",
-    "GIT_CONFIG",
-    "CARGO_TARGET_",
-    "CARGO_BUILD_",
-    "CARGO_HOST_",
-    "CARGO_REGISTRIES_",
-    "MALLOC_",
-    "GLIBC_",
-];
+
+/// Families of settable variables: locale categories (`LC_ALL`, `LC_CTYPE`, ...).
+pub const SETTABLE_PREFIXES: &[&str] = &["LC_"];
 
 pub(crate) fn check_assignment(var: &str, who: &str, at: &str) -> Result<(), Refusal> {
     if var.is_empty() {
@@ -183,12 +141,18 @@ pub(crate) fn check_assignment(var: &str, who: &str, at: &str) -> Result<(), Ref
             format!("`{who}`{at} has an assignment without a variable name"),
         ));
     }
-    if DANGEROUS_VARS.contains(&var) || DANGEROUS_PREFIXES.iter().any(|p| var.starts_with(p)) {
+    let settable = SETTABLE_VARIABLES.contains(&var)
+        || SETTABLE_PREFIXES
+            .iter()
+            .any(|p| var.len() > p.len() && var.starts_with(p));
+    if !settable {
         return Err(refuse(
             ExecDenyReason::DangerousVariable,
             format!(
-                "`{who}`{at} sets `{var}`, which can make the command run other code; set it in \
-                 the agent's environment configuration instead"
+                "`{who}`{at} sets `{var}`, which is not one of the variables a command may set \
+                 (locale, time zone, colours, commit identity; the README lists them); \
+                 variables can steer a program into reading files or running code, so others \
+                 are refused"
             ),
         ));
     }

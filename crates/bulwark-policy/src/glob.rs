@@ -181,9 +181,20 @@ impl PathGlob {
 
     /// Does the glob match these path components?
     pub(crate) fn matches<'a>(&self, path: impl IntoIterator<Item = &'a str>) -> bool {
+        self.matches_as(path, Naming::Wild)
+    }
+
+    /// Does the glob match these components *for a write*? Protected
+    /// components (see [`is_protected`]) are matched only by a segment that
+    /// names them, never by `*`, `?` or `**`.
+    pub(crate) fn matches_for_write<'a>(&self, path: impl IntoIterator<Item = &'a str>) -> bool {
+        self.matches_as(path, Naming::Protected)
+    }
+
+    fn matches_as<'a>(&self, path: impl IntoIterator<Item = &'a str>, naming: Naming) -> bool {
         let path: Vec<&str> = path.into_iter().collect();
         let mut memo = vec![vec![None; path.len() + 1]; self.comps.len() + 1];
-        self.match_from(&path, 0, 0, &mut memo)
+        self.match_from(&path, 0, 0, naming, &mut memo)
     }
 
     fn match_from(
@@ -191,21 +202,26 @@ impl PathGlob {
         path: &[&str],
         i: usize,
         j: usize,
+        naming: Naming,
         memo: &mut Vec<Vec<Option<bool>>>,
     ) -> bool {
         if let Some(v) = memo[i][j] {
             return v;
         }
+        let guarded = |j: usize| naming == Naming::Protected && is_protected(path, j);
         let r = match self.comps.get(i) {
             None => j == path.len(),
             Some(Comp::Deep) => {
-                self.match_from(path, i + 1, j, memo)
-                    || (j < path.len() && self.match_from(path, i, j + 1, memo))
+                self.match_from(path, i + 1, j, naming, memo)
+                    || (j < path.len()
+                        && !guarded(j)
+                        && self.match_from(path, i, j + 1, naming, memo))
             }
             Some(Comp::Seg(s)) => {
                 j < path.len()
                     && segment_matches(s, path[j])
-                    && self.match_from(path, i + 1, j + 1, memo)
+                    && (!guarded(j) || names(s, path, j))
+                    && self.match_from(path, i + 1, j + 1, naming, memo)
             }
         };
         memo[i][j] = Some(r);
@@ -215,26 +231,107 @@ impl PathGlob {
     /// Is every path matched by `self` also matched by `wide`?
     pub(crate) fn is_subset_of(&self, wide: &PathGlob) -> bool {
         let mut memo = vec![vec![None; wide.comps.len() + 1]; self.comps.len() + 1];
-        path_sub(&self.comps, &wide.comps, 0, 0, &mut memo)
+        path_sub(&self.comps, &wide.comps, 0, 0, Naming::Wild, &mut memo)
+    }
+
+    /// Is every path `self` matches for a write also matched by `wide` for
+    /// a write? Sound (never a wrong "yes"); "no" where unsure.
+    pub(crate) fn is_write_subset_of(&self, wide: &PathGlob) -> bool {
+        let mut memo = vec![vec![None; wide.comps.len() + 1]; self.comps.len() + 1];
+        path_sub(&self.comps, &wide.comps, 0, 0, Naming::Protected, &mut memo)
     }
 }
 
-fn path_sub(a: &[Comp], b: &[Comp], i: usize, j: usize, memo: &mut Vec<Vec<Option<bool>>>) -> bool {
+/// Whether protected components need naming.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Naming {
+    Wild,
+    Protected,
+}
+
+/// Components a write must name: dotfiles and dot-directories (`.bashrc`,
+/// `.gitconfig`, `.cargo/`, `.git/`, where programs find configuration that
+/// steers what they run) and a repository's `config` and `hooks` below
+/// `.git`.
+pub(crate) fn is_protected(path: &[&str], j: usize) -> bool {
+    let Some(comp) = path.get(j) else {
+        return false;
+    };
+    comp.starts_with('.') || is_git_special(path, j)
+}
+
+fn is_git_special(path: &[&str], j: usize) -> bool {
+    j > 0
+        && path.get(j - 1) == Some(&".git")
+        && path.get(j).is_some_and(|c| GIT_SPECIAL.contains(c))
+}
+
+const GIT_SPECIAL: &[&str] = &["config", "hooks"];
+
+/// Does pattern segment `seg` name protected component `path[j]`? A dot
+/// component is named by a segment that itself starts with a dot (`.*`,
+/// `.git`); `.git/config` and `.git/hooks` only by their literal names.
+fn names(seg: &str, path: &[&str], j: usize) -> bool {
+    if is_git_special(path, j) {
+        path.get(j).is_some_and(|c| *c == seg)
+    } else {
+        seg.starts_with('.')
+    }
+}
+
+fn path_sub(
+    a: &[Comp],
+    b: &[Comp],
+    i: usize,
+    j: usize,
+    naming: Naming,
+    memo: &mut Vec<Vec<Option<bool>>>,
+) -> bool {
     if let Some(v) = memo[i][j] {
         return v;
     }
+    // Under write naming, can a[i] match a protected component? Then only a
+    // segment of `b` that names it the same way may consume it.
+    let dot =
+        naming == Naming::Protected && matches!(a.get(i), Some(Comp::Seg(x)) if x.starts_with('.'));
+    let git = naming == Naming::Protected && may_be_git_special(a, i);
     let r = match (a.get(i), b.get(j)) {
         (None, None) => true,
         (_, Some(Comp::Deep)) => {
-            path_sub(a, b, i, j + 1, memo) || (i < a.len() && path_sub(a, b, i + 1, j, memo))
+            path_sub(a, b, i, j + 1, naming, memo)
+                || (i < a.len() && !dot && !git && path_sub(a, b, i + 1, j, naming, memo))
         }
         (Some(Comp::Seg(x)), Some(Comp::Seg(y))) => {
-            segment_subset(x, y) && path_sub(a, b, i + 1, j + 1, memo)
+            segment_subset(x, y)
+                && (!dot || y.starts_with('.'))
+                && (!git || x == y)
+                && path_sub(a, b, i + 1, j + 1, naming, memo)
         }
         _ => false,
     };
     memo[i][j] = Some(r);
     r
+}
+
+/// Can `a[i]` match `config`/`hooks` right below a `.git`? Only a literal
+/// segment can (writes name them), and only if the nearest segment before
+/// it can be `.git` (a `**` in between may match nothing, and cannot match
+/// `.git` itself).
+fn may_be_git_special(a: &[Comp], i: usize) -> bool {
+    let Some(Comp::Seg(x)) = a.get(i) else {
+        return false;
+    };
+    if !GIT_SPECIAL.contains(&x.as_str()) {
+        return false;
+    }
+    a[..i]
+        .iter()
+        .rev()
+        .find_map(|c| match c {
+            Comp::Seg(s) => Some(segment_matches(s, ".git")),
+            Comp::Deep => None,
+        })
+        .unwrap_or(false)
 }
 
 #[cfg(test)]
@@ -265,6 +362,56 @@ mod tests {
         assert!(m("notes/?.md", "notes/a.md"));
         assert!(!m("notes/?.md", "notes/ab.md"));
         assert!(!m("*", ""));
+    }
+
+    #[test]
+    fn writes_must_name_protected_components() {
+        let w = |p: &str, path: &str| {
+            let comps: Vec<&str> = path.split('/').collect();
+            PathGlob::parse(p).unwrap().matches_for_write(comps)
+        };
+        for (p, path) in [
+            ("**", ".gitconfig"),
+            ("**", ".bashrc"),
+            ("*", ".profile"),
+            ("?bashrc", ".bashrc"),
+            ("**", ".config/git/config"),
+            ("**", ".git/config"),
+            (".git/**", ".git/config"),
+            (".git/*", ".git/hooks"),
+            (".git/**", ".git/hooks/pre-commit"),
+            ("src/**", "src/.cargo/config.toml"),
+            ("**/.git/*", "sub/.git/config"),
+        ] {
+            assert!(!w(p, path), "{p} must not grant a write of {path}");
+            assert!(m(p, path), "{p} still grants a read of {path}");
+        }
+        for (p, path) in [
+            (".gitconfig", ".gitconfig"),
+            (".*", ".bashrc"),
+            (".git/config", ".git/config"),
+            (".git/hooks/*", ".git/hooks/pre-commit"),
+            (".git/**", ".git/objects/ab/cd"),
+            (".github/**", ".github/workflows/ci.yml"),
+            ("**", "src/main.rs"),
+            ("**", "config/settings.toml"),
+            ("**", "hooks/x"),
+            ("src/*", "src/config"),
+        ] {
+            assert!(w(p, path), "{p} must grant a write of {path}");
+        }
+        let ws = |a: &str, b: &str| {
+            PathGlob::parse(a)
+                .unwrap()
+                .is_write_subset_of(&PathGlob::parse(b).unwrap())
+        };
+        assert!(!ws(".git/config", "**"));
+        assert!(!ws(".git/config", ".git/*"));
+        assert!(!ws(".bashrc", "*"));
+        assert!(ws(".bashrc", ".*"));
+        assert!(ws(".git/config", ".git/config"));
+        assert!(ws("config/**", "**"));
+        assert!(ws("src/**", "**"));
     }
 
     #[test]
@@ -306,6 +453,37 @@ mod tests {
             Just(".a".to_string()),
             Just("ab.b".to_string())
         ]
+    }
+
+    /// Components that include the protected names.
+    fn write_comp() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[ab]{1,2}",
+            Just(".a".to_string()),
+            Just(".git".to_string()),
+            Just("config".to_string()),
+            Just("hooks".to_string()),
+        ]
+    }
+
+    fn write_pat_comp() -> impl Strategy<Value = String> {
+        prop_oneof![
+            3 => "[ab*?]{1,3}".prop_filter("no ** in segment", |s| !s.contains("**")),
+            1 => Just("**".to_string()),
+            1 => Just(".*".to_string()),
+            1 => Just(".git".to_string()),
+            1 => Just(".g?t".to_string()),
+            1 => Just("config".to_string()),
+            1 => Just("hooks".to_string()),
+        ]
+    }
+
+    fn write_pattern() -> impl Strategy<Value = String> {
+        prop::collection::vec(write_pat_comp(), 1..4)
+            .prop_filter("no consecutive **", |v| {
+                v.windows(2).all(|w| !(w[0] == "**" && w[1] == "**"))
+            })
+            .prop_map(|v| v.join("/"))
     }
 
     fn pat_comp() -> impl Strategy<Value = String> {
@@ -358,6 +536,28 @@ mod tests {
                 prop_assert!(gb.matches(comps));
             }
             prop_assert!(ga.is_subset_of(&ga));
+        }
+
+        #[test]
+        fn write_subset_is_sound(
+            a in write_pattern(),
+            b in write_pattern(),
+            path in prop::collection::vec(write_comp(), 1..5),
+        ) {
+            let (ga, gb) = (PathGlob::parse(&a).unwrap(), PathGlob::parse(&b).unwrap());
+            let comps: Vec<&str> = path.iter().map(String::as_str).collect();
+            if ga.is_write_subset_of(&gb) && ga.matches_for_write(comps.clone()) {
+                prop_assert!(gb.matches_for_write(comps.clone()), "{} ⊆ {} but {:?}", a, b, comps);
+            }
+            prop_assert!(ga.is_write_subset_of(&ga));
+            // Write matching is never wider than read matching, and equal
+            // on paths with no protected component.
+            if ga.matches_for_write(comps.clone()) {
+                prop_assert!(ga.matches(comps.clone()));
+            }
+            if !(0..comps.len()).any(|j| is_protected(&comps, j)) {
+                prop_assert_eq!(ga.matches_for_write(comps.clone()), ga.matches(comps));
+            }
         }
 
         #[test]

@@ -18,6 +18,7 @@ mod egress;
 mod error;
 mod exec_policy;
 mod exec_script;
+pub use exec_script::{SETTABLE_PREFIXES, SETTABLE_VARIABLES};
 mod exec_wrappers;
 mod glob;
 mod layering;

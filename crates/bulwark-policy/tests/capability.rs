@@ -65,6 +65,12 @@ fn net_connect_patterns() {
     assert!(!net("*:443").covers(&conn("x.y", 80)));
     assert!(net("[::1]:8080").covers(&conn("::1", 8080)));
     assert!(net("::1").covers(&conn("::1", 1)));
+    // One spelling per IPv6 address, whatever the grant or URL wrote.
+    assert!(net("[0:0::1]:8080").covers(&conn("::1", 8080)));
+    assert!(net("[2001:DB8::1]").covers(&conn("2001:db8:0::1", 443)));
+    assert!(net("[::1]:8080").covers(&conn("[::1]", 8080)));
+    assert!(!net("[::1]:8080").covers(&conn("::2", 8080)));
+    assert!(!net("[::1]:8080").covers(&conn("::1", 8081)));
     for bad in [
         "",
         "http://x.com",

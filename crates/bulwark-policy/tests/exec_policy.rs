@@ -60,18 +60,18 @@ const ALLOWED: &[(&str, usize)] = &[
     ("bash scripts/ci.sh --fast", 1),
     // env
     ("env", 1),
-    ("env FOO=1", 1),
+    ("env LC_ALL=C", 1),
     ("env git status", 2),
     ("env -i git status", 2),
     ("env --ignore-environment git status", 2),
-    ("env -i -u HOME --chdir=/tmp FOO=bar git status", 2),
+    ("env -i -u HOME --chdir=/tmp LANG=C git status", 2),
     ("env -u HOME -C /tmp git log", 2),
     ("env --unset HOME --unset=USER git log", 2),
     ("env -iu HOME git log", 2),
     ("env -uHOME git log", 2),
-    ("env - FOO=1 git", 2),
+    ("env - LC_ALL=C git", 2),
     ("env -- git status", 2),
-    ("env A=1 B=2 git status", 2),
+    ("env TZ=UTC LC_ALL=C git status", 2),
     ("/usr/bin/env git status", 2),
     // nice, ionice
     ("nice", 1),
@@ -134,7 +134,7 @@ const ALLOWED: &[(&str, usize)] = &[
     (r#"sh -c "git commit -m 'x \$HOME'""#, 2),
     (r#"sh -c 'git commit -m "a \"b\" \\ c"'"#, 2),
     ("sh -c 'git log a\\;b'", 2),
-    ("sh -c 'FOO=1 git status'", 2),
+    ("sh -c 'LC_ALL=C git status'", 2),
     ("sh -c '  git   status  '", 2),
     ("sh -c 'exec git status'", 3),
     ("sh -c 'echo hi'", 2),
@@ -171,7 +171,7 @@ const ALLOWED: &[(&str, usize)] = &[
     // nested
     ("env nice timeout 5 sh -c 'git status'", 5),
     (
-        "env FOO=bar nice -n 5 nohup timeout 5 stdbuf -oL time git status",
+        "env LANG=C nice -n 5 nohup timeout 5 stdbuf -oL time git status",
         7,
     ),
     (
@@ -248,6 +248,33 @@ const REFUSED: &[(&str, R, &str)] = &[
         "",
     ),
     ("env =x git", R::Malformed, ""),
+    // An allowlist, not a denylist: variables that steer a program into
+    // reading agent-written configuration (issue 16, item 4).
+    (
+        "env SSH_CLIENT=1 bash -c 'git status'",
+        R::DangerousVariable,
+        "`SSH_CLIENT`",
+    ),
+    (
+        "env XDG_CONFIG_HOME=cfg git status",
+        R::DangerousVariable,
+        "",
+    ),
+    ("env HOME=. git status", R::DangerousVariable, ""),
+    (
+        "env GIT_CONFIG_GLOBAL=x git status",
+        R::DangerousVariable,
+        "",
+    ),
+    ("env GIT_DIR=x git status", R::DangerousVariable, ""),
+    ("env FOO=1 git status", R::DangerousVariable, "`FOO`"),
+    ("env LC_=x git status", R::DangerousVariable, ""),
+    ("sh -c 'SSH_CLIENT=1 git status'", R::DangerousVariable, ""),
+    (
+        "env TZ=UTC SSH_CONNECTION=x git status",
+        R::DangerousVariable,
+        "",
+    ),
     // shells
     (
         "sh -c 'git status; curl x'",
@@ -287,13 +314,13 @@ const REFUSED: &[(&str, R, &str)] = &[
         R::NoMatchingRule,
         "`curl x` (inside `bash -c`)",
     ),
-    ("bash -c 'A=1 B=2 curl'", R::NoMatchingRule, ""),
+    ("bash -c 'TZ=UTC LANG=C curl'", R::NoMatchingRule, ""),
     (
         "bash -c 'LD_PRELOAD=/x git status'",
         R::DangerousVariable,
         "`LD_PRELOAD`",
     ),
-    ("bash -c 'FOO=1'", R::Malformed, "runs no command"),
+    ("bash -c 'LC_ALL=C'", R::Malformed, "runs no command"),
     ("bash -c ''", R::Malformed, ""),
     ("bash -c", R::Malformed, "no script"),
     ("bash -ic 'git status'", R::Unsupported, ""),
@@ -525,11 +552,11 @@ fn approval_lists_the_chain_and_rules() {
     );
     assert_eq!(ok.rules, vec![Some(2), Some(0), Some(3)]);
 
-    let ok = p.check(&argv("sh -c 'FOO=1 git status'")).unwrap();
+    let ok = p.check(&argv("sh -c 'LC_ALL=C git status'")).unwrap();
     assert_eq!(ok.commands[1], argv("git status"));
 
     // A wrapper that runs nothing is itself matched.
-    let ok = p.check(&argv("env FOO=1")).unwrap();
+    let ok = p.check(&argv("env LC_ALL=C")).unwrap();
     assert_eq!(ok.rules, vec![Some(4)]);
 }
 
@@ -634,7 +661,7 @@ fn full_mode_allows_commands_but_not_escalators_or_scripts() {
         ("sudo x", R::Escalator),
         ("env nice sudo x", R::Escalator),
         ("busybox su", R::Escalator),
-        ("sh -c 'X=1 sudo ls'", R::Escalator),
+        ("sh -c 'TZ=1 sudo ls'", R::Escalator),
         ("find . -exec unshare -r {} ;", R::Escalator),
         ("sh -c 'curl x | sh'", R::Script),
         ("nice --bogus curl", R::UnknownOption),
@@ -959,7 +986,7 @@ const VOCAB: &[&str] = &[
     "--",
     "-I",
     "X",
-    "FOO=1",
+    "LC_ALL=C",
     "PATH=x",
     "-i",
     "-u",

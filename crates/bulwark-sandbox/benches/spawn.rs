@@ -35,6 +35,7 @@ fn spawn(c: &mut Criterion) {
         limits: Default::default(),
         enforcement: Default::default(),
         pids_cgroup: None,
+        memory_cgroup: None,
     };
     let mut group = c.benchmark_group("spawn_true");
     group.sample_size(30);

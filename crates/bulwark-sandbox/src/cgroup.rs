@@ -1,10 +1,17 @@
-//! A fresh pids cgroup per sandboxed run.
+//! A fresh pids cgroup, and a memory cgroup, per sandboxed run.
 //!
 //! `RLIMIT_NPROC` never binds uid 0 (the kernel exempts the root user from
 //! it, even inside a user namespace), so as root a fork bomb is only
 //! contained by a cgroup's `pids.max`. The cgroup also lists every process
 //! the command started, whatever its process group, which makes "nothing
 //! left behind" checkable and enforceable.
+//!
+//! `RLIMIT_AS` bounds each process, not the command: three children of
+//! 2 GiB each fit under a 4 GiB limit side by side. The memory controller
+//! bounds the whole tree (`memory.max` and `memory.swap.max = 0` on cgroup
+//! v2; `memory.limit_in_bytes` and `memory.memsw.limit_in_bytes` on v1);
+//! the kernel's OOM killer then ends a process of the command, never one
+//! outside it. On cgroup v2 both controllers share one per-run cgroup.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -15,7 +22,7 @@ use std::time::Duration;
 
 use rustix::process::{Pid, Signal};
 
-/// Where the pids controller is mounted and how to use it.
+/// Where a controller (pids or memory) is mounted and how to use it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PidsParent {
     /// Directory under which per-run cgroups are created: our own cgroup in
@@ -29,21 +36,28 @@ pub(crate) struct PidsParent {
 /// not change under a running process in any setup we support).
 pub(crate) fn pids_parent() -> Result<PidsParent, String> {
     static CACHE: OnceLock<Result<PidsParent, String>> = OnceLock::new();
-    CACHE.get_or_init(find_pids_parent).clone()
+    CACHE.get_or_init(|| find_parent("pids")).clone()
 }
 
-fn find_pids_parent() -> Result<PidsParent, String> {
+/// The usable memory cgroup parent, or why there is none (cached).
+pub(crate) fn memory_parent() -> Result<PidsParent, String> {
+    static CACHE: OnceLock<Result<PidsParent, String>> = OnceLock::new();
+    CACHE.get_or_init(|| find_parent("memory")).clone()
+}
+
+fn find_parent(controller: &str) -> Result<PidsParent, String> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
     let own = std::fs::read_to_string("/proc/self/cgroup")
         .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
-    let parent = locate(&mountinfo, &own).ok_or("no cgroup pids controller is mounted")?;
+    let parent = locate(&mountinfo, &own, controller)
+        .ok_or_else(|| format!("no cgroup {controller} controller is mounted"))?;
     if parent.v2 {
         let ctl =
             std::fs::read_to_string(parent.dir.join("cgroup.subtree_control")).unwrap_or_default();
-        if !ctl.split_whitespace().any(|c| c == "pids") {
+        if !ctl.split_whitespace().any(|c| c == controller) {
             return Err(format!(
-                "pids is not enabled in {}/cgroup.subtree_control",
+                "{controller} is not enabled in {}/cgroup.subtree_control",
                 parent.dir.display()
             ));
         }
@@ -57,9 +71,9 @@ fn find_pids_parent() -> Result<PidsParent, String> {
     Ok(parent)
 }
 
-/// Find the pids hierarchy in `/proc/self/mountinfo` and our place in it
-/// from `/proc/self/cgroup`. A v1 `pids` mount wins over v2.
-fn locate(mountinfo: &str, own_cgroups: &str) -> Option<PidsParent> {
+/// Find the `controller` hierarchy in `/proc/self/mountinfo` and our place
+/// in it from `/proc/self/cgroup`. A v1 mount of it wins over v2.
+fn locate(mountinfo: &str, own_cgroups: &str, controller: &str) -> Option<PidsParent> {
     let mut v2 = None;
     for line in mountinfo.lines() {
         let Some((left, right)) = line.split_once(" - ") else {
@@ -83,11 +97,11 @@ fn locate(mountinfo: &str, own_cgroups: &str) -> Option<PidsParent> {
                 base.join(rel)
             })
         };
-        if *fstype == "cgroup" && opts.split(',').any(|o| o == "pids") {
+        if *fstype == "cgroup" && opts.split(',').any(|o| o == controller) {
             let own = own_cgroups.lines().find_map(|l| {
                 let mut parts = l.splitn(3, ':');
                 let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
-                ctrls.split(',').any(|c| c == "pids").then_some(path)
+                ctrls.split(',').any(|c| c == controller).then_some(path)
             })?;
             return Some(PidsParent {
                 dir: join(own)?,
@@ -102,6 +116,22 @@ fn locate(mountinfo: &str, own_cgroups: &str) -> Option<PidsParent> {
     v2
 }
 
+/// The files that cap a run's memory at `bytes`, swap included.
+pub(crate) fn memory_settings(v2: bool, bytes: u64) -> Vec<(&'static str, String, bool)> {
+    if v2 {
+        vec![
+            ("memory.max", bytes.to_string(), true),
+            ("memory.swap.max", "0".into(), false),
+        ]
+    } else {
+        vec![
+            ("memory.limit_in_bytes", bytes.to_string(), true),
+            // Memory plus swap, so the command cannot swap past the limit.
+            ("memory.memsw.limit_in_bytes", bytes.to_string(), false),
+        ]
+    }
+}
+
 /// One run's cgroup. Dropping it kills what is left inside and removes it,
 /// so a cancelled run cleans up too.
 #[derive(Debug)]
@@ -112,8 +142,13 @@ pub(crate) struct RunCgroup {
 }
 
 impl RunCgroup {
-    /// Create `bulwark-<random>` under `parent` with `pids.max = max`.
-    pub(crate) fn create(parent: &PidsParent, max: u64) -> io::Result<Self> {
+    /// Create `bulwark-<random>` under `parent` and write each
+    /// `(file, value, required)`, in order; an optional file the kernel
+    /// does not have (swap accounting off) is skipped.
+    pub(crate) fn create(
+        parent: &PidsParent,
+        settings: &[(&str, String, bool)],
+    ) -> io::Result<Self> {
         let mut last = io::Error::other("no attempt");
         for _ in 0..8 {
             let path = parent.dir.join(format!("bulwark-{:016x}", random_u64()));
@@ -124,7 +159,18 @@ impl RunCgroup {
                         v2: parent.v2,
                         removed: false,
                     };
-                    std::fs::write(cg.path.join("pids.max"), max.to_string())?;
+                    for (file, value, required) in settings {
+                        match std::fs::write(cg.path.join(file), value) {
+                            Ok(()) => {}
+                            Err(e) if !required && e.kind() == io::ErrorKind::NotFound => {}
+                            Err(e) => {
+                                return Err(io::Error::new(
+                                    e.kind(),
+                                    format!("writing {file}: {e}"),
+                                ));
+                            }
+                        }
+                    }
                     return Ok(cg);
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = e,
@@ -195,7 +241,7 @@ impl Drop for RunCgroup {
 
 /// A random 64-bit value from std's per-process hashing keys, mixed with
 /// a counter. Uniqueness is all the cgroup name needs.
-fn random_u64() -> u64 {
+pub(crate) fn random_u64() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut h = RandomState::new().build_hasher();
@@ -218,27 +264,30 @@ mod tests {
     #[test]
     fn finds_v1_pids_hierarchy_and_own_path() {
         let own = "8:pids:/user.slice/x\n4:memory:/m\n0::/user.slice/x\n";
-        let p = locate(MOUNTINFO_V1, own).expect("found");
+        let p = locate(MOUNTINFO_V1, own, "pids").expect("found");
         assert_eq!(p.dir, Path::new("/sys/fs/cgroup/pids/user.slice/x"));
         assert!(!p.v2);
-        let p = locate(MOUNTINFO_V1, "8:pids:/\n0::/\n").expect("found");
+        let m = locate(MOUNTINFO_V1, own, "memory").expect("found");
+        assert_eq!(m.dir, Path::new("/sys/fs/cgroup/memory/m"));
+        let p = locate(MOUNTINFO_V1, "8:pids:/\n0::/\n", "pids").expect("found");
         assert_eq!(p.dir.as_os_str(), "/sys/fs/cgroup/pids");
     }
 
     #[test]
     fn container_mount_root_is_stripped() {
         let mi = "35 25 0:31 /docker/abc /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids\n";
-        let p = locate(mi, "3:pids:/docker/abc/sub\n").expect("found");
+        let p = locate(mi, "3:pids:/docker/abc/sub\n", "pids").expect("found");
         assert_eq!(p.dir, Path::new("/sys/fs/cgroup/pids/sub"));
     }
 
     #[test]
     fn falls_back_to_v2() {
         let mi = "30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
-        let p = locate(mi, "0::/a/b\n").expect("found");
+        let p = locate(mi, "0::/a/b\n", "pids").expect("found");
         assert_eq!(p.dir, Path::new("/sys/fs/cgroup/a/b"));
         assert!(p.v2);
-        assert!(locate("", "0::/\n").is_none());
+        assert_eq!(locate(mi, "0::/a/b\n", "memory"), Some(p));
+        assert!(locate("", "0::/\n", "pids").is_none());
     }
 
     #[test]

@@ -31,6 +31,12 @@ pub(crate) enum Feature {
     ProcessLimit,
     UserNamespace,
     NetworkNamespace,
+    /// A private mount namespace with a minimal root: no host UNIX
+    /// sockets, private `/tmp` and `HOME`.
+    MountNamespace,
+    /// The memory cgroup that bounds the whole process tree (else only
+    /// the per-process `RLIMIT_AS` applies).
+    MemoryCgroup,
     NoNewPrivs,
     Landlock,
     /// Landlock TCP rules (ABI 4+). Defense in depth on top of the network
@@ -52,6 +58,8 @@ impl Feature {
             Feature::ProcessLimit => "process limit",
             Feature::UserNamespace => "user namespace",
             Feature::NetworkNamespace => "network namespace",
+            Feature::MountNamespace => "mount namespace",
+            Feature::MemoryCgroup => "memory cgroup",
             Feature::NoNewPrivs => "no_new_privs",
             Feature::Landlock => "landlock",
             Feature::LandlockNetwork => "landlock network rules",
@@ -63,7 +71,10 @@ impl Feature {
     /// Whether strict mode refuses to run without it. The optional ones are
     /// extra layers over a control that is still in place.
     pub(crate) fn required(self) -> bool {
-        !matches!(self, Feature::LandlockNetwork | Feature::LandlockScope)
+        !matches!(
+            self,
+            Feature::LandlockNetwork | Feature::LandlockScope | Feature::MemoryCgroup
+        )
     }
 
     /// What an operator can do about it, for the strict-mode line.
@@ -79,7 +90,10 @@ impl Feature {
             Feature::ProcessLimit => {
                 "run bulwark as a non-root user, or mount a writable cgroup pids controller"
             }
-            Feature::UserNamespace | Feature::NetworkNamespace => {
+            Feature::MemoryCgroup => {
+                "make the memory cgroup controller writable (run as root, or delegate it)"
+            }
+            Feature::UserNamespace | Feature::NetworkNamespace | Feature::MountNamespace => {
                 "enable unprivileged user namespaces (sysctl user.max_user_namespaces, \
                  kernel.unprivileged_userns_clone, or the AppArmor userns restriction)"
             }
@@ -160,6 +174,7 @@ mod tests {
             Feature::ProcessLimit,
             Feature::UserNamespace,
             Feature::NetworkNamespace,
+            Feature::MountNamespace,
             Feature::NoNewPrivs,
             Feature::Seccomp,
             Feature::ResourceLimits,
@@ -184,7 +199,11 @@ mod tests {
     #[test]
     fn optional_features_never_abort() {
         for e in [Enforcement::Strict, Enforcement::Permissive] {
-            for f in [Feature::LandlockNetwork, Feature::LandlockScope] {
+            for f in [
+                Feature::LandlockNetwork,
+                Feature::LandlockScope,
+                Feature::MemoryCgroup,
+            ] {
                 assert!(matches!(decide(e, f, "ABI 3"), Decision::Warn(_)));
             }
         }

@@ -17,19 +17,21 @@ use crate::enforcement::{
     Feature, decide,
 };
 use crate::spec::{Enforcement, HELPER_ARG, MAX_SPEC_BYTES, SPEC_ENV, SandboxSpec, check_shape};
-use crate::{landlock_rules, nested, seccomp_filter, userns};
+use crate::{landlock_rules, mount_ns, nested, seccomp_filter, userns};
 
 /// Entry point of helper mode. The `bulwark` binary calls this first thing
 /// in `main` when its first argument is `__sandbox-exec`; the spec comes as
 /// JSON in `BULWARK_SANDBOX_SPEC`.
 ///
-/// In order: mark inherited fds close-on-exec; join the pids cgroup; set
-/// the parent-death signal; rlimits; without network a new user namespace
-/// (own ids mapped) and network namespace (or, under a caller that
-/// confined itself, the ones it prepared: see [`crate::nested`]), then
-/// `RLIMIT_NPROC`;
+/// In order: mark inherited fds close-on-exec; join the pids and memory
+/// cgroups; set the parent-death signal; rlimits; a new user namespace
+/// (own ids mapped), without network a new network namespace, and a mount
+/// namespace with a minimal root (see [`crate::mount_ns`]) (or, under a
+/// caller that confined itself, the ones it prepared: see
+/// [`crate::nested`]), then `RLIMIT_NPROC`;
 /// `no_new_privs`; Landlock; seccomp; then the environment is replaced by
-/// exactly `spec.env`, the cwd entered and the command exec'd.
+/// `spec.env` (with the sandbox's own `HOME`, XDG directories and
+/// `TMPDIR`), the cwd entered and the command exec'd.
 ///
 /// Never returns: exits 125 when the spec is unusable or a required feature
 /// is missing in strict mode, 127 when the command is not found, 126 when
@@ -60,7 +62,7 @@ fn run() -> i32 {
         }
     };
     match confine(&spec, parent) {
-        Ok(()) => exec(&spec),
+        Ok(private_root) => exec(&spec, private_root),
         Err(code) => code,
     }
 }
@@ -91,16 +93,21 @@ fn step(enforcement: Enforcement, feature: Feature, result: Result<(), String>) 
     }
 }
 
-fn confine(spec: &SandboxSpec, parent: Option<Pid>) -> Result<(), i32> {
+/// Confine this process for `spec`; `Ok(true)` when the command has its
+/// private root (mount namespace), and so a private `/tmp` and `HOME`.
+fn confine(spec: &SandboxSpec, parent: Option<Pid>) -> Result<bool, i32> {
     let e = spec.enforcement;
     step(e, Feature::FdCleanup, cloexec_inherited_fds())?;
     let mut in_cgroup = false;
     if let Some(cg) = &spec.pids_cgroup {
-        let own = std::process::id().to_string();
-        let joined = std::fs::write(cg.join("cgroup.procs"), own)
-            .map_err(|err| format!("joining {}: {err}", cg.display()));
+        let joined = join_cgroup(cg);
         in_cgroup = joined.is_ok();
         step(e, Feature::PidsCgroup, joined)?;
+    }
+    if let Some(cg) = &spec.memory_cgroup
+        && Some(cg) != spec.pids_cgroup.as_ref()
+    {
+        step(e, Feature::MemoryCgroup, join_cgroup(cg))?;
     }
     step(e, Feature::ParentDeathSignal, parent_death_signal(parent))?;
     step(e, Feature::ResourceLimits, base_rlimits(spec))?;
@@ -111,26 +118,40 @@ fn confine(spec: &SandboxSpec, parent: Option<Pid>) -> Result<(), i32> {
             Err("running as uid 0, which RLIMIT_NPROC does not bind, outside a pids cgroup".into()),
         )?;
     }
-    if !spec.network {
-        match shared_namespaces() {
-            // The caller confined itself and prepared namespaces for us to
-            // join: under its Landlock domain we could not map new ones.
-            Some((user, net)) => {
-                let joined = userns::join_user_ns(user).map_err(|err| err.to_string());
-                step(e, Feature::UserNamespace, joined)?;
-                let joined = userns::join_net_ns(net).map_err(|err| err.to_string());
+    let mounted = match shared_namespaces() {
+        // The caller confined itself and prepared namespaces for us to
+        // join: under its Landlock domain we could not map new ones, nor
+        // mount anything.
+        Some(shared) => {
+            let joined = userns::join_user_ns(shared.user).map_err(|err| err.to_string());
+            step(e, Feature::UserNamespace, joined)?;
+            if !spec.network {
+                let joined = userns::join_net_ns(shared.net).map_err(|err| err.to_string());
                 step(e, Feature::NetworkNamespace, joined)?;
             }
-            None => {
-                let maps = userns::IdMaps::own();
-                let user = userns::enter_user_ns(&maps).map_err(|err| err.to_string());
+            match shared.mnt {
+                Some(fd) => userns::join_mnt_ns(fd).map_err(|err| err.to_string()),
+                None => Err("the self-confined caller could not prepare one (see its \
+                             confinement report)"
+                    .into()),
+            }
+        }
+        None => {
+            let maps = userns::IdMaps::own();
+            let user = userns::enter_user_ns(&maps).map_err(|err| err.to_string());
+            if !spec.network {
                 step(e, Feature::UserNamespace, user)?;
                 // Tried even without a user namespace: root can still unshare it.
                 let net = userns::enter_net_ns().map_err(|err| err.to_string());
                 step(e, Feature::NetworkNamespace, net)?;
             }
+            // With network the user namespace only serves the mount
+            // namespace, which root can also make without one.
+            mount_ns::enter(&mount_ns::Layout::for_spec(spec))
         }
-    }
+    };
+    let private_root = mounted.is_ok();
+    step(e, Feature::MountNamespace, mounted)?;
     // After the user namespace: there the kernel counts only the sandbox's
     // own processes against it, instead of every process of our uid.
     let nproc = spec.limits.max_processes;
@@ -141,7 +162,12 @@ fn confine(spec: &SandboxSpec, parent: Option<Pid>) -> Result<(), i32> {
     )?;
     let nnp = rustix::thread::set_no_new_privs(true).map_err(|err| format!("prctl: {err}"));
     step(e, Feature::NoNewPrivs, nnp)?;
-    match landlock_rules::restrict(spec) {
+    let private_rw: &[&str] = if private_root {
+        &[mount_ns::SANDBOX_TMP, mount_ns::SANDBOX_HOME]
+    } else {
+        &[]
+    };
+    match landlock_rules::restrict(spec, private_rw) {
         Ok(applied) => {
             if !spec.network && !applied.tcp_denied {
                 let why = format!("kernel Landlock ABI {} < 4", applied.kernel_abi);
@@ -162,24 +188,52 @@ fn confine(spec: &SandboxSpec, parent: Option<Pid>) -> Result<(), i32> {
         );
         return Err(EXIT_SANDBOX_UNAVAILABLE);
     }
-    Ok(())
+    Ok(private_root)
+}
+
+fn join_cgroup(cg: &std::path::Path) -> Result<(), String> {
+    let own = std::process::id().to_string();
+    std::fs::write(cg.join("cgroup.procs"), own)
+        .map_err(|err| format!("joining {}: {err}", cg.display()))
 }
 
 /// The namespace descriptors [`run_sandboxed`](crate::run_sandboxed)
 /// passed down from a self-confined caller (see [`crate::nested`]).
-fn shared_namespaces() -> Option<(i32, i32)> {
+fn shared_namespaces() -> Option<nested::Shared> {
     let value = std::env::var(nested::NS_FDS_ENV).ok()?;
     nested::parse_env_value(&value)
 }
 
+/// The command's environment: `spec.env`, with `HOME` and the XDG base
+/// directories always pointing at the sandbox's own home (empty, and
+/// never a directory the agent writes outside the command: a
+/// `.gitconfig` or `.bashrc` planted there by file tools is not read), and
+/// `TMPDIR` at the private `/tmp` when there is one. Without the private
+/// root (permissive mode) that home does not exist or is not granted, so
+/// it is simply unusable.
+fn command_env(spec: &SandboxSpec, private_root: bool) -> Vec<(String, String)> {
+    let overrides: Vec<(&str, String)> = mount_ns::private_env()
+        .into_iter()
+        .filter(|(k, _)| private_root || *k != "TMPDIR")
+        .collect();
+    let mut env: Vec<(String, String)> = spec
+        .env
+        .iter()
+        .filter(|(k, _)| !overrides.iter().any(|(o, _)| o == k))
+        .cloned()
+        .collect();
+    env.extend(overrides.into_iter().map(|(k, v)| (k.to_string(), v)));
+    env
+}
+
 /// Replace the helper with the command. Only returns (as an exit code) if
 /// exec fails.
-fn exec(spec: &SandboxSpec) -> i32 {
+fn exec(spec: &SandboxSpec, private_root: bool) -> i32 {
     let program = &spec.argv[0];
     let err = Command::new(program)
         .args(&spec.argv[1..])
         .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .envs(command_env(spec, private_root))
         .exec();
     if err.kind() == std::io::ErrorKind::NotFound {
         eprintln!(

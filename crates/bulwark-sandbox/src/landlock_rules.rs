@@ -97,8 +97,11 @@ pub(crate) struct Applied {
 
 /// Build the ruleset for `spec` and restrict the calling thread (and so the
 /// command it execs). Every requested right is a hard requirement at the
-/// kernel's ABI: nothing is silently dropped.
-pub(crate) fn restrict(spec: &SandboxSpec) -> Result<Applied, String> {
+/// kernel's ABI: nothing is silently dropped. `private_rw` are directories
+/// of the private mount namespace granted read-write besides the spec's
+/// (its `/tmp` and `HOME`); empty when there is no such namespace, where
+/// those paths are the host's.
+pub(crate) fn restrict(spec: &SandboxSpec, private_rw: &[&str]) -> Result<Applied, String> {
     let kernel = kernel_abi()?;
     let abi = ABI::from(kernel.min(TARGET_ABI));
     let tcp_denied = !spec.network && kernel >= ABI_NET;
@@ -147,6 +150,9 @@ pub(crate) fn restrict(spec: &SandboxSpec) -> Result<Applied, String> {
     rules.push((spec.workspace.display().to_string(), write, true));
     for dir in &spec.read_write {
         rules.push((dir.display().to_string(), write, true));
+    }
+    for dir in private_rw {
+        rules.push((dir.to_string(), write, true));
     }
 
     for (path, access, required) in rules {

@@ -11,7 +11,9 @@
 //!   parent, or a race between check and use cannot leave the root.
 //! * [`run_sandboxed`]: a command runs under a helper process
 //!   ([`helper_main`]) that confines itself before exec: pids cgroup,
-//!   rlimits, user + network namespaces, `no_new_privs`, Landlock (the file
+//!   rlimits, user + network namespaces, a mount namespace with a minimal
+//!   root (no host sockets, private `/tmp` and `HOME`), memory cgroup,
+//!   `no_new_privs`, Landlock (the file
 //!   system it may see), seccomp (kernel interfaces it may not use), and an
 //!   environment of exactly what the caller passed. The runner kills the
 //!   whole process group (and cgroup) on timeout and after exit.
@@ -29,10 +31,12 @@ mod enforcement;
 mod hardening;
 mod helper;
 mod landlock_rules;
+mod mount_ns;
 mod nested;
 mod path;
 mod probe;
 mod process;
+mod reach;
 mod runner;
 mod seccomp_filter;
 mod self_confine;
@@ -47,13 +51,15 @@ pub use enforcement::{
 pub use hardening::{HardeningError, INJECTION_VARIABLES, harden_process, scrub_environment};
 pub use helper::helper_main;
 pub use landlock_rules::{ETC_ENTRIES, SYSTEM_DIRS};
+pub use mount_ns::{SANDBOX_HOME, SANDBOX_TMP};
 pub use probe::{SandboxSupport, Support, probe};
-pub use process::{ProcessOutput, ProcessSpec, SpawnError, minimal_env, run_process};
+pub use process::{PrivateHome, ProcessOutput, ProcessSpec, SpawnError, minimal_env, run_process};
 pub use runner::{SandboxError, SandboxOutput, TERM_GRACE, run_sandboxed};
 pub use self_confine::{
     ConfinementReport, SelfConfineError, SelfConfinement, confine_current_process,
 };
 pub use spec::{Enforcement, HELPER_ARG, MAX_SPEC_BYTES, ResourceLimits, SPEC_ENV, SandboxSpec};
 pub use workspace::{
-    EDIT_MAX_BYTES, EntryInfo, EntryKind, FsError, SEARCH_MAX_FILE_BYTES, SearchHit, Workspace,
+    EDIT_MAX_BYTES, EntryInfo, EntryKind, FsError, Gate, SEARCH_MAX_FILE_BYTES, SearchHit,
+    Workspace,
 };

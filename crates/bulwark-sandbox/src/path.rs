@@ -4,8 +4,6 @@
 //! with a clear message, before any system call. The directory handle in
 //! [`crate::Workspace`] is what actually keeps operations beneath the root.
 
-use std::path::PathBuf;
-
 use crate::workspace::FsError;
 
 /// Longest path string accepted. Longer inputs are almost certainly an attack
@@ -69,28 +67,9 @@ impl RelPath {
         self.components.is_empty()
     }
 
-    /// The path as a relative `PathBuf` for cap-std (`.` for the root).
-    pub(crate) fn to_path(&self) -> PathBuf {
-        if self.components.is_empty() {
-            return PathBuf::from(".");
-        }
-        self.components.iter().collect()
-    }
-
-    /// Split into (parent, final component). `None` for the root.
-    pub(crate) fn split_last(&self) -> Option<(RelPath, &str)> {
-        let (last, parent) = self.components.split_last()?;
-        Some((
-            RelPath {
-                components: parent.to_vec(),
-            },
-            last.as_str(),
-        ))
-    }
-
-    /// The normalized form with `/` separators, used in search results.
-    pub(crate) fn display(&self) -> String {
-        self.components.join("/")
+    /// The validated components, in order.
+    pub(crate) fn components(&self) -> &[String] {
+        &self.components
     }
 }
 
@@ -124,9 +103,9 @@ mod tests {
     fn normalizes_benign_shapes() {
         assert!(RelPath::parse("").map(|p| p.is_root()).unwrap_or(false));
         assert!(RelPath::parse(".").map(|p| p.is_root()).unwrap_or(false));
-        let p = RelPath::parse("./a//b/./c.txt").map(|p| p.display());
+        let p = RelPath::parse("./a//b/./c.txt").map(|p| p.components().join("/"));
         assert_eq!(p.ok().as_deref(), Some("a/b/c.txt"));
-        let p = RelPath::parse("a..b/..c").map(|p| p.display());
+        let p = RelPath::parse("a..b/..c").map(|p| p.components().join("/"));
         assert_eq!(p.ok().as_deref(), Some("a..b/..c"));
     }
 }

@@ -39,7 +39,13 @@ pub struct SandboxSupport {
     pub seccomp: Support,
     pub user_namespaces: Support,
     pub network_namespaces: Support,
+    /// A private mount namespace (the minimal root that keeps host UNIX
+    /// sockets, `/tmp` and `HOME` out of reach).
+    pub mount_namespaces: Support,
     pub pids_cgroup: Support,
+    /// The memory controller that bounds a command's whole process tree;
+    /// without it only the per-process `RLIMIT_AS` applies.
+    pub memory_cgroup: Support,
     /// Where per-run pids cgroups are created, when usable.
     pub pids_cgroup_path: Option<PathBuf>,
     /// Whether `RLIMIT_NPROC` binds this process's uid (it never binds 0).
@@ -54,6 +60,7 @@ impl SandboxSupport {
             && self.seccomp.is_available()
             && self.user_namespaces.is_available()
             && self.network_namespaces.is_available()
+            && self.mount_namespaces.is_available()
             && (self.pids_cgroup.is_available() || self.rlimit_nproc.is_available())
     }
 
@@ -62,7 +69,7 @@ impl SandboxSupport {
         self.rows()
             .into_iter()
             .filter(|(name, available, _)| {
-                !available && !matches!(*name, "pids cgroup" | "RLIMIT_NPROC")
+                !available && !matches!(*name, "pids cgroup" | "RLIMIT_NPROC" | "memory cgroup")
             })
             .map(|(name, _, _)| name)
             .collect()
@@ -77,7 +84,9 @@ impl SandboxSupport {
             row("seccomp", &self.seccomp),
             row("user namespaces", &self.user_namespaces),
             row("network namespaces", &self.network_namespaces),
+            row("mount namespaces", &self.mount_namespaces),
             row("pids cgroup", &self.pids_cgroup),
+            row("memory cgroup", &self.memory_cgroup),
             row("RLIMIT_NPROC", &self.rlimit_nproc),
             (
                 "process limit",
@@ -140,22 +149,40 @@ fn run_probe() -> SandboxSupport {
     } else {
         Support::Available(format!("binds uid {}", uid.as_raw()))
     };
-    let user_namespaces = namespace_probe(true, false);
-    let network_namespaces = if user_namespaces.is_available() {
-        namespace_probe(true, true)
-    } else {
-        namespace_probe(false, true)
+    let memory_cgroup = match cgroup::memory_parent() {
+        Ok(p) => Support::Available(format!(
+            "{} (cgroup {}): bounds the whole process tree",
+            p.dir.display(),
+            if p.v2 { "v2" } else { "v1" }
+        )),
+        Err(reason) => Support::Missing(format!(
+            "{reason}; memory is bound per process only (RLIMIT_AS)"
+        )),
     };
+    let user_namespaces = namespace_probe(true, NsKind::User);
+    let in_user = user_namespaces.is_available();
+    let network_namespaces = namespace_probe(in_user, NsKind::Net);
+    let mount_namespaces = namespace_probe(in_user, NsKind::Mount);
     SandboxSupport {
         landlock,
         landlock_abi,
         seccomp: seccomp_support(),
         user_namespaces,
         network_namespaces,
+        mount_namespaces,
         pids_cgroup,
+        memory_cgroup,
         pids_cgroup_path,
         rlimit_nproc,
     }
+}
+
+/// Which namespace [`namespace_probe`] tries (after a user namespace).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum NsKind {
+    User,
+    Net,
+    Mount,
 }
 
 /// Seccomp filters exist when `/proc/self/status` has a `Seccomp:` line and
@@ -177,7 +204,7 @@ fn seccomp_support() -> Support {
 /// Enter the namespaces in a child between fork and exec of `/bin/true`:
 /// the only way to learn whether an LSM, a sysctl or a container policy
 /// allows it, without changing this (multi-threaded) process.
-fn namespace_probe(user: bool, net: bool) -> Support {
+fn namespace_probe(user: bool, kind: NsKind) -> Support {
     let Some(true_bin) = ["/bin/true", "/usr/bin/true"]
         .into_iter()
         .map(Path::new)
@@ -197,8 +224,16 @@ fn namespace_probe(user: bool, net: bool) -> Support {
         if user {
             userns::enter_user_ns(&maps).map_err(to_io)?;
         }
-        if net {
-            userns::enter_net_ns().map_err(to_io)?;
+        match kind {
+            NsKind::User => {}
+            NsKind::Net => userns::enter_net_ns().map_err(to_io)?,
+            NsKind::Mount => {
+                // SAFETY: as in `userns`: unshare(CLONE_NEWNS) touches no
+                // descriptor table; this child is about to exec.
+                #[allow(unsafe_code)]
+                unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS) }
+                    .map_err(std::io::Error::from)?;
+            }
         }
         Ok(())
     };
@@ -210,10 +245,12 @@ fn namespace_probe(user: bool, net: bool) -> Support {
     unsafe {
         cmd.pre_exec(hook);
     }
-    let what = match (user, net) {
-        (true, false) => "unshare(CLONE_NEWUSER) + id maps",
-        (true, true) => "unshare(CLONE_NEWNET) in a user namespace",
-        _ => "unshare(CLONE_NEWNET)",
+    let what = match (user, kind) {
+        (_, NsKind::User) => "unshare(CLONE_NEWUSER) + id maps",
+        (true, NsKind::Net) => "unshare(CLONE_NEWNET) in a user namespace",
+        (false, NsKind::Net) => "unshare(CLONE_NEWNET)",
+        (true, NsKind::Mount) => "unshare(CLONE_NEWNS) in a user namespace",
+        (false, NsKind::Mount) => "unshare(CLONE_NEWNS)",
     };
     match cmd.status() {
         Ok(s) if s.success() => Support::Available(what.into()),
@@ -234,7 +271,9 @@ mod tests {
             seccomp: ok("filter"),
             user_namespaces: ok("u"),
             network_namespaces: ok("n"),
+            mount_namespaces: ok("m"),
             pids_cgroup: Support::Missing("not root".into()),
+            memory_cgroup: Support::Missing("not delegated".into()),
             pids_cgroup_path: None,
             rlimit_nproc: ok("binds uid 1000"),
         }
@@ -243,7 +282,7 @@ mod tests {
     #[test]
     fn table_lists_every_feature() {
         let text = all_ok().to_string();
-        assert_eq!(text.lines().count(), 7, "{text}");
+        assert_eq!(text.lines().count(), 9, "{text}");
         assert!(text.contains("landlock") && text.contains("ABI 7"));
         assert!(
             text.lines()
@@ -262,5 +301,11 @@ mod tests {
         s.rlimit_nproc = Support::Missing("uid 0".into());
         assert!(!s.strict_ready());
         assert!(s.to_string().contains("neither a pids cgroup"));
+        let mut s = all_ok();
+        s.mount_namespaces = Support::Missing("EPERM".into());
+        assert!(!s.strict_ready());
+        assert_eq!(s.missing_layers(), ["mount namespaces"]);
+        // The memory cgroup is optional: RLIMIT_AS still applies.
+        assert!(all_ok().missing_layers().is_empty());
     }
 }

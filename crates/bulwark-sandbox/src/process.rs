@@ -77,6 +77,70 @@ pub fn minimal_env(home: &Path) -> Vec<(String, String)> {
     ]
 }
 
+/// A fresh, empty `HOME` for one unconfined command, outside any workspace
+/// (`bulwark-home-<random>` under the system temporary directory, mode
+/// 0700), removed with everything in it when dropped.
+///
+/// A command run without the sandbox must not find a `~/.gitconfig` or
+/// `.bashrc` that an agent wrote with its file tools, as it would if
+/// `HOME` were the workspace. [`run_sandboxed`](crate::run_sandboxed)
+/// does the same inside its mount namespace.
+#[derive(Debug)]
+pub struct PrivateHome {
+    path: PathBuf,
+}
+
+impl PrivateHome {
+    pub fn create() -> io::Result<Self> {
+        use std::os::unix::fs::DirBuilderExt;
+        let base = std::env::temp_dir();
+        let mut last = io::Error::other("no attempt");
+        for _ in 0..8 {
+            let path = base.join(format!("bulwark-home-{:016x}", crate::cgroup::random_u64()));
+            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => return Ok(Self { path }),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = e,
+                Err(e) => {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("creating a private HOME under {}: {e}", base.display()),
+                    ));
+                }
+            }
+        }
+        Err(last)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `env` with `HOME` pointing here and no XDG base directory set (so
+    /// they default to beneath this `HOME`, whatever the caller passed).
+    pub fn apply(&self, env: &[(String, String)]) -> Vec<(String, String)> {
+        const NAMES: [&str; 5] = [
+            "HOME",
+            "XDG_CONFIG_HOME",
+            "XDG_CACHE_HOME",
+            "XDG_DATA_HOME",
+            "XDG_STATE_HOME",
+        ];
+        let mut out: Vec<(String, String)> = env
+            .iter()
+            .filter(|(k, _)| !NAMES.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        out.push(("HOME".into(), self.path.display().to_string()));
+        out
+    }
+}
+
+impl Drop for PrivateHome {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
 fn validate(spec: &ProcessSpec) -> Result<&str, SpawnError> {
     let program = spec.argv.first().ok_or(SpawnError::EmptyArgv)?;
     let invalid = |detail: String| SpawnError::InvalidSpec { detail };

@@ -103,22 +103,14 @@ pub async fn run_sandboxed(
     let start = Instant::now();
     let mut warnings = Vec::new();
     let mut spec = spec.clone();
-    let mut run_cgroup = match cgroup::pids_parent() {
-        Ok(parent) => match RunCgroup::create(&parent, spec.limits.max_processes) {
-            Ok(cg) => Some(cg),
-            Err(e) => {
-                warnings.push(format!(
-                    "{DIAGNOSTIC_PREFIX} WARNING: running without pids cgroup: creating one \
-                     under {} failed: {e}",
-                    parent.dir.display()
-                ));
-                None
-            }
-        },
-        // Not usable here (normal for a non-root user): RLIMIT_NPROC.
-        Err(_) => None,
-    };
+    let (mut run_cgroup, mut memory_cgroup, shared) = run_cgroups(&spec, &mut warnings);
     spec.pids_cgroup = run_cgroup.as_ref().map(|cg| cg.path().to_path_buf());
+    spec.memory_cgroup = if shared {
+        // cgroup v2: one cgroup carries both controllers.
+        spec.pids_cgroup.clone()
+    } else {
+        memory_cgroup.as_ref().map(|cg| cg.path().to_path_buf())
+    };
     let json = serde_json::to_string(&spec)
         .map_err(|e| SandboxError::InvalidSpec(format!("cannot serialize: {e}")))?;
     if json.len() > MAX_SPEC_BYTES {
@@ -139,9 +131,7 @@ pub async fn run_sandboxed(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    if !spec.network
-        && let Some(ns) = nested::prepared()
-    {
+    if let Some(ns) = nested::prepared() {
         pass_namespaces(&mut cmd, ns);
     }
     let child = cmd.spawn().map_err(|source| SandboxError::Helper {
@@ -155,19 +145,20 @@ pub async fn run_sandboxed(
     };
     let mut cleanup_error = None;
     let finished = supervise(child, &limits, || {
-        if let Some(cg) = run_cgroup.as_mut()
-            && let Err(e) = cg.kill_and_remove()
+        for cg in [run_cgroup.as_mut(), memory_cgroup.as_mut()]
+            .into_iter()
+            .flatten()
         {
-            cleanup_error = Some(e);
+            if let Err(e) = cg.kill_and_remove() {
+                cleanup_error = Some((cg.path().to_path_buf(), e));
+            }
         }
     })
     .await?;
-    if let Some(e) = cleanup_error
-        && let Some(cg) = &run_cgroup
-    {
+    if let Some((path, e)) = cleanup_error {
         warnings.push(format!(
-            "{DIAGNOSTIC_PREFIX} WARNING: pids cgroup {} could not be removed: {e}",
-            cg.path().display()
+            "{DIAGNOSTIC_PREFIX} WARNING: cgroup {} could not be removed: {e}",
+            path.display()
         ));
     }
     let stderr = String::from_utf8_lossy(&finished.stderr).into_owned();
@@ -186,6 +177,63 @@ pub async fn run_sandboxed(
     })
 }
 
+/// The run's pids cgroup (with the memory limit too on cgroup v2, where
+/// both controllers share one hierarchy) and, on cgroup v1, a separate
+/// memory cgroup; the flag says the memory limit is in the pids cgroup.
+/// Where a controller is unusable (normal for a non-root
+/// user without delegation) the run relies on the rlimits; a controller
+/// that is usable but fails here is reported as a warning.
+fn run_cgroups(
+    spec: &SandboxSpec,
+    warnings: &mut Vec<String>,
+) -> (Option<RunCgroup>, Option<RunCgroup>, bool) {
+    let memory = cgroup::memory_parent().ok();
+    let pids_settings = |with_memory: bool, v2: bool| {
+        let mut s = vec![("pids.max", spec.limits.max_processes.to_string(), true)];
+        if with_memory {
+            s.extend(cgroup::memory_settings(v2, spec.limits.address_space_bytes));
+        }
+        s
+    };
+    let mut shared = false;
+    let pids = match cgroup::pids_parent() {
+        Ok(parent) => {
+            shared = memory.as_ref().is_some_and(|m| m.v2 && m.dir == parent.dir);
+            match RunCgroup::create(&parent, &pids_settings(shared, parent.v2)) {
+                Ok(cg) => Some(cg),
+                Err(e) => {
+                    warnings.push(format!(
+                        "{DIAGNOSTIC_PREFIX} WARNING: running without pids cgroup: creating one \
+                         under {} failed: {e}",
+                        parent.dir.display()
+                    ));
+                    shared = false;
+                    None
+                }
+            }
+        }
+        Err(_) => None,
+    };
+    if shared {
+        return (pids, None, true);
+    }
+    let memory = memory.and_then(|parent| {
+        let settings = cgroup::memory_settings(parent.v2, spec.limits.address_space_bytes);
+        match RunCgroup::create(&parent, &settings) {
+            Ok(cg) => Some(cg),
+            Err(e) => {
+                warnings.push(format!(
+                    "{DIAGNOSTIC_PREFIX} WARNING: running without memory cgroup (each process \
+                     is still bound by RLIMIT_AS): creating one under {} failed: {e}",
+                    parent.dir.display()
+                ));
+                None
+            }
+        }
+    });
+    (pids, memory, false)
+}
+
 /// Hand the helper the namespaces a self-confined caller prepared (see
 /// [`crate::nested`]): their numbers in the environment, and the two
 /// descriptors inherited by this one child only (they stay close-on-exec
@@ -193,16 +241,17 @@ pub async fn run_sandboxed(
 fn pass_namespaces(cmd: &mut tokio::process::Command, ns: &'static Namespaces) {
     use std::os::fd::AsRawFd;
     cmd.env(nested::NS_FDS_ENV, nested::env_value(ns));
-    let fds = [ns.user.as_raw_fd(), ns.net.as_raw_fd()];
+    let mnt = ns.mnt.as_ref().map(|fd| fd.as_raw_fd()).ok();
+    let fds = [Some(ns.user.as_raw_fd()), Some(ns.net.as_raw_fd()), mnt];
     // SAFETY: the hook runs in the child between fork and exec, where only
-    // async-signal-safe calls are allowed: it makes two fcntl(F_SETFD)
+    // async-signal-safe calls are allowed: it makes up to three fcntl(F_SETFD)
     // calls on descriptor numbers copied before the fork, and allocates
     // nothing. The descriptors live in a process-wide static, so they are
     // open in the parent (and so in the child) for the whole spawn.
     #[allow(unsafe_code)]
     unsafe {
         cmd.pre_exec(move || {
-            for fd in fds {
+            for fd in fds.into_iter().flatten() {
                 if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
@@ -216,8 +265,10 @@ fn pass_namespaces(cmd: &mut tokio::process::Command, ns: &'static Namespaces) {
 /// rather than a helper exit code for a plain mistake.
 fn check_runnable(spec: &SandboxSpec) -> Result<(), String> {
     check_shape(spec)?;
-    if spec.pids_cgroup.is_some() {
-        return Err("pids_cgroup is set by run_sandboxed; leave it None".into());
+    if spec.pids_cgroup.is_some() || spec.memory_cgroup.is_some() {
+        return Err(
+            "pids_cgroup and memory_cgroup are set by run_sandboxed; leave them None".into(),
+        );
     }
     let dirs = [("workspace", &spec.workspace), ("cwd", &spec.cwd)]
         .into_iter()

@@ -87,6 +87,52 @@ const DENIED: &[libc::c_long] = &[
     libc::SYS_ioperm,
 ];
 
+/// Since Linux 5.1 new system calls have one number on every
+/// architecture; the libc crate lacks these two on aarch64.
+const SYS_FCHMODAT2: libc::c_long = 452;
+const SYS_SETXATTRAT: libc::c_long = 463;
+
+/// The set-id bits refused in any mode argument.
+const SETID_BITS: [libc::mode_t; 2] = [libc::S_ISUID, libc::S_ISGID];
+
+/// System calls that take a file mode, and the index of that argument.
+/// A set-user-id or set-group-id bit in it is refused with `EPERM`: a
+/// command running as root (as the quickstart does) must not leave a
+/// setuid-root program behind for the host, through `chmod` or by
+/// creating the file with those bits (`open(O_CREAT, 04755)` keeps them,
+/// the umask rarely clears them). `mkdir`/`mkdirat` are not listed: the
+/// kernel drops set-id bits from a directory's mode, and a setgid
+/// directory grants no privilege. `openat2` takes its mode behind a
+/// pointer and is refused outright (`ENOSYS`, so callers fall back to
+/// `openat`).
+const SETID_MODE_ARGS: &[(libc::c_long, u8)] = &[
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_chmod, 1),
+    (libc::SYS_fchmod, 1),
+    (libc::SYS_fchmodat, 2),
+    (SYS_FCHMODAT2, 2),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_open, 2),
+    (libc::SYS_openat, 3),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_creat, 1),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_mknod, 1),
+    (libc::SYS_mknodat, 2),
+];
+
+/// Extended-attribute writes, refused with `EOPNOTSUPP` (what a file
+/// system without xattrs answers, which `cp -a`, `tar` and Python's
+/// `shutil` tolerate): `security.capability` would give a program file
+/// capabilities valid on the host, the same hole as a setuid bit, and the
+/// attribute name sits behind a pointer seccomp cannot read.
+const XATTR_WRITES: &[libc::c_long] = &[
+    libc::SYS_setxattr,
+    libc::SYS_lsetxattr,
+    libc::SYS_fsetxattr,
+    SYS_SETXATTRAT,
+];
+
 /// Namespace flags refused in `clone` (the same door as `unshare`).
 const CLONE_NS_FLAGS: &[libc::c_int] = &[
     libc::CLONE_NEWNS,
@@ -120,6 +166,24 @@ pub(crate) fn build(network: bool) -> Result<Vec<BpfProgram>, String> {
         ],
     );
     rules.insert(libc::SYS_socket, socket_rules(network).map_err(err)?);
+    for (nr, mode_arg) in SETID_MODE_ARGS {
+        // One rule per bit (rules are OR-ed): refused if either is set.
+        let per_bit = SETID_BITS
+            .into_iter()
+            .map(|bit| {
+                let bit = u64::from(bit);
+                cond(
+                    *mode_arg,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::MaskedEq(bit),
+                    bit,
+                )
+                .and_then(|c| SeccompRule::new(vec![c]))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(err)?;
+        rules.insert(*nr, per_bit);
+    }
     let clone_rules = CLONE_NS_FLAGS
         .iter()
         .map(|flag| {
@@ -145,16 +209,29 @@ pub(crate) fn build(network: bool) -> Result<Vec<BpfProgram>, String> {
     .map_err(err)?;
     // clone3 takes its flags behind a pointer seccomp cannot read. ENOSYS
     // (not EPERM) makes glibc fall back to clone, whose flags we can check.
+    // openat2 likewise hides its mode behind a pointer (see
+    // SETID_MODE_ARGS): ENOSYS makes callers use openat.
     let clone3 = SeccompFilter::new(
-        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+        BTreeMap::from([
+            (libc::SYS_clone3, Vec::new()),
+            (libc::SYS_openat2, Vec::new()),
+        ]),
         SeccompAction::Allow,
         SeccompAction::Errno(errno(libc::ENOSYS)),
+        ARCH,
+    )
+    .map_err(err)?;
+    let xattr = SeccompFilter::new(
+        XATTR_WRITES.iter().map(|nr| (*nr, Vec::new())).collect(),
+        SeccompAction::Allow,
+        SeccompAction::Errno(errno(libc::EOPNOTSUPP)),
         ARCH,
     )
     .map_err(err)?;
     let mut programs = vec![
         BpfProgram::try_from(deny).map_err(|e| e.to_string())?,
         BpfProgram::try_from(clone3).map_err(|e| e.to_string())?,
+        BpfProgram::try_from(xattr).map_err(|e| e.to_string())?,
     ];
     #[cfg(target_arch = "x86_64")]
     programs.push(x32_filter());

@@ -26,6 +26,7 @@ use crate::landlock_rules::{
     ABI_NET, ABI_SCOPE, DEVICES_RO, DEVICES_RW, ETC_ENTRIES, SYSTEM_DIRS, TARGET_ABI, kernel_abi,
     open_path,
 };
+use crate::mount_ns::Layout;
 use crate::{cgroup, nested};
 
 /// What the process may reach once confined, besides the baseline every
@@ -54,8 +55,9 @@ pub struct SelfConfinement {
     pub read_write_files: Vec<PathBuf>,
     /// The process will run commands with
     /// [`run_sandboxed`](crate::run_sandboxed): prepare the namespaces its
-    /// helpers join (see [`nested`]) and grant its pids cgroup directory,
-    /// where per-run cgroups are made and removed.
+    /// helpers join (see [`nested`]: user, network, and a mount namespace
+    /// whose root holds these grants) and grant its pids and memory cgroup
+    /// directories, where per-run cgroups are made and removed.
     pub sandboxed_children: bool,
 }
 
@@ -175,7 +177,27 @@ pub fn confine_current_process(
         // Both read /proc or make a child: done while nothing forbids it.
         // The cgroup lookup is cached for `run_sandboxed` to use later.
         let cgroup = cgroup::pids_parent().map(|p| p.dir);
-        (Some(cgroup), Some(nested::prepare()))
+        let read_only: Vec<PathBuf> = grants
+            .read_only
+            .iter()
+            .chain(&grants.read_exec)
+            .cloned()
+            .collect();
+        let read_write: Vec<PathBuf> = grants
+            .read_write_dirs
+            .iter()
+            .chain(&grants.read_write_files)
+            .cloned()
+            .collect();
+        let root = Layout::for_confined_caller(&read_only, &read_write);
+        // A mount namespace that could not be built leaves strict child
+        // runs refused, like missing namespaces do.
+        let prepared = match nested::prepare(&root) {
+            Ok(None) => Ok(()),
+            Ok(Some(why)) => Err(format!("no private mount namespace: {why}")),
+            Err(why) => Err(why),
+        };
+        (Some(cgroup), Some(prepared))
     } else {
         (None, None)
     };
@@ -201,13 +223,20 @@ pub fn confine_current_process(
     }
     let mut created = ruleset.create().map_err(ruleset_error)?;
 
-    let cgroup_dir = pids_cgroup
+    let memory_dir = grants
+        .sandboxed_children
+        .then(|| cgroup::memory_parent().ok().map(|p| p.dir))
+        .flatten();
+    let cgroup_dirs: Vec<&Path> = pids_cgroup
         .as_ref()
         .and_then(|c| c.as_ref().ok())
-        .map(PathBuf::as_path);
+        .map(PathBuf::as_path)
+        .into_iter()
+        .chain(memory_dir.as_deref())
+        .collect();
     let mut rules = 0;
     let mut missing = Vec::new();
-    for (path, access, required) in rule_list(grants, abi, cgroup_dir) {
+    for (path, access, required) in rule_list(grants, abi, &cgroup_dirs) {
         if required && !exists(&path) {
             missing.push(path);
             continue;
@@ -266,7 +295,7 @@ fn one_line(s: &str) -> String {
 fn rule_list(
     grants: &SelfConfinement,
     abi: ABI,
-    cgroup_dir: Option<&Path>,
+    cgroup_dirs: &[&Path],
 ) -> Vec<(PathBuf, BitFlags<AccessFs>, bool)> {
     let read = AccessFs::ReadFile | AccessFs::ReadDir;
     let read_exec = AccessFs::from_read(abi);
@@ -298,7 +327,7 @@ fn rule_list(
     for dev in DEVICES_RO {
         rules.push((PathBuf::from(dev), AccessFs::ReadFile.into(), false));
     }
-    if let Some(dir) = cgroup_dir {
+    for dir in cgroup_dirs {
         rules.push((dir.to_path_buf(), cgroup, false));
     }
     let asked = [
@@ -347,7 +376,7 @@ mod tests {
             read_write_files: vec!["/db".into()],
             sandboxed_children: false,
         };
-        let rules = rule_list(&grants, ABI::V6, Some(Path::new("/cg")));
+        let rules = rule_list(&grants, ABI::V6, &[Path::new("/cg")]);
         let find = |p: &str| {
             rules
                 .iter()

@@ -47,10 +47,12 @@ pub struct SandboxSpec {
     /// Further directories granted read + execute (e.g. a toolchain).
     #[serde(default)]
     pub read_only: Vec<PathBuf>,
-    /// The complete environment of the command, already filtered by the
-    /// caller; nothing else is inherited. `/tmp` is not reachable, so tools
-    /// that need scratch space (compilers) want a `TMPDIR` inside the
-    /// workspace or a `read_write` directory.
+    /// The environment of the command, already filtered by the caller;
+    /// nothing else is inherited. The helper replaces `HOME`, the XDG base
+    /// directories and `TMPDIR` (see [`SANDBOX_HOME`](crate::SANDBOX_HOME)):
+    /// `HOME` is never a directory the agent can write outside the command,
+    /// and `TMPDIR` is the command's private `/tmp` (or, without a mount
+    /// namespace in permissive mode, what the caller passed).
     #[serde(default)]
     pub env: Vec<(String, String)>,
     /// Whether the command may use the network. Without it the command gets
@@ -67,6 +69,12 @@ pub struct SandboxSpec {
     /// callers leave it `None`.
     #[serde(default)]
     pub pids_cgroup: Option<PathBuf>,
+    /// A memory cgroup directory the helper joins, capping the whole
+    /// process tree at `limits.address_space_bytes`. Set by
+    /// [`run_sandboxed`](crate::run_sandboxed) like `pids_cgroup` (the same
+    /// directory on cgroup v2); callers leave it `None`.
+    #[serde(default)]
+    pub memory_cgroup: Option<PathBuf>,
 }
 
 /// Per-process resource limits (rlimits), plus the process cap that the
@@ -77,7 +85,10 @@ pub struct SandboxSpec {
 pub struct ResourceLimits {
     /// `RLIMIT_CPU`: CPU time, after which the kernel kills the process.
     pub cpu_seconds: u64,
-    /// `RLIMIT_AS`: virtual memory; a memory bomb fails to allocate.
+    /// Memory: `RLIMIT_AS` of each process (virtual memory; a memory bomb
+    /// fails to allocate) and, where the memory cgroup controller is
+    /// usable, `memory.max` of the whole process tree (swap included), so
+    /// several processes side by side cannot together exceed it either.
     pub address_space_bytes: u64,
     /// Processes (threads included) in the sandbox: `pids.max` of the
     /// cgroup, and `RLIMIT_NPROC`. Inside the user namespace the rlimit
@@ -159,7 +170,8 @@ pub(crate) fn check_shape(spec: &SandboxSpec) -> Result<(), String> {
         .into_iter()
         .chain(&spec.read_write)
         .chain(&spec.read_only)
-        .chain(spec.pids_cgroup.as_ref());
+        .chain(spec.pids_cgroup.as_ref())
+        .chain(spec.memory_cgroup.as_ref());
     for p in paths {
         if !p.is_absolute() {
             return Err(format!("path {} is not absolute", p.display()));

@@ -125,6 +125,12 @@ pub(crate) fn join_net_ns(fd: i32) -> Result<(), NsError> {
     set_ns(fd, libc::CLONE_NEWNET, "setns(CLONE_NEWNET)")
 }
 
+/// Join the prepared mount namespace `fd` (its root becomes ours); after
+/// [`join_user_ns`] of the user namespace that owns it.
+pub(crate) fn join_mnt_ns(fd: i32) -> Result<(), NsError> {
+    set_ns(fd, libc::CLONE_NEWNS, "setns(CLONE_NEWNS)")
+}
+
 fn set_ns(fd: i32, kind: libc::c_int, step: &'static str) -> Result<(), NsError> {
     // SAFETY: setns takes a descriptor number and a flag and reads no
     // memory of ours; a number that is not an open namespace descriptor of

@@ -22,6 +22,7 @@ use cap_std::ambient_authority;
 use cap_std::fs::{Dir, File, Metadata, MetadataExt, OpenOptions, OpenOptionsExt};
 
 use crate::path::RelPath;
+use crate::reach::{Last, reach};
 
 /// Size limit for [`Workspace::edit`], which has no caller-supplied cap:
 /// edits are for source and text files, not for bulk data.
@@ -74,6 +75,12 @@ pub enum FsError {
         "the text to replace occurs {count} times in {path:?}; include more surrounding text to make it unique, or set replace_all"
     )]
     AmbiguousMatch { path: String, count: usize },
+    /// The path leads (through symlinks) somewhere the caller's grants do
+    /// not cover.
+    #[error(
+        "{path:?} leads to {reached:?} in the workspace, which the agent's file grants do not cover; use a path the grants cover (symbolic links are checked where they lead)"
+    )]
+    NotCovered { path: String, reached: String },
     #[error("I/O error on {path:?}: {source}")]
     Io {
         path: String,
@@ -150,34 +157,71 @@ impl Workspace {
         &self.root
     }
 
-    /// Read a regular file of at most `max_bytes`.
-    ///
-    /// Symlinks are followed only while they stay inside the workspace.
-    /// Hard-linked files are refused too: a link planted in the workspace to
-    /// a file elsewhere on the same filesystem is indistinguishable from it.
+    /// Read a regular file of at most `max_bytes`, with no grant to check
+    /// (memory notes, tests): [`Workspace::read_gated`] with an open gate.
     pub fn read(&self, path: &str, max_bytes: u64) -> Result<Vec<u8>, FsError> {
+        self.read_gated(path, max_bytes, &open_gate)
+    }
+
+    /// Read a regular file of at most `max_bytes`, if `gate` allows the path
+    /// it actually leads to.
+    ///
+    /// Symlinks are followed only while they stay inside the workspace, and
+    /// the gate sees where they lead, not the path as written. Hard-linked
+    /// files are refused too: a link planted in the workspace to a file
+    /// elsewhere on the same filesystem is indistinguishable from it.
+    pub fn read_gated(
+        &self,
+        path: &str,
+        max_bytes: u64,
+        gate: Gate<'_>,
+    ) -> Result<Vec<u8>, FsError> {
         let rel = RelPath::parse(path)?;
         if rel.is_root() {
             return Err(FsError::NotAFile { path: path.into() });
         }
-        let p = rel.to_path();
+        let reached = reach(&self.dir, path, &rel, Last::Follow, false)?;
+        let Some(name) = reached.name.as_deref() else {
+            return Err(FsError::NotAFile { path: path.into() });
+        };
+        check_gate(path, &reached.path, gate)?;
         // Refuse special files before opening them: opening a device can
         // have side effects. Re-checked on the handle below (no race).
-        let pre = self.dir.metadata(&p).map_err(|e| map_io(path, e))?;
-        check_regular(path, &pre)?;
-        let file = self
+        let pre = reached
             .dir
-            .open_with(&p, &read_options(FollowSymlinks::Yes))
+            .symlink_metadata(name)
+            .map_err(|e| map_io(path, e))?;
+        if pre.file_type().is_symlink() {
+            return Err(changed_underfoot(path));
+        }
+        check_regular(path, &pre)?;
+        let file = reached
+            .dir
+            .open_with(name, &read_options(FollowSymlinks::No))
             .map_err(|e| map_io(path, e))?;
         read_checked(path, file, max_bytes)
     }
 
-    /// Write `data` to `path`, creating parent directories inside the
-    /// workspace. The final component is never followed if it is a symlink
-    /// (even a dangling one), hard-linked targets are refused, and the
-    /// content is written to a temporary file in the same directory and then
-    /// renamed over the target, so readers never see a half-written file.
+    /// Write with no grant to check: [`Workspace::write_gated`] with an open
+    /// gate.
     pub fn write(&self, path: &str, data: &[u8], max_bytes: u64) -> Result<(), FsError> {
+        self.write_gated(path, data, max_bytes, &open_gate)
+    }
+
+    /// Write `data` to `path`, creating parent directories inside the
+    /// workspace, if `gate` allows the path actually written (a symlinked
+    /// parent directory is resolved first). The final component is never
+    /// followed if it is a symlink (even a dangling one), hard-linked targets
+    /// are refused, and the content is written to a temporary file in the
+    /// same directory and then renamed over the target, so readers never see
+    /// a half-written file.
+    pub fn write_gated(
+        &self,
+        path: &str,
+        data: &[u8],
+        max_bytes: u64,
+        gate: Gate<'_>,
+    ) -> Result<(), FsError> {
         if data.len() as u64 > max_bytes {
             return Err(FsError::TooLarge {
                 path: path.into(),
@@ -185,18 +229,25 @@ impl Workspace {
             });
         }
         let rel = RelPath::parse(path)?;
-        let Some((parent_rel, name)) = rel.split_last() else {
+        if rel.is_root() {
+            return Err(FsError::NotAFile { path: path.into() });
+        }
+        let reached = reach(&self.dir, path, &rel, Last::Stop, true)?;
+        // Checked before any parent directory is created: making `config/x`
+        // through `out/cfg -> ../config` is already a write there.
+        check_gate(path, &reached.path, gate)?;
+        let (parent, name) = reached.create_missing(path)?;
+        let Some(name) = name else {
             return Err(FsError::NotAFile { path: path.into() });
         };
-        let parent = self.open_parent(path, &parent_rel, true)?;
-        let existing = check_write_target(path, &parent, name)?;
+        let existing = check_write_target(path, &parent, &name)?;
 
         let tmp_name = format!(
             ".bulwark-tmp-{}-{}",
             std::process::id(),
             TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
         );
-        let result = write_temp_then_rename(path, &parent, &tmp_name, name, data, existing);
+        let result = write_temp_then_rename(path, &parent, &tmp_name, &name, data, existing);
         if result.is_err() {
             // Best effort: the temp name is ours alone (O_EXCL), so removing
             // it cannot touch anything else.
@@ -207,11 +258,38 @@ impl Workspace {
 
     /// List a directory (`""` or `"."` is the root), sorted by name.
     pub fn list(&self, path: &str) -> Result<Vec<EntryInfo>, FsError> {
+        self.list_gated(path, &open_gate)
+            .map(|(entries, _)| entries)
+    }
+
+    /// List a directory the gate allows (where it really is), returning only
+    /// the entries the gate allows too, and how many were left out.
+    pub fn list_gated(
+        &self,
+        path: &str,
+        gate: Gate<'_>,
+    ) -> Result<(Vec<EntryInfo>, usize), FsError> {
         let rel = RelPath::parse(path)?;
-        let dir = self.open_dir(path, &rel)?;
+        let reached = reach(&self.dir, path, &rel, Last::Follow, false)?;
+        if let Some(name) = reached.name.as_deref() {
+            return Err(match reached.dir.symlink_metadata(name) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    FsError::NotFound { path: path.into() }
+                }
+                Ok(meta) if meta.file_type().is_symlink() => changed_underfoot(path),
+                _ => FsError::NotADirectory { path: path.into() },
+            });
+        }
+        check_gate(path, &reached.path, gate)?;
         let mut out = Vec::new();
-        for entry in dir.entries().map_err(|e| map_io(path, e))? {
+        let mut hidden = 0usize;
+        for entry in reached.dir.entries().map_err(|e| map_io(path, e))? {
             let entry = entry.map_err(|e| map_io(path, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !gate(&child_path(&reached.path, &name)) {
+                hidden += 1;
+                continue;
+            }
             let meta = entry.metadata().map_err(|e| map_io(path, e))?;
             let ft = meta.file_type();
             let kind = if ft.is_symlink() {
@@ -224,24 +302,39 @@ impl Workspace {
                 EntryKind::Other
             };
             out.push(EntryInfo {
-                name: entry.file_name().to_string_lossy().into_owned(),
+                name,
                 kind,
                 size: meta.len(),
             });
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(out)
+        Ok((out, hidden))
     }
 
-    /// Replace `old` with `new` in a UTF-8 text file. Unless `replace_all`,
-    /// `old` must occur exactly once, so the model cannot silently edit the
-    /// wrong place. Returns the number of replacements.
+    /// Edit with no grant to check: [`Workspace::edit_gated`] with open
+    /// gates.
     pub fn edit(
         &self,
         path: &str,
         old: &str,
         new: &str,
         replace_all: bool,
+    ) -> Result<usize, FsError> {
+        self.edit_gated(path, old, new, replace_all, &open_gate, &open_gate)
+    }
+
+    /// Replace `old` with `new` in a UTF-8 text file. Unless `replace_all`,
+    /// `old` must occur exactly once, so the model cannot silently edit the
+    /// wrong place. The read and the write each pass their own gate on the
+    /// path really reached. Returns the number of replacements.
+    pub fn edit_gated(
+        &self,
+        path: &str,
+        old: &str,
+        new: &str,
+        replace_all: bool,
+        read_gate: Gate<'_>,
+        write_gate: Gate<'_>,
     ) -> Result<usize, FsError> {
         if old.is_empty() {
             return Err(FsError::Io {
@@ -252,7 +345,7 @@ impl Workspace {
                 ),
             });
         }
-        let bytes = self.read(path, EDIT_MAX_BYTES)?;
+        let bytes = self.read_gated(path, EDIT_MAX_BYTES, read_gate)?;
         let text = String::from_utf8(bytes).map_err(|_| FsError::Io {
             path: path.into(),
             source: io::Error::new(
@@ -271,22 +364,38 @@ impl Workspace {
             });
         }
         let updated = text.replace(old, new);
-        self.write(path, updated.as_bytes(), EDIT_MAX_BYTES)?;
+        self.write_gated(path, updated.as_bytes(), EDIT_MAX_BYTES, write_gate)?;
         Ok(count)
     }
 
-    /// Recursive substring search under `path` (a file or directory).
-    ///
-    /// Symlinks are never followed (neither files nor directories), so a
-    /// search cannot be steered into a loop or out of the tree. Files larger
-    /// than [`SEARCH_MAX_FILE_BYTES`], binary files (containing NUL), special
-    /// files and hard-linked files are skipped, as are unreadable entries.
+    /// Search with no grant to check: [`Workspace::search_gated`] with an
+    /// open gate.
     pub fn search(
         &self,
         path: &str,
         needle: &str,
         max_results: usize,
     ) -> Result<Vec<SearchHit>, FsError> {
+        self.search_gated(path, needle, max_results, &open_gate)
+            .map(|(hits, _)| hits)
+    }
+
+    /// Recursive substring search under `path` (a file or directory, where
+    /// it really is), reading only files the gate allows; returns the hits
+    /// and how many files were skipped for the gate.
+    ///
+    /// Below the starting point symlinks are never followed (neither files
+    /// nor directories), so a search cannot be steered into a loop or out of
+    /// the tree. Files larger than [`SEARCH_MAX_FILE_BYTES`], binary files
+    /// (containing NUL), special files and hard-linked files are skipped, as
+    /// are unreadable entries.
+    pub fn search_gated(
+        &self,
+        path: &str,
+        needle: &str,
+        max_results: usize,
+        gate: Gate<'_>,
+    ) -> Result<(Vec<SearchHit>, usize), FsError> {
         if needle.is_empty() {
             return Err(FsError::Io {
                 path: path.into(),
@@ -297,60 +406,66 @@ impl Workspace {
             });
         }
         let rel = RelPath::parse(path)?;
-        let mut hits = Vec::new();
+        let mut walk = SearchWalk {
+            needle,
+            max_results,
+            gate,
+            hits: Vec::new(),
+            skipped: 0,
+        };
         if max_results == 0 {
-            return Ok(hits);
+            return Ok((walk.hits, 0));
         }
-        let meta = self
-            .dir
-            .symlink_metadata(rel.to_path())
-            .map_err(|e| map_io(path, e))?;
-        let ft = meta.file_type();
-        if ft.is_file() {
-            let (parent_rel, name) = rel
-                .split_last()
-                .ok_or_else(|| FsError::NotAFile { path: path.into() })?;
-            let parent = self.open_parent(path, &parent_rel, false)?;
-            search_file(
-                &parent,
-                name,
-                &rel.display(),
-                needle,
-                max_results,
-                &mut hits,
-            );
-        } else if ft.is_dir() {
-            let dir = self.open_dir(path, &rel)?;
-            search_dir(dir, rel.display(), needle, max_results, &mut hits, 0);
-        }
-        Ok(hits)
-    }
-
-    /// Open a directory beneath the root (the root itself for `""`).
-    fn open_dir(&self, path: &str, rel: &RelPath) -> Result<Dir, FsError> {
-        if rel.is_root() {
-            return self.dir.try_clone().map_err(|e| map_io(path, e));
-        }
-        self.dir
-            .open_dir(rel.to_path())
-            .map_err(|e| map_io(path, e))
-    }
-
-    /// Open the parent directory of a target, optionally creating it. cap-std
-    /// resolves it beneath the root, so a symlinked parent pointing outside
-    /// fails here.
-    fn open_parent(&self, path: &str, parent: &RelPath, create: bool) -> Result<Dir, FsError> {
-        if create && !parent.is_root() {
-            match self.dir.create_dir_all(parent.to_path()) {
-                // Something that is not a plain directory is in the way (a
-                // file, or a symlink cap-std will not follow out of the
-                // root); opening it below reports precisely which.
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(map_io(path, e)),
-                Ok(()) => {}
+        let reached = reach(&self.dir, path, &rel, Last::Follow, false)?;
+        check_gate(path, &reached.path, gate)?;
+        match reached.name.as_deref() {
+            None => walk.dir(reached.dir, reached.path.clone(), 0),
+            Some(name) => {
+                let meta = reached
+                    .dir
+                    .symlink_metadata(name)
+                    .map_err(|e| map_io(path, e))?;
+                if meta.file_type().is_file() {
+                    walk.file(&reached.dir, name, &reached.path);
+                }
             }
         }
-        self.open_dir(path, parent)
+        Ok((walk.hits, walk.skipped))
+    }
+}
+
+/// Decides, for each path an operation really reaches (relative to the
+/// root, `/`-separated, `""` for the root), whether it may be touched.
+pub type Gate<'a> = &'a (dyn Fn(&str) -> bool + Sync);
+
+/// The gate of callers with no grants to check.
+fn open_gate(_: &str) -> bool {
+    true
+}
+
+fn check_gate(shown: &str, reached: &str, gate: Gate<'_>) -> Result<(), FsError> {
+    if gate(reached) {
+        Ok(())
+    } else {
+        Err(FsError::NotCovered {
+            path: shown.into(),
+            reached: reached.into(),
+        })
+    }
+}
+
+fn child_path(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+fn changed_underfoot(path: &str) -> FsError {
+    FsError::Escape {
+        path: path.into(),
+        detail: "it was replaced by a symbolic link while being opened; try again".into(),
     }
 }
 
@@ -463,86 +578,92 @@ fn write_temp_then_rename(
         .map_err(|e| map_io(path, e))
 }
 
-/// Search one file in `dir` without following symlinks; silently skips
-/// anything that is not a small, single-linked, regular, non-binary file.
-fn search_file(
-    dir: &Dir,
-    name: &str,
-    display: &str,
-    needle: &str,
+/// One search: what to look for, where it may look, what it found.
+struct SearchWalk<'a> {
+    needle: &'a str,
     max_results: usize,
-    hits: &mut Vec<SearchHit>,
-) {
-    let Ok(file) = dir.open_with(name, &read_options(FollowSymlinks::No)) else {
-        return;
-    };
-    let Ok(data) = read_checked(display, file, SEARCH_MAX_FILE_BYTES) else {
-        return;
-    };
-    if data.contains(&0) {
-        return;
-    }
-    for (idx, line) in data.split(|b| *b == b'\n').enumerate() {
-        if hits.len() >= max_results {
-            return;
-        }
-        let line = String::from_utf8_lossy(line);
-        if line.contains(needle) {
-            let text: String = line
-                .trim_end_matches('\r')
-                .chars()
-                .take(SEARCH_MAX_LINE_CHARS)
-                .collect();
-            hits.push(SearchHit {
-                path: display.to_string(),
-                line: idx as u64 + 1,
-                text,
-            });
-        }
-    }
+    gate: Gate<'a>,
+    hits: Vec<SearchHit>,
+    /// Files left unread because the gate does not allow them.
+    skipped: usize,
 }
 
-/// Depth-first walk in name order (deterministic results). Subdirectories
-/// are opened with `O_NOFOLLOW` relative to their parent handle, so swapping
-/// a directory for a symlink mid-walk cannot redirect the search.
-fn search_dir(
-    dir: Dir,
-    prefix: String,
-    needle: &str,
-    max_results: usize,
-    hits: &mut Vec<SearchHit>,
-    depth: usize,
-) {
-    if depth > SEARCH_MAX_DEPTH {
-        return;
+impl SearchWalk<'_> {
+    fn full(&self) -> bool {
+        self.hits.len() >= self.max_results
     }
-    let Ok(entries) = dir.entries() else {
-        return;
-    };
-    let mut children: Vec<(String, cap_std::fs::FileType)> = entries
-        .filter_map(Result::ok)
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            let ft = e.file_type().ok()?;
-            Some((name, ft))
-        })
-        .collect();
-    children.sort_by(|a, b| a.0.cmp(&b.0));
-    for (name, ft) in children {
-        if hits.len() >= max_results {
+
+    /// Search one file in `dir` without following symlinks; silently skips
+    /// anything that is not a small, single-linked, regular, non-binary
+    /// file, and counts what the gate does not allow.
+    fn file(&mut self, dir: &Dir, name: &str, display: &str) {
+        if !(self.gate)(display) {
+            self.skipped += 1;
             return;
         }
-        let child = if prefix.is_empty() {
-            name.clone()
-        } else {
-            format!("{prefix}/{name}")
+        let Ok(file) = dir.open_with(name, &read_options(FollowSymlinks::No)) else {
+            return;
         };
-        if ft.is_dir() {
-            if let Ok(sub) = dir.open_dir_nofollow(&name) {
-                search_dir(sub, child, needle, max_results, hits, depth + 1);
+        let Ok(data) = read_checked(display, file, SEARCH_MAX_FILE_BYTES) else {
+            return;
+        };
+        if data.contains(&0) {
+            return;
+        }
+        for (idx, line) in data.split(|b| *b == b'\n').enumerate() {
+            if self.full() {
+                return;
             }
-        } else if ft.is_file() {
-            search_file(&dir, &name, &child, needle, max_results, hits);
+            let line = String::from_utf8_lossy(line);
+            if line.contains(self.needle) {
+                let text: String = line
+                    .trim_end_matches('\r')
+                    .chars()
+                    .take(SEARCH_MAX_LINE_CHARS)
+                    .collect();
+                self.hits.push(SearchHit {
+                    path: display.to_string(),
+                    line: idx as u64 + 1,
+                    text,
+                });
+            }
+        }
+    }
+
+    /// Depth-first walk in name order (deterministic results).
+    /// Subdirectories are opened with `O_NOFOLLOW` relative to their parent
+    /// handle, so swapping a directory for a symlink mid-walk cannot redirect
+    /// the search. Directories the gate does not allow are still walked (a
+    /// grant like `**/*.md` covers files below them), but only files the
+    /// gate allows are read.
+    fn dir(&mut self, dir: Dir, prefix: String, depth: usize) {
+        if depth > SEARCH_MAX_DEPTH {
+            return;
+        }
+        let Ok(entries) = dir.entries() else {
+            return;
+        };
+        let mut children: Vec<(String, cap_std::fs::FileType)> = entries
+            .filter_map(Result::ok)
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let ft = e.file_type().ok()?;
+                Some((name, ft))
+            })
+            .collect();
+        children.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, ft) in children {
+            if self.full() {
+                return;
+            }
+            let child = child_path(&prefix, &name);
+            if ft.is_dir() {
+                if let Ok(sub) = dir.open_dir_nofollow(&name) {
+                    self.dir(sub, child, depth + 1);
+                }
+            } else if ft.is_file() {
+                self.file(&dir, &name, &child);
+            }
         }
     }
 }
@@ -557,7 +678,7 @@ fn is_escape(e: &io::Error) -> bool {
 }
 
 /// Map an I/O error to the variant that tells the model what to do.
-fn map_io(path: &str, e: io::Error) -> FsError {
+pub(crate) fn map_io(path: &str, e: io::Error) -> FsError {
     let path = path.to_string();
     if is_escape(&e) {
         return FsError::Escape {

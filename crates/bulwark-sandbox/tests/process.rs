@@ -240,3 +240,27 @@ async fn spawn_errors_are_typed() {
         Err(SpawnError::InvalidSpec { .. })
     ));
 }
+
+#[tokio::test]
+async fn private_home_is_fresh_outside_the_workspace_and_removed() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join(".gitconfig"), "[core]\n").unwrap();
+    let home = bulwark_sandbox::PrivateHome::create().expect("private home");
+    let path = home.path().to_path_buf();
+    assert!(!path.starts_with(ws.path()));
+    let mut env = bulwark_sandbox::minimal_env(ws.path());
+    env.push(("XDG_CONFIG_HOME".into(), ws.path().display().to_string()));
+    let mut s = spec(
+        &[
+            "sh",
+            "-c",
+            "echo $HOME; ls -A $HOME; echo x=$XDG_CONFIG_HOME",
+        ],
+        ws.path(),
+    );
+    s.env = home.apply(&env);
+    let out = run_process(&s).await.unwrap();
+    assert_eq!(out.stdout, format!("{}\nx=\n", path.display()), "{out:?}");
+    drop(home);
+    assert!(!path.exists(), "the private HOME was left behind");
+}

@@ -23,7 +23,12 @@ async fn reading_outside_the_workspace_is_refused() {
     assert!(out.stdout.contains("visible"), "{out:?}");
     assert!(!out.stdout.contains(SECRET), "secret leaked: {out:?}");
     assert_ne!(out.exit_code, Some(0));
-    assert!(out.stderr.contains("Permission denied"), "{out:?}");
+    // Not in the private root at all (or, without it, denied by Landlock).
+    assert!(
+        out.stderr.contains("No such file or directory")
+            || out.stderr.contains("Permission denied"),
+        "{out:?}"
+    );
     // Listing the outside directory is refused too.
     let out = run(&spec(&fx, &["ls", &fx.outside.display().to_string()])).await;
     assert_ne!(out.exit_code, Some(0), "{out:?}");
@@ -55,19 +60,26 @@ async fn writing_outside_the_workspace_is_refused() {
     let fx = fixture();
     let new = fx.outside.join("new");
     let secret = fx.outside.join("secret");
+    // The command's /tmp is its own: what it makes there is not the host's.
+    let host_tmp = std::env::temp_dir().join(format!("bulwark-escape-{}", std::process::id()));
     let script = format!(
         "echo pwned > '{new}'; echo a=$?; echo pwned >> '{secret}'; echo b=$?; \
-         rm -f '{secret}'; echo c=$?; mkdir /tmp/bulwark-escape-$$; echo d=$?; \
+         rm '{secret}'; echo c=$?; mkdir '{tmp}'; echo d=$?; \
          echo ok > mine; echo e=$?",
         new = new.display(),
-        secret = secret.display()
+        secret = secret.display(),
+        tmp = host_tmp.display(),
     );
     let out = run(&sh(&fx, &script)).await;
-    for refused in ["a=2", "b=2", "c=1", "d=1"] {
+    for refused in ["a=2", "b=2", "c=1"] {
         assert!(out.stdout.contains(refused), "{refused}: {out:?}");
     }
     assert!(out.stdout.contains("e=0"), "{out:?}");
     assert!(!new.exists());
+    assert!(
+        !host_tmp.exists(),
+        "the command wrote the host's /tmp: {out:?}"
+    );
     assert_eq!(
         std::fs::read_to_string(&secret).expect("secret kept"),
         SECRET
@@ -91,7 +103,8 @@ async fn symlinks_pointing_outside_are_not_followed_out() {
     assert!(!out.stdout.contains(SECRET), "{out:?}");
     assert!(out.stdout.contains("a=1"), "{out:?}");
     assert!(out.stdout.contains("b=2"), "{out:?}");
-    assert!(out.stdout.contains("c=2"), "{out:?}");
+    // `ls` of the link lists at most the (dangling) link itself.
+    assert!(!out.stdout.contains("secret"), "{out:?}");
     assert!(!fx.outside.join("planted").exists());
 }
 
@@ -253,7 +266,19 @@ async fn environment_is_exactly_the_given_one() {
     assert_eq!(out.exit_code, Some(0), "{out:?}");
     let mut lines: Vec<&str> = out.stdout.lines().collect();
     lines.sort_unstable();
-    assert_eq!(lines, ["ONLY_THIS=yes", "PATH=/usr/bin:/bin"]);
+    // Plus the sandbox's own HOME, XDG directories and private TMPDIR.
+    let home = bulwark_sandbox::SANDBOX_HOME;
+    let expected = [
+        format!("HOME={home}"),
+        "ONLY_THIS=yes".into(),
+        "PATH=/usr/bin:/bin".into(),
+        "TMPDIR=/tmp".into(),
+        format!("XDG_CACHE_HOME={home}/.cache"),
+        format!("XDG_CONFIG_HOME={home}/.config"),
+        format!("XDG_DATA_HOME={home}/.local/share"),
+        format!("XDG_STATE_HOME={home}/.local/state"),
+    ];
+    assert_eq!(lines, expected);
     assert!(!out.stdout.contains("BULWARK_SANDBOX_SPEC"));
 }
 
@@ -317,4 +342,216 @@ async fn signals_cannot_leave_the_sandbox() {
         let out = run(&s).await;
         assert!(out.stdout.contains("kill=1"), "{out:?}");
     }
+}
+
+const PYTHON: &str = "/usr/bin/python3";
+
+/// Connect to each path (`@name` = abstract) and print `OPEN <path>` or
+/// `refused <path> <errno>`.
+const CONNECT_PY: &str = r"import socket, sys
+for p in sys.argv[1:]:
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect('\0' + p[1:] if p.startswith('@') else p)
+        print('OPEN', p)
+    except OSError as e:
+        print('refused', p, e.errno)
+";
+
+#[tokio::test]
+async fn host_unix_sockets_are_unreachable() {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixListener};
+    assert!(
+        Path::new(PYTHON).exists(),
+        "this test needs {PYTHON} to connect to sockets from inside the sandbox"
+    );
+    assert!(
+        probe().mount_namespaces.is_available(),
+        "no mount namespaces here, so host sockets are reachable: {}",
+        probe().mount_namespaces.detail()
+    );
+    let fx = fixture();
+    let mut listeners = Vec::new();
+    let mut targets = Vec::new();
+    // A socket outside the workspace, in a temporary directory.
+    let outside = fx.outside.join("agent.sock");
+    listeners.push(UnixListener::bind(&outside).expect("bind outside socket"));
+    targets.push(outside.display().to_string());
+    // One under the host's /run, like a root-only daemon socket.
+    let run_dir = Path::new("/run").join(format!("bulwark-test-{}", std::process::id()));
+    match std::fs::create_dir_all(&run_dir) {
+        Ok(()) => {
+            let sock = run_dir.join("daemon.sock");
+            listeners.push(UnixListener::bind(&sock).expect("bind /run socket"));
+            targets.push(sock.display().to_string());
+        }
+        Err(e) => eprintln!("not testing a socket under /run ({e}): only root can create one"),
+    }
+    // An abstract socket: scoped by the network namespace (no network)
+    // and Landlock scoping (network).
+    let name = format!("bulwark-test-{}", std::process::id());
+    let addr = SocketAddr::from_abstract_name(name.as_bytes()).expect("abstract name");
+    listeners.push(UnixListener::bind_addr(&addr).expect("bind abstract socket"));
+    targets.push(format!("@{name}"));
+    for l in &listeners {
+        l.set_nonblocking(true).expect("nonblocking");
+    }
+    // A control inside the workspace shows the probe itself works.
+    let inside = fx.ws.join("own.sock");
+    let own = UnixListener::bind(&inside).expect("bind workspace socket");
+    own.set_nonblocking(true).expect("nonblocking");
+    for network in [false, true] {
+        let mut argv = vec![PYTHON, "-c", CONNECT_PY, "own.sock"];
+        argv.extend(targets.iter().map(String::as_str));
+        let mut s = spec(&fx, &argv);
+        s.network = network;
+        let out = run(&s).await;
+        assert_eq!(out.exit_code, Some(0), "{out:?}");
+        assert!(out.stdout.contains("OPEN own.sock"), "{out:?}");
+        for t in &targets {
+            assert!(
+                out.stdout.contains(&format!("refused {t} ")),
+                "network={network}: {t} was reachable: {out:?}"
+            );
+        }
+        for l in &listeners {
+            assert!(l.accept().is_err(), "a host listener was reached: {out:?}");
+        }
+        let _ = own.accept();
+    }
+    let _ = std::fs::remove_dir_all(&run_dir);
+}
+
+#[tokio::test]
+async fn setid_bits_are_refused() {
+    let fx = fixture();
+    let script = "cp /bin/sh suid; chmod 4755 suid; echo a=$?; chmod g+s suid; echo b=$?; \
+                  chmod u+s suid; echo c=$?; \
+                  python3 -c \"import os; os.open('made', os.O_CREAT | os.O_WRONLY, 0o6755)\"; \
+                  echo d=$?; touch plain; chmod 755 plain; echo e=$?; chmod +x plain; echo f=$?; \
+                  mkdir dir; chmod 2775 dir; echo g=$?";
+    for network in [false, true] {
+        let mut s = sh(&fx, script);
+        s.network = network;
+        let out = run(&s).await;
+        for refused in ["a=1", "b=1", "c=1", "d=1", "g=1"] {
+            assert!(out.stdout.contains(refused), "{refused}: {out:?}");
+        }
+        for allowed in ["e=0", "f=0"] {
+            assert!(out.stdout.contains(allowed), "{allowed}: {out:?}");
+        }
+        for entry in std::fs::read_dir(&fx.ws).expect("read ws") {
+            use std::os::unix::fs::PermissionsExt;
+            let entry = entry.expect("entry");
+            let mode = entry.metadata().expect("metadata").permissions().mode();
+            assert_eq!(
+                mode & 0o6000,
+                0,
+                "{} has set-id bits ({mode:o}): {out:?}",
+                entry.path().display()
+            );
+        }
+        for name in ["suid", "made", "plain", "dir"] {
+            let _ = std::fs::remove_file(fx.ws.join(name));
+            let _ = std::fs::remove_dir(fx.ws.join(name));
+        }
+    }
+}
+
+#[tokio::test]
+async fn memory_limit_bounds_the_whole_process_tree() {
+    assert!(Path::new(PYTHON).exists(), "this test needs {PYTHON}");
+    let support = probe();
+    if !support.memory_cgroup.is_available() {
+        // Not a pass: the limit is per process here, which is the hole.
+        eprintln!(
+            "MEMORY CGROUP UNAVAILABLE: only RLIMIT_AS bounds memory on this machine ({}); \
+             checking that the runner reports it",
+            support.memory_cgroup.detail()
+        );
+        assert!(support.to_string().contains("memory cgroup"));
+        assert!(support.memory_cgroup.detail().contains("RLIMIT_AS"));
+        return;
+    }
+    let fx = fixture();
+    const MIB: u64 = 1024 * 1024;
+    // Each child touches 64 MiB and holds it for a while; the command's
+    // limit is 128 MiB in total (and per process, under RLIMIT_AS).
+    let child = "import time; b = b'x' * (64 << 20); time.sleep(3); print('survived')";
+    let three = format!("for i in 1 2 3; do {PYTHON} -c \"{child}\" & done; wait; echo done");
+    let mut s = sh(&fx, &three);
+    s.limits.address_space_bytes = 128 * MIB;
+    let out = run(&s).await;
+    assert!(out.stdout.contains("done"), "{out:?}");
+    let survivors = out.stdout.matches("survived").count();
+    assert!(
+        survivors < 3,
+        "three 64 MiB children ran side by side under a 128 MiB limit: {out:?}"
+    );
+    let mut s = spec(&fx, &[PYTHON, "-c", child]);
+    s.limits.address_space_bytes = 128 * MIB;
+    let out = run(&s).await;
+    assert_eq!(out.exit_code, Some(0), "one child under the limit: {out:?}");
+    assert!(out.stdout.contains("survived"), "{out:?}");
+}
+
+#[tokio::test]
+async fn home_and_repository_config_cannot_steer_git() {
+    assert!(have("git"), "this test needs git");
+    let fx = fixture();
+    let marker = fx.ws.join("pwned-marker");
+    let payload = format!(
+        "[core]\n\tfsmonitor = \"touch {}; false\"\n",
+        marker.display()
+    );
+    // What an agent's file tools could write: a ~/.gitconfig in the
+    // workspace (HOME used to be the workspace) and an XDG git config.
+    std::fs::write(fx.ws.join(".gitconfig"), &payload).expect("write .gitconfig");
+    std::fs::create_dir_all(fx.ws.join(".config/git")).expect("mkdir");
+    std::fs::write(fx.ws.join(".config/git/config"), &payload).expect("write xdg config");
+    let init = run(&sh(
+        &fx,
+        "git init -q && git -c user.name=t -c user.email=t@t commit -q --allow-empty -m x",
+    ))
+    .await;
+    assert_eq!(init.exit_code, Some(0), "{init:?}");
+    let mut s = spec(&fx, &["git", "status", "--short"]);
+    // Even when the caller passes the workspace as HOME.
+    s.env.retain(|(k, _)| k != "HOME");
+    s.env.push(("HOME".into(), fx.ws.display().to_string()));
+    s.env.push((
+        "XDG_CONFIG_HOME".into(),
+        fx.ws.join(".config").display().to_string(),
+    ));
+    let out = run(&s).await;
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert!(!marker.exists(), "git ran the planted fsmonitor: {out:?}");
+    // The repository's config and hooks are read-only to commands.
+    let hooks = fx.ws.join(".git/hooks");
+    std::fs::create_dir_all(&hooks).expect("hooks dir");
+    let out = run(&sh(
+        &fx,
+        "echo x >> .git/config; echo a=$?; echo '#!/bin/sh' > .git/hooks/pre-commit; echo b=$?; \
+         git config core.fsmonitor 'touch pwned'; echo c=$?; echo ok > file; echo d=$?; \
+         git add file && git -c user.name=t -c user.email=t@t commit -q -m y; echo e=$?; \
+         echo x > $HOME/.gitconfig; echo f=$?",
+    ))
+    .await;
+    for expected in ["a=2", "b=2", "c=", "d=0", "e=0", "f=0"] {
+        assert!(out.stdout.contains(expected), "{expected}: {out:?}");
+    }
+    assert!(
+        !out.stdout.contains("c=0"),
+        "git config wrote .git/config: {out:?}"
+    );
+    let config = std::fs::read_to_string(fx.ws.join(".git/config")).expect("config");
+    assert!(
+        !config.contains("fsmonitor") && !config.ends_with("x\n"),
+        "{config}"
+    );
+    assert!(!hooks.join("pre-commit").exists());
+    // HOME is per command: what one wrote there is gone for the next.
+    let out = run(&sh(&fx, "cat $HOME/.gitconfig; echo g=$?")).await;
+    assert!(out.stdout.contains("g=1"), "{out:?}");
 }

@@ -219,7 +219,7 @@ fn probe_reports_a_table() {
     let support = probe();
     let table = support.to_string();
     eprintln!("{table}");
-    assert_eq!(table.lines().count(), 7);
+    assert_eq!(table.lines().count(), 9);
     for l in table.lines() {
         assert!(l.contains(" ok ") || l.contains(" MISSING "), "{l}");
     }
@@ -236,4 +236,28 @@ fn probe_reports_a_table() {
     if is_root() {
         assert!(!support.rlimit_nproc.is_available());
     }
+}
+
+#[tokio::test]
+async fn private_tmp_home_and_tools_work() {
+    let fx = fixture();
+    let python = if have("python3") {
+        "python3 -c 'print(6*7)'"
+    } else {
+        "echo 42"
+    };
+    let script = format!(
+        "echo t > /tmp/t && cat /tmp/t && echo h > $HOME/h && cat $HOME/h && \
+         test \"$TMPDIR\" = /tmp && ls /etc/ssl >/dev/null && {python} && \
+         git init -q repo && cd repo && git status --short && echo done"
+    );
+    let out = run(&sh(&fx, &script)).await;
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert_eq!(out.stdout, "t\nh\n42\ndone\n", "{out:?}");
+    // Nothing was created in the workspace but what the command made.
+    let names: Vec<String> = std::fs::read_dir(&fx.ws)
+        .expect("ws")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["repo"]);
 }

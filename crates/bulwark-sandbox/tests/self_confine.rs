@@ -446,6 +446,7 @@ fn child_nested(dir: &Path) -> i32 {
         limits: Default::default(),
         enforcement: Default::default(),
         pids_cgroup: None,
+        memory_cgroup: None,
     };
     let out = runtime.block_on(run_sandboxed(
         Path::new(HELPER),

@@ -78,3 +78,51 @@ proptest! {
         prop_assert_eq!(&before, &snapshot(&outside), "outside modified via {:?}", path);
     }
 }
+
+fn inner_component() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(vec!["d", "e", "f.txt", "up", "side", "loop", "chain", "."])
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// The path a gate is shown is the path the kernel really reaches: for
+    /// any path through a tree of relative symlinks that stay inside (up a
+    /// level, sideways, chained, looping), a successful read saw exactly
+    /// what `canonicalize` says the path is, relative to the root.
+    #[test]
+    fn the_gate_sees_where_the_kernel_goes(parts in prop::collection::vec(inner_component(), 1..6)) {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path().join("ws");
+        std::fs::create_dir_all(root.join("d/e")).expect("mkdir");
+        std::fs::write(root.join("d/f.txt"), b"F1").expect("write");
+        std::fs::write(root.join("d/e/f.txt"), b"F2").expect("write");
+        symlink("..", root.join("d/up")).expect("symlink");
+        symlink("../d/e", root.join("d/side")).expect("symlink");
+        symlink("side/../f.txt", root.join("d/chain")).expect("symlink");
+        symlink("loop", root.join("d/loop")).expect("symlink");
+        symlink("d", root.join("up")).expect("symlink");
+        let ws = Workspace::open(&root).expect("open");
+        let path = format!("d/{}", parts.join("/"));
+        let seen = std::sync::Mutex::new(Vec::<String>::new());
+        let gate = |p: &str| {
+            seen.lock().expect("lock").push(p.to_string());
+            true
+        };
+        if ws.read_gated(&path, 1 << 20, &gate).is_ok() {
+            // `.` components are dropped lexically before any lookup (as
+            // `a/./b` is `a/b`), so the oracle drops them too.
+            let lexical: Vec<&str> = parts.iter().copied().filter(|p| *p != ".").collect();
+            let real = std::fs::canonicalize(root.join("d").join(lexical.join("/")))
+                .expect("canonicalize");
+            let canonical_root = std::fs::canonicalize(&root).expect("root");
+            let expected = real
+                .strip_prefix(&canonical_root)
+                .expect("inside")
+                .to_string_lossy()
+                .into_owned();
+            let seen = seen.lock().expect("lock");
+            prop_assert_eq!(seen.as_slice(), &[expected], "path {:?}", path);
+        }
+    }
+}

@@ -132,6 +132,10 @@ pub enum TrustError {
     /// A file over the size limit.
     #[error("{} is larger than {limit} bytes; agent files must be smaller", path.display())]
     FileTooLarge { path: PathBuf, limit: u64 },
+    /// The files of an agent directory are too large in all to hold in
+    /// memory.
+    #[error("{} holds more than {limit} bytes in all; agent directories must be smaller (a large model file belongs outside, pinned in pins.sha256)", dir.display())]
+    BundleTooLarge { dir: PathBuf, limit: u64 },
     /// A file changed while it was being read.
     #[error("{} changed while it was read; try again", path.display())]
     ChangedDuringRead { path: PathBuf },
@@ -183,6 +187,69 @@ pub enum TrustError {
         agent: String,
         signer: SignerId,
         differences: Vec<Difference>,
+    },
+
+    /// An older signed version than this home has already run.
+    #[error(
+        "agent `{agent}` is version {version}{} signed by {signer}, but this home has already run version {highest} of it signed by that key: an older version is refused (putting back an old agent.sig with its files is a rollback). To run this version deliberately, review it and sign it again with `bulwark sign {agent}`, which gives it a version above {highest} (the highest versions run are kept in {})",
+        if *version == 0 { " (its signature has no version: made before versions existed)" } else { "" },
+        path.display()
+    )]
+    Rollback {
+        agent: String,
+        signer: SignerId,
+        version: u64,
+        highest: u64,
+        path: PathBuf,
+    },
+    /// `trust/agent-versions` cannot be read as written.
+    #[error("{} is invalid: {reason}; restore it from a backup (deleting it forgets which versions ran, and so allows rollbacks)", path.display())]
+    CorruptVersions { path: PathBuf, reason: String },
+    /// A version that cannot be signed.
+    #[error("version {version} cannot be signed: versions start at 1")]
+    InvalidVersion { version: u64 },
+
+    // --- Files outside the agent directory.
+    /// A path the agent names leaves its directory, unpinned.
+    #[error(
+        "{field} is `{value}`, which names {}, outside the agent directory {}: the signature does not cover it. Move the file into the agent directory and sign again, or pin its content: add the line `<sha256>  {}` (as `sha256sum` prints it) to {} and sign again",
+        path.display(),
+        dir.display(),
+        path.display(),
+        dir.join(crate::PINS_FILE).display()
+    )]
+    OutsideAgentDir {
+        /// Where the path was written, e.g. `agent.toml [agent] model`.
+        field: String,
+        /// What was written there.
+        value: String,
+        /// The normalized path it names.
+        path: PathBuf,
+        dir: PathBuf,
+    },
+    /// A path inside the agent directory that is not one of its files.
+    #[error("{field} is `{value}`, which names {}: not a file of the agent directory (signed files: see `bulwark verify`)", path.display())]
+    NotAnAgentFile {
+        field: String,
+        value: String,
+        path: PathBuf,
+    },
+    /// A pinned file whose content is not the pinned one.
+    #[error(
+        "{} does not match its pin: pinned sha256 {pinned}, found {actual}. Restore the pinned file, or review the new one and update the pin (then sign again)",
+        path.display()
+    )]
+    PinMismatch {
+        path: PathBuf,
+        pinned: String,
+        actual: String,
+    },
+    /// `pins.sha256` cannot be read.
+    #[error("{} line {line}: {reason}", path.display())]
+    MalformedPins {
+        path: PathBuf,
+        line: usize,
+        reason: String,
     },
 
     // --- Keys and the trust store.

@@ -1,11 +1,18 @@
 //! The canonical listing of an agent directory: the text that is signed.
 //!
 //! ```text
-//! bulwark-agent/v1
+//! bulwark-agent/v2
 //! agent <name>
+//! version <n>
 //! file <sha256-hex> <size> <relative/path>
 //! ...
 //! ```
+//!
+//! `version` (v2, n >= 1) is the signer's release counter: a home refuses
+//! to run a version of an agent lower than the highest it has run for the
+//! same signer (see [`crate::versions`]). Listings of the first format,
+//! `bulwark-agent/v1`, have no `version` line; they still verify and count
+//! as version 0, so they are refused once a versioned one has run.
 //!
 //! Every regular file under the directory is listed (not only the manifest,
 //! the system prompt and skills), so no file that can change an agent's
@@ -18,7 +25,7 @@
 
 use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
-use std::io::{ErrorKind, Read};
+use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -26,8 +33,10 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Difference, TrustError};
 
-/// The first line of every listing; a new layout gets a new version.
+/// The first line of a listing without a version (version 0); still read.
 pub const FORMAT_LINE: &str = "bulwark-agent/v1";
+/// The first line of a versioned listing, the one `sign` writes.
+pub const FORMAT_LINE_V2: &str = "bulwark-agent/v2";
 /// The signature file at the top of an agent directory, not covered by
 /// the listing (it holds the listing's signature).
 pub const SIGNATURE_FILE: &str = "agent.sig";
@@ -55,13 +64,21 @@ pub struct FileEntry {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentListing {
     pub agent: String,
+    /// The signed version: 0 for a `bulwark-agent/v1` listing (none),
+    /// otherwise at least 1.
+    pub version: u64,
     /// Sorted bytewise by path, no duplicates.
     pub files: Vec<FileEntry>,
 }
 
 /// Whether `name` may appear on the listing's `agent` line.
-fn valid_agent_name(name: &str) -> bool {
+pub(crate) fn valid_agent_name(name: &str) -> bool {
     !name.is_empty() && !name.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// Digits only, without a leading zero (except `0` itself).
+fn canonical_decimal(n: &str) -> bool {
+    !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && (n == "0" || !n.starts_with('0'))
 }
 
 /// Whether `path` is a relative path the walk could have produced.
@@ -78,49 +95,43 @@ impl AgentListing {
     /// [`SIGNATURE_FILE`]. `agent` is the name the listing binds the files
     /// to, so a signature cannot be moved to another agent.
     pub fn compute(dir: &Path, agent: &str) -> Result<Self, TrustError> {
-        if !valid_agent_name(agent) {
-            return Err(TrustError::InvalidAgentName {
-                name: agent.to_owned(),
-            });
-        }
-        match std::fs::metadata(dir) {
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => {
-                return Err(TrustError::NotADirectory {
-                    path: dir.to_owned(),
-                });
-            }
-            Err(e) if e.kind() == ErrorKind::NotFound => {
-                return Err(TrustError::NotADirectory {
-                    path: dir.to_owned(),
-                });
-            }
-            Err(e) => return Err(TrustError::io("read", dir, e)),
-        }
-        let found = walk(dir)?;
-        let mut files = Vec::with_capacity(found.len());
-        for (path, relative, meta) in found {
-            files.push(digest_file(&path, relative, &meta)?);
-        }
-        files.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
-        if !files.iter().any(|f| f.path == MANIFEST_FILE) {
-            return Err(TrustError::MissingManifest {
-                path: dir.join(MANIFEST_FILE),
-            });
-        }
-        Ok(AgentListing {
+        Ok(crate::bundle::AgentBundle::read(dir, agent)?.into_listing())
+    }
+
+    /// The listing of files already read (`path -> bytes`); `version` 0.
+    pub(crate) fn from_files<'a>(
+        agent: &str,
+        files: impl Iterator<Item = (&'a String, &'a Vec<u8>)>,
+    ) -> Self {
+        let mut entries: Vec<FileEntry> = files
+            .map(|(path, bytes)| FileEntry {
+                path: path.clone(),
+                sha256: Sha256::digest(bytes).into(),
+                size: bytes.len() as u64,
+            })
+            .collect();
+        entries.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
+        AgentListing {
             agent: agent.to_owned(),
-            files,
-        })
+            version: 0,
+            files: entries,
+        }
     }
 
     /// The canonical text: format line, agent line, one line per file.
     pub fn text(&self) -> String {
         let mut out = String::with_capacity(64 + self.files.len() * 100);
-        out.push_str(FORMAT_LINE);
+        out.push_str(if self.version == 0 {
+            FORMAT_LINE
+        } else {
+            FORMAT_LINE_V2
+        });
         out.push('\n');
         // Writing into a String cannot fail.
         let _ = writeln!(out, "agent {}", self.agent);
+        if self.version != 0 {
+            let _ = writeln!(out, "version {}", self.version);
+        }
         for file in &self.files {
             let _ = writeln!(
                 out,
@@ -140,23 +151,39 @@ impl AgentListing {
             .strip_suffix('\n')
             .ok_or("the listing does not end in a newline")?;
         let mut lines = body.split('\n');
-        match lines.next() {
-            Some(FORMAT_LINE) => {}
+        let versioned = match lines.next() {
+            Some(FORMAT_LINE) => false,
+            Some(FORMAT_LINE_V2) => true,
             Some(line) if line.starts_with("bulwark-agent/") => {
                 return Err(format!(
-                    "unsupported listing format `{line}` (this bulwark reads {FORMAT_LINE})"
+                    "unsupported listing format `{line}` (this bulwark reads {FORMAT_LINE} and {FORMAT_LINE_V2})"
                 ));
             }
-            _ => return Err(format!("the listing does not start with `{FORMAT_LINE}`")),
-        }
+            _ => {
+                return Err(format!(
+                    "the listing does not start with `{FORMAT_LINE_V2}`"
+                ));
+            }
+        };
         let agent = lines
             .next()
             .and_then(|l| l.strip_prefix("agent "))
             .filter(|name| valid_agent_name(name))
             .ok_or("the second line is not `agent <name>`")?;
+        let version = if versioned {
+            lines
+                .next()
+                .and_then(|l| l.strip_prefix("version "))
+                .filter(|n| canonical_decimal(n) && *n != "0")
+                .and_then(|n| n.parse::<u64>().ok())
+                .ok_or("the third line is not `version <n>` with n >= 1")?
+        } else {
+            0
+        };
+        let first_file_line = if versioned { 4 } else { 3 };
         let mut files: Vec<FileEntry> = Vec::new();
         for (index, line) in lines.enumerate() {
-            let number = index + 3;
+            let number = index + first_file_line;
             let bad = |what: &str| format!("line {number}: {what}");
             let rest = line
                 .strip_prefix("file ")
@@ -172,9 +199,7 @@ impl AgentListing {
             }
             let mut sha256 = [0u8; 32];
             hex::decode_to_slice(hash, &mut sha256).map_err(|_| bad("the digest is not hex"))?;
-            let canonical_size = !size.is_empty()
-                && size.bytes().all(|b| b.is_ascii_digit())
-                && (size == "0" || !size.starts_with('0'));
+            let canonical_size = canonical_decimal(size);
             let size: u64 = match size.parse() {
                 Ok(n) if canonical_size => n,
                 _ => return Err(bad("the size is not a decimal number")),
@@ -198,6 +223,7 @@ impl AgentListing {
         }
         Ok(AgentListing {
             agent: agent.to_owned(),
+            version,
             files,
         })
     }
@@ -253,7 +279,7 @@ impl AgentListing {
 /// Every regular file under `root` with its relative path and the metadata
 /// seen during the walk (not following links). Iterative, so a deep tree
 /// cannot exhaust the stack.
-fn walk(root: &Path) -> Result<Vec<(PathBuf, String, std::fs::Metadata)>, TrustError> {
+pub(crate) fn walk(root: &Path) -> Result<Vec<(PathBuf, String, std::fs::Metadata)>, TrustError> {
     let mut files = Vec::new();
     let mut pending: Vec<(PathBuf, String)> = vec![(root.to_owned(), String::new())];
     let mut dirs = 0usize;
@@ -310,14 +336,14 @@ fn walk(root: &Path) -> Result<Vec<(PathBuf, String, std::fs::Metadata)>, TrustE
     Ok(files)
 }
 
-/// SHA-256 and length of one file. It is opened without following links
-/// and without blocking (a FIFO swapped in cannot stall the walk), and must
-/// still be the file the walk saw.
-fn digest_file(
+/// The contents of one file of the walk. It is opened without following
+/// links and without blocking (a FIFO swapped in cannot stall the walk),
+/// must still be the file the walk saw, and is read once: these bytes are
+/// both what is digested and what the caller goes on to use.
+pub(crate) fn read_walked_file(
     path: &Path,
-    relative: String,
     seen: &std::fs::Metadata,
-) -> Result<FileEntry, TrustError> {
+) -> Result<Vec<u8>, TrustError> {
     if seen.len() > MAX_FILE_SIZE {
         return Err(TrustError::FileTooLarge {
             path: path.to_owned(),
@@ -343,31 +369,22 @@ fn digest_file(
             path: path.to_owned(),
         });
     }
-    let mut hasher = Sha256::new();
-    let mut size = 0u64;
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut reader = file.take(MAX_FILE_SIZE + 1);
-    loop {
-        let n = match reader.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) => return Err(TrustError::io("read", path, e)),
-        };
-        hasher.update(&buf[..n]);
-        size += n as u64;
-    }
-    if size > MAX_FILE_SIZE {
+    read_bounded(file, path, MAX_FILE_SIZE)
+}
+
+/// All of `file`, refusing more than `limit` bytes.
+pub(crate) fn read_bounded(file: File, path: &Path, limit: u64) -> Result<Vec<u8>, TrustError> {
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| TrustError::io("read", path, e))?;
+    if bytes.len() as u64 > limit {
         return Err(TrustError::FileTooLarge {
             path: path.to_owned(),
-            limit: MAX_FILE_SIZE,
+            limit,
         });
     }
-    Ok(FileEntry {
-        path: relative,
-        sha256: hasher.finalize().into(),
-        size,
-    })
+    Ok(bytes)
 }
 
 #[cfg(test)]
@@ -386,6 +403,7 @@ mod tests {
     fn text_round_trips_and_is_strict() {
         let listing = AgentListing {
             agent: "a".into(),
+            version: 0,
             files: vec![entry("agent.toml", 1), entry("skills/x y.md", 0)],
         };
         let text = listing.text();
@@ -410,10 +428,12 @@ mod tests {
     fn differences_name_each_file() {
         let signed = AgentListing {
             agent: "a".into(),
+            version: 0,
             files: vec![entry("a", 1), entry("b", 2), entry("c", 3)],
         };
         let actual = AgentListing {
             agent: "b".into(),
+            version: 0,
             files: vec![entry("b", 9), entry("c", 3), entry("d", 4)],
         };
         let diffs: Vec<String> = AgentListing::differences(&signed, &actual)

@@ -14,6 +14,9 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use bulwark_audit::CheckpointError;
 use bulwark_audit::note::{open_note, sign_note};
 
+use bulwark_audit::note::VerifierKey;
+
+use crate::bundle::AgentBundle;
 use crate::error::{SignerId, TrustError};
 use crate::fsutil::write_atomic;
 use crate::keys::AgentSigningKey;
@@ -40,14 +43,50 @@ pub struct Verified {
     pub signer: String,
     /// Its key ID.
     pub key_id: u32,
+    /// The signed version (0: a listing without one).
+    pub version: u64,
     /// Every file covered, sorted by path.
     pub files: Vec<FileEntry>,
 }
 
-/// Signs the agent in `dir` under the name `agent` and writes `agent.sig`
-/// atomically (replacing an older signature).
+/// An agent whose files, read once into [`bundle`](Self::bundle), are
+/// exactly what a trusted key signed. Use the bundle's bytes from here on:
+/// reading the files again would reopen the window this closes.
+#[derive(Debug, Clone)]
+pub struct VerifiedAgent {
+    /// The name of the first trusted key that signed.
+    pub signer: String,
+    /// Its key ID.
+    pub key_id: u32,
+    /// Every trusted key whose signature line verified (usually one).
+    pub signers: Vec<VerifierKey>,
+    /// The signed version (0: a `bulwark-agent/v1` listing, which has none).
+    pub version: u64,
+    /// The files, as read and verified.
+    pub bundle: AgentBundle,
+}
+
+/// Signs the agent in `dir` under the name `agent` as the version after
+/// the one its current `agent.sig` names (1 when there is none; see
+/// [`previous_version`]) and writes `agent.sig` atomically (replacing an
+/// older signature).
 pub fn sign_agent(dir: &Path, agent: &str, key: &AgentSigningKey) -> Result<Signed, TrustError> {
-    let listing = AgentListing::compute(dir, agent)?;
+    let version = previous_version(dir).saturating_add(1);
+    sign_agent_version(dir, agent, key, version)
+}
+
+/// [`sign_agent`] with an explicit `version` (at least 1).
+pub fn sign_agent_version(
+    dir: &Path,
+    agent: &str,
+    key: &AgentSigningKey,
+    version: u64,
+) -> Result<Signed, TrustError> {
+    if version == 0 {
+        return Err(TrustError::InvalidVersion { version });
+    }
+    let mut listing = AgentListing::compute(dir, agent)?;
+    listing.version = version;
     let note = sign_note(&listing.text(), key.signing_key(), key.name())?;
     let path = dir.join(SIGNATURE_FILE);
     write_atomic(&path, note.as_bytes(), false)?;
@@ -67,9 +106,25 @@ pub fn sign_agent(dir: &Path, agent: &str, key: &AgentSigningKey) -> Result<Sign
 /// verify and any difference between the directory and the signed listing
 /// are each their own error.
 pub fn verify_agent(dir: &Path, agent: &str, store: &TrustStore) -> Result<Verified, TrustError> {
+    let verified = verify_bundle(dir, agent, store)?;
+    Ok(Verified {
+        signer: verified.signer,
+        key_id: verified.key_id,
+        version: verified.version,
+        files: verified.bundle.into_listing().files,
+    })
+}
+
+/// Reads every file of the agent in `dir` once and verifies those bytes
+/// against `agent.sig` and `store`, with the errors of [`verify_agent`].
+pub fn verify_bundle(
+    dir: &Path,
+    agent: &str,
+    store: &TrustStore,
+) -> Result<VerifiedAgent, TrustError> {
     let sig_path = dir.join(SIGNATURE_FILE);
     let note = read_signature(dir, agent, &sig_path)?;
-    let actual = AgentListing::compute(dir, agent)?;
+    let mut bundle = AgentBundle::read(dir, agent)?;
     let malformed = |reason: String| TrustError::MalformedSignature {
         path: sig_path.clone(),
         reason,
@@ -103,25 +158,39 @@ pub fn verify_agent(dir: &Path, agent: &str, store: &TrustStore) -> Result<Verif
     };
     // `open_note` succeeded, so every signature line whose name and key ID
     // match a trusted key verified; the first one is reported.
+    let trusted_signers: Vec<VerifierKey> = store
+        .list()
+        .iter()
+        .filter(|k| {
+            signers
+                .iter()
+                .any(|s| s.name == k.name() && s.key_id == k.key_id())
+        })
+        .cloned()
+        .collect();
     let signer = signers
         .into_iter()
         .find(|s| {
-            store
-                .list()
+            trusted_signers
                 .iter()
                 .any(|k| k.name() == s.name && k.key_id() == s.key_id)
         })
         .ok_or_else(|| malformed("no signature line matches the key that verified".into()))?;
-    if text == actual.text() {
-        return Ok(Verified {
-            signer: signer.name,
-            key_id: signer.key_id,
-            files: actual.files,
-        });
-    }
     let signed = AgentListing::parse(text)
         .map_err(|reason| malformed(format!("the signed listing is invalid: {reason}")))?;
-    let differences = AgentListing::differences(&signed, &actual);
+    // The directory does not say which version it is: the signature does.
+    bundle.set_version(signed.version);
+    if text == bundle.listing().text() {
+        return Ok(VerifiedAgent {
+            signer: signer.name,
+            key_id: signer.key_id,
+            signers: trusted_signers,
+            version: signed.version,
+            bundle,
+        });
+    }
+    let actual = bundle.listing();
+    let differences = AgentListing::differences(&signed, actual);
     if differences.is_empty() {
         return Err(malformed(
             "the signed listing is not in canonical form".into(),
@@ -132,6 +201,19 @@ pub fn verify_agent(dir: &Path, agent: &str, store: &TrustStore) -> Result<Verif
         signer,
         differences,
     })
+}
+
+/// The version the current `agent.sig` in `dir` names, read without
+/// checking the signature (it only picks the next version to sign); 0 when
+/// there is no readable, versioned signature.
+pub fn previous_version(dir: &Path) -> u64 {
+    let path = dir.join(SIGNATURE_FILE);
+    let Ok(note) = read_signature(dir, "-", &path) else {
+        return 0;
+    };
+    note.rfind("\n\n")
+        .and_then(|split| AgentListing::parse(&note[..split + 1]).ok())
+        .map_or(0, |listing| listing.version)
 }
 
 /// `agent.sig` as text; [`TrustError::Unsigned`] when it does not exist.
@@ -212,4 +294,56 @@ fn signature_lines(note: &str) -> Result<Vec<SignerId>, String> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::versions::{check_version, record_version};
+
+    /// A signature as bulwark wrote it before versions: a
+    /// `bulwark-agent/v1` listing. It still verifies, as version 0, and is
+    /// refused once a versioned signature of the agent has run.
+    #[test]
+    fn unversioned_signatures_are_version_zero() {
+        let home = tempfile::tempdir().unwrap();
+        let dir = home.path().join("agents/a");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("agent.toml"), "[agent]\nname = \"a\"\n").unwrap();
+        let key = AgentSigningKey::generate("alice").unwrap();
+        let mut store = TrustStore::load(home.path().join("trust")).unwrap();
+        store.trust_key(key.verifier().unwrap()).unwrap();
+        let legacy = AgentListing::compute(&dir, "a").unwrap();
+        assert_eq!(legacy.version, 0);
+        assert!(
+            legacy
+                .text()
+                .starts_with("bulwark-agent/v1\nagent a\nfile ")
+        );
+        let note = sign_note(&legacy.text(), key.signing_key(), key.name()).unwrap();
+        std::fs::write(dir.join(SIGNATURE_FILE), note).unwrap();
+        let verified = verify_bundle(&dir, "a", &store).unwrap();
+        assert_eq!(verified.version, 0);
+        assert_eq!(previous_version(&dir), 0);
+        check_version(store.dir(), "a", &verified.signers, 0).unwrap();
+        record_version(store.dir(), "a", &verified.signers, 0).unwrap();
+        record_version(store.dir(), "a", &verified.signers, 1).unwrap();
+        let err = check_version(store.dir(), "a", &verified.signers, 0).unwrap_err();
+        assert!(err.to_string().contains("has no version"), "{err}");
+        // Version 0 cannot be signed, and a v2 listing must carry n >= 1.
+        assert!(matches!(
+            sign_agent_version(&dir, "a", &key, 0),
+            Err(TrustError::InvalidVersion { version: 0 })
+        ));
+        let text = legacy.text().replacen(
+            "bulwark-agent/v1\nagent a\n",
+            "bulwark-agent/v2\nagent a\nversion 0\n",
+            1,
+        );
+        assert!(AgentListing::parse(&text).is_err());
+        let text = text.replacen("version 0", "version 07", 1);
+        assert!(AgentListing::parse(&text).is_err());
+        let text = text.replacen("version 07", "version 7", 1);
+        assert_eq!(AgentListing::parse(&text).unwrap().version, 7);
+    }
 }

@@ -131,12 +131,18 @@ impl crate::tool::Tool for FileList {
     }
     async fn call(&self, ctx: &ToolContext, args: &Value) -> Result<ToolOutput, ToolError> {
         let path = path_arg(args, "path")?;
-        let entries = ctx.files()?.list(&path)?;
+        let (entries, hidden) = ctx.files()?.list(&path)?;
         let mut out = String::new();
         for entry in entries {
             let _ = writeln!(out, "{:?}\t{}\t{}", entry.kind, entry.size, entry.name);
         }
-        if out.is_empty() {
+        if hidden > 0 {
+            let _ = writeln!(
+                out,
+                "({hidden} entr{} not shown: not covered by the agent's file_read grants)",
+                if hidden == 1 { "y" } else { "ies" }
+            );
+        } else if out.is_empty() {
             out.push_str("(empty directory)");
         }
         Ok(ToolOutput::tainted(out, TaintLabel::Workspace))
@@ -247,13 +253,22 @@ impl crate::tool::Tool for FileSearch {
                 .ok_or_else(|| ToolError::InvalidArgs("`max_results` must be 1..=500".into()))?
                 as usize,
         };
-        let hits = ctx.files()?.search(&path, query, max)?;
+        let (hits, skipped) = ctx.files()?.search(&path, query, max)?;
         let mut out = String::new();
         for hit in &hits {
             let _ = writeln!(out, "{}:{}: {}", hit.path, hit.line, hit.text);
         }
         if hits.is_empty() {
             out.push_str("no matches");
+            if skipped > 0 {
+                out.push('\n');
+            }
+        }
+        if skipped > 0 {
+            let _ = writeln!(
+                out,
+                "({skipped} file(s) not searched: not covered by the agent's file_read grants)"
+            );
         }
         Ok(ToolOutput::tainted(out, TaintLabel::Workspace))
     }

@@ -5,7 +5,7 @@ mod files;
 mod memory;
 mod shell;
 mod time;
-mod web;
+pub(crate) mod web;
 
 use crate::tool::Tool;
 use std::sync::Arc;

@@ -15,16 +15,22 @@ fn target(url: &str) -> Result<(String, u16), ToolError> {
             parsed.scheme()
         )));
     }
-    let host = parsed
-        .host_str()
-        .ok_or_else(|| ToolError::InvalidArgs("`url` has no host".into()))?
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_ascii_lowercase();
-    let port = parsed
-        .port_or_known_default()
-        .ok_or_else(|| ToolError::InvalidArgs("`url` has no port".into()))?;
-    Ok((host, port))
+    connect_target(&parsed).ok_or_else(|| {
+        ToolError::InvalidArgs("`url` has no host or no port; write a full http(s) URL".into())
+    })
+}
+
+/// The one spelling of "where this URL connects" that the door's demand and
+/// the scoped client's re-check both use: a domain in lower case, an IP
+/// address as the address (an IPv6 literal without its URL brackets, as
+/// grants write it), and the port, explicit or the scheme's default.
+pub(crate) fn connect_target(parsed: &url::Url) -> Option<(String, u16)> {
+    let host = match parsed.host()? {
+        url::Host::Domain(d) => d.to_ascii_lowercase(),
+        url::Host::Ipv4(ip) => ip.to_string(),
+        url::Host::Ipv6(ip) => ip.to_string(),
+    };
+    Some((host, parsed.port_or_known_default()?))
 }
 
 const MAX_HEADERS: usize = 20;

@@ -48,6 +48,7 @@ pub fn spec(fx: &Fx, argv: &[&str]) -> SandboxSpec {
         limits: Default::default(),
         enforcement: Default::default(),
         pids_cgroup: None,
+        memory_cgroup: None,
     }
 }
 
