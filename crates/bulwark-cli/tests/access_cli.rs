@@ -144,6 +144,64 @@ fn mistakes_are_refused_and_change_nothing() {
 }
 
 #[test]
+fn the_operators_name_is_reserved() {
+    let bw = Bw::empty();
+    for args in [
+        &["access", "create", "local"][..],
+        &["access", "create", "local", "--role", "admin"],
+        &["access", "create", "local", "--agents", "*"],
+        &["access", "rotate", "local"],
+    ] {
+        let out = bw.run(args);
+        out.expect_code(2);
+        assert!(out.stderr.contains("reserved"), "{args:?}: {}", out.stderr);
+        assert!(!out.stdout.contains("bwk_"), "{args:?}: {}", out.stdout);
+    }
+    assert!(!bw.path("access.toml").exists());
+
+    // An access.toml written by hand that gives the name a token is
+    // refused at load, naming the file, the line and the fix; nothing is
+    // changed. Its limits alone are fine.
+    let with_local = format!(
+        "[users.alice]\n\n[users.local]\nrole = \"admin\"\ntokens = [{{ id = \"abc\", hash = \"{}\" }}]\n",
+        "0".repeat(64)
+    );
+    bw.write("access.toml", &with_local);
+    for args in [
+        &["access", "list"][..],
+        &["access", "create", "bob"],
+        &["access", "revoke", "alice"],
+    ] {
+        let out = bw.run(args);
+        out.expect_code(2);
+        assert!(
+            out.stderr.contains("access.toml:5"),
+            "{args:?}: {}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains("may not hold tokens"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(bw.path("access.toml")).unwrap(),
+        with_local
+    );
+    bw.write("access.toml", "[users.local.limits]\ntokens_per_day = 5\n");
+    bw.run(&["access", "list"]).ok();
+
+    // Names that only resemble it are ordinary users.
+    std::fs::remove_file(bw.path("access.toml")).unwrap();
+    for name in ["locals", "local-ops", "admin"] {
+        let out = bw.run(&["access", "create", name]);
+        out.ok();
+        token_of(&out.stdout);
+    }
+}
+
+#[test]
 fn list_without_a_file() {
     let bw = Bw::empty();
     let out = bw.run(&["access", "list"]);

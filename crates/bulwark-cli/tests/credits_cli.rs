@@ -473,3 +473,99 @@ fn every_subcommand_teaches() {
         assert!(out.stdout.contains(sub), "{}", out.stdout);
     }
 }
+
+/// Issue 17 item 12: a second mint past 2^63 - 1 in total was accepted, and
+/// from then on `credits balance` failed with "integer overflow".
+#[test]
+fn a_mint_past_the_supply_limit_is_refused_and_the_balance_still_adds_up() {
+    const MAX: &str = "9223372036854775807";
+    let bw = Bw::empty();
+    bw.run(&["credits", "mint", "user:alice", MAX]).ok();
+    let before = bw.audit().len();
+    for to in ["agent:bot", "user:alice"] {
+        let out = bw.run(&["credits", "mint", to, "1"]);
+        out.expect_code(2);
+        assert!(
+            out.stderr.contains(MAX) && out.stderr.contains("mint at most 0"),
+            "the refusal names the limit and what to do: {}",
+            out.stderr
+        );
+    }
+    // Nothing changed: no account opened, no audit record, same balances.
+    bw.run(&["credits", "balance", "agent:bot"]).expect_code(2);
+    assert_eq!(bw.audit().len(), before);
+    assert_eq!(balance(&bw, "user:alice"), (i64::MAX as u64, 0));
+    let out = bw.run(&["credits", "balance"]);
+    out.ok();
+    assert!(
+        out.stdout.contains("every credit is accounted for"),
+        "{}",
+        out.stdout
+    );
+    let v = json(&bw.run(&["credits", "balance", "--json"]));
+    assert_eq!(v["conserved"], true);
+    assert_eq!(v["total"].as_u64(), Some(i64::MAX as u64));
+    assert_eq!(v["minted"].as_u64(), Some(i64::MAX as u64));
+}
+
+#[test]
+fn minting_up_to_the_supply_limit_works() {
+    let bw = Bw::empty();
+    bw.run(&["credits", "mint", "user:alice", "9223372036854775806"])
+        .ok();
+    let out = bw.run(&["credits", "mint", "agent:bot", "2"]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("mint at most 1"), "{}", out.stderr);
+    bw.run(&["credits", "mint", "agent:bot", "1"]).ok();
+    assert_eq!(balance(&bw, "agent:bot"), (1, 0));
+    let v = json(&bw.run(&["credits", "balance", "--json"]));
+    assert_eq!(v["conserved"], true);
+    assert_eq!(v["total"].as_u64(), Some(i64::MAX as u64));
+}
+
+/// Issue 17 item 13: `--open` opened `user:../x` and `agent:X`.
+#[test]
+fn account_names_outside_the_name_rule_are_refused() {
+    let bw = funded("1000");
+    let accounts = json(&bw.run(&["credits", "balance", "--json"]))["accounts"].clone();
+    let long = format!("agent:{}", "a".repeat(65));
+    for bad in [
+        "user:../x",
+        "agent:X",
+        "user:",
+        long.as_str(),
+        "user:a\u{7}b",
+        "agent:\u{1b}[31mred",
+        "user:-x",
+    ] {
+        for args in [
+            &["credits", "transfer", "user:alice", bad, "1", "--open"][..],
+            &["credits", "mint", bad, "1"][..],
+        ] {
+            let out = bw.run(args);
+            out.expect_code(2);
+            assert!(
+                out.stderr.contains(
+                    "must be 1-64 lowercase letters, digits, `-` or `_`, starting with a letter or digit"
+                ),
+                "{args:?}: the refusal names the rule: {}",
+                out.stderr
+            );
+        }
+    }
+    // Nothing was opened or moved.
+    assert_eq!(
+        json(&bw.run(&["credits", "balance", "--json"]))["accounts"],
+        accounts
+    );
+    // Names within the rule still open.
+    for good in ["agent:new-bot_2", "user:0day"] {
+        let out = bw.run(&["credits", "transfer", "user:alice", good, "1", "--open"]);
+        out.ok();
+        assert!(out.stdout.contains("opened account"), "{}", out.stdout);
+        assert_eq!(balance(&bw, good), (1, 0));
+    }
+    let long_ok = format!("user:{}", "b".repeat(64));
+    bw.run(&["credits", "mint", &long_ok, "1"]).ok();
+    assert_eq!(balance(&bw, &long_ok), (1, 0));
+}

@@ -238,7 +238,9 @@ impl Kernel {
                         // The estimate is an upper bound for real
                         // tokenizers; a provider reporting more is worth a
                         // record, and never an overdraft.
-                        let _ = self.door.audit().record(&bulwark_audit::AuditRecord {
+                        // A warning the log cannot take stops the session,
+                        // as any other audit failure does.
+                        let written = self.door.audit().record(&bulwark_audit::AuditRecord {
                             time_ms: crate::door::now_ms(),
                             session: session.identity.id.clone(),
                             agent: session.identity.agent.clone(),
@@ -254,6 +256,12 @@ impl Kernel {
                             ),
                             duration_us: 0,
                         });
+                        if let Err(err) = written {
+                            session.state.stopped = Some("audit sink failed".into());
+                            return Err(KernelError::Audit(format!(
+                                "the model overrun warning was refused ({err}); the session is stopped"
+                            )));
+                        }
                     }
                     Some(Ok(response))
                 }

@@ -343,10 +343,15 @@ impl Door {
 
         // Capability check: the tool's domain and operation, then every
         // concrete resource the arguments name.
-        if let Some(msg) = &warning {
-            let _ =
+        if let Some(msg) = &warning
+            && let Err(err) =
                 self.audit
-                    .record(&audit.record("loop_guard", Decision::Warned, "loop_guard", msg));
+                    .record(&audit.record("loop_guard", Decision::Warned, "loop_guard", msg))
+        {
+            // A warning the log cannot hold is an audit failure like any other.
+            let message = format!("a loop-guard warning could not be recorded: {err}");
+            let outcome = Outcome::failed("audit", message, "loop_guard record failed");
+            return self.finish(&audit, outcome.stopping("audit sink failed".into()));
         }
         if let Err(denial) = session.policy.check_tool(domain, operation) {
             // Domain and operation names are not arguments: safe to keep.

@@ -40,12 +40,7 @@ to do the task, and say plainly when a tool is refused.";
 
 /// Names that become directory names: lowercase letters, digits, `-`, `_`.
 pub fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
-        && !name.starts_with(['-', '_'])
+    bulwark_policy::is_agent_name(name)
 }
 
 fn check_name(kind: &str, name: &str) -> Result<(), KernelError> {

@@ -214,11 +214,16 @@ impl SpawnRecorder {
             detail,
             ..self.template.clone()
         };
-        self.audit.record(&record).map_err(|e| {
-            ToolError::Failed(format!(
-                "the audit log could not record the process start ({e}); it was not started"
-            ))
-        })
+        // `record` may only queue; `flush` is the durability barrier, so the
+        // record is on disk before the child can run.
+        self.audit
+            .record(&record)
+            .and_then(|()| self.audit.flush())
+            .map_err(|e| {
+                ToolError::Failed(format!(
+                    "the audit log could not record the process start ({e}); it was not started"
+                ))
+            })
     }
 }
 

@@ -132,7 +132,7 @@ impl AgentSetup {
 }
 
 /// The local terminal user when no `--user` is given.
-pub const LOCAL_USER: &str = "local";
+pub const LOCAL_USER: &str = bulwark_policy::AccessFile::LOCAL_USER;
 
 pub struct PolicyContext<'a> {
     pub global: &'a GlobalConfig,

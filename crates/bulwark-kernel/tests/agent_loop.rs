@@ -140,3 +140,35 @@ async fn provider_failure_ends_the_turn_with_an_error_and_keeps_history() {
         "the user message is kept"
     );
 }
+
+/// The operator's name is the one access.toml may not define (the policy
+/// crate keeps the list; the kernel's constant must be the same name), and
+/// a home whose access.toml defines it does not load.
+#[test]
+fn the_operators_name_is_reserved_in_access_toml() {
+    use bulwark_policy::AccessFile;
+    assert_eq!(bulwark_kernel::LOCAL_USER, AccessFile::LOCAL_USER);
+    assert!(AccessFile::reserved_user_name(bulwark_kernel::LOCAL_USER).is_some());
+
+    let dir = tempfile::tempdir().unwrap();
+    let home = bulwark_kernel::Home::new(dir.path());
+    let hash = "0".repeat(64);
+    std::fs::write(
+        home.access_path(),
+        format!("[[users.local.tokens]]\nid = \"abc\"\nhash = \"{hash}\"\n"),
+    )
+    .unwrap();
+    let err = home.load_access().unwrap_err().to_string();
+    let path = home.access_path().display().to_string();
+    assert!(err.contains(&path), "{err}");
+    assert!(err.contains("may not hold tokens"), "{err}");
+    // Its limits, without tokens, load.
+    std::fs::write(
+        home.access_path(),
+        "[users.local.limits]\ntokens_per_day = 5\n",
+    )
+    .unwrap();
+    assert!(home.load_access().unwrap().users.contains_key("local"));
+    std::fs::write(home.access_path(), "[users.locals]\n").unwrap();
+    assert!(home.load_access().unwrap().users.contains_key("locals"));
+}

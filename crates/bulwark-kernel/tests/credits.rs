@@ -320,3 +320,52 @@ async fn a_provider_reporting_more_than_the_reservation_cannot_overdraw() {
             .any(|r| r.operation == "model_overrun" && r.decision == Decision::Warned)
     );
 }
+
+/// Refuses the model overrun warning, keeps everything else.
+struct NoOverrunRecords(MemorySink);
+
+impl AuditSink for NoOverrunRecords {
+    fn record(&self, record: &bulwark_audit::AuditRecord) -> Result<(), bulwark_audit::AuditError> {
+        if record.operation == "model_overrun" {
+            return Err(bulwark_audit::AuditError::Store("disk full".into()));
+        }
+        self.0.record(record)
+    }
+    fn tail(
+        &self,
+        limit: usize,
+    ) -> Result<Vec<bulwark_audit::StoredRecord>, bulwark_audit::AuditError> {
+        self.0.tail(limit)
+    }
+}
+
+#[tokio::test]
+async fn an_overrun_warning_the_audit_log_refuses_stops_the_session() {
+    let mut f = fixture(100_000);
+    let audit: Arc<dyn AuditSink> = Arc::new(NoOverrunRecords(MemorySink::new()));
+    let kernel = Kernel::new(door(audit), f.store.clone());
+    let a =
+        agent(r#"{"text": "done", "usage": {"input_tokens": 400000, "output_tokens": 400000}}"#);
+    let mut history = Vec::new();
+    let err = kernel
+        .run_turn(&mut f.session, &mut history, &a, "hello", &mut Silent)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, bulwark_kernel::KernelError::Audit(_)),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("model overrun") && text.contains("disk full") && text.contains("stopped"),
+        "{text}"
+    );
+    assert_eq!(
+        f.session.state.stopped.as_deref(),
+        Some("audit sink failed")
+    );
+    // Still never an overdraft: the reservation was settled first.
+    let journal = f.store.history("agent:boss", 10).unwrap();
+    let reserved = journal.iter().find(|e| e.kind == "hold").unwrap().amount;
+    assert_eq!(balance(&f.store, USAGE), reserved);
+}

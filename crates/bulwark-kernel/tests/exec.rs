@@ -200,6 +200,55 @@ async fn a_process_whose_start_cannot_be_recorded_does_not_run() {
     assert_eq!(records[0].decision, Decision::Failed);
 }
 
+/// Accepts records into its queue but cannot make them durable: `flush`
+/// fails, as a sink writing in batches does when the disk is full.
+struct UnflushableSink(MemorySink);
+
+impl bulwark_audit::AuditSink for UnflushableSink {
+    fn record(&self, record: &bulwark_audit::AuditRecord) -> Result<(), bulwark_audit::AuditError> {
+        self.0.record(record)
+    }
+    fn flush(&self) -> Result<(), bulwark_audit::AuditError> {
+        Err(bulwark_audit::AuditError::Store("disk full".into()))
+    }
+    fn tail(
+        &self,
+        limit: usize,
+    ) -> Result<Vec<bulwark_audit::StoredRecord>, bulwark_audit::AuditError> {
+        self.0.tail(limit)
+    }
+}
+
+/// Queued is not recorded: the spawn record must be flushed (made durable)
+/// before the child starts, and a flush that fails stops the start.
+#[tokio::test]
+async fn a_process_whose_start_is_only_queued_does_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = ToolRegistry::builtin();
+    let sink = Arc::new(UnflushableSink(MemorySink::new()));
+    let audit: Arc<dyn bulwark_audit::AuditSink> = sink.clone();
+    let door = bulwark_kernel::Door::new(registry.clone(), audit, deny_all());
+    let mut s = session(dir.path(), policy(&registry, SHELL_ANY));
+    let input = shell_call(&["touch", "ran"]);
+    let r = door
+        .dispatch(
+            &mut s,
+            ToolCall {
+                id: "1",
+                name: "shell_exec",
+                input: &input,
+            },
+        )
+        .await;
+    assert!(
+        !walk_for(dir.path(), "ran"),
+        "the command ran before its spawn record was durable"
+    );
+    assert_eq!(r.decision, Decision::Failed, "{}", r.content);
+    assert!(r.content.contains("was not started"), "{}", r.content);
+    assert!(r.content.contains("disk full"), "{}", r.content);
+}
+
 fn walk_for(dir: &std::path::Path, name: &str) -> bool {
     std::fs::read_dir(dir)
         .into_iter()

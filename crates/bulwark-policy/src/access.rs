@@ -16,6 +16,39 @@ pub struct AccessFile {
     pub users: BTreeMap<String, UserEntry>,
 }
 
+impl AccessFile {
+    /// The name the runtime gives the local operator (CLI runs without
+    /// `--user`); `bulwark_kernel::LOCAL_USER` is this constant.
+    pub const LOCAL_USER: &'static str = "local";
+
+    /// User names that access.toml may not define, each with what it means
+    /// to the runtime. Only names the code itself gives a meaning are here:
+    ///
+    /// - `local` ([`Self::LOCAL_USER`]) is the CLI operator. Its workspaces
+    ///   and memory (`users/local/`), its sessions and its `user:local`
+    ///   credits are the operator's; an entry would let a token holder be
+    ///   the operator on `bulwark serve`.
+    ///
+    /// Names such as `admin`, `root`, `system` or `audit` were checked and
+    /// have no meaning as user names: the role is a field (`role = "admin"`),
+    /// the ledger's own accounts are `system:*` (never `user:*`), and audit
+    /// key names are a separate namespace. They stay ordinary names.
+    pub const RESERVED_USER_NAMES: &'static [(&'static str, &'static str)] = &[(
+        Self::LOCAL_USER,
+        "is the local operator's own name (CLI runs without --user): its holder would share the operator's workspaces, memory, sessions and credits",
+    )];
+
+    /// Why `name` may not hold a token (be created or rotated as a user of
+    /// `serve`), or `None` if it may. Its access.toml entry, without tokens,
+    /// still narrows the operator's own runs.
+    pub fn reserved_user_name(name: &str) -> Option<&'static str> {
+        Self::RESERVED_USER_NAMES
+            .iter()
+            .find(|(reserved, _)| *reserved == name)
+            .map(|(_, why)| *why)
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UserEntry {
@@ -154,16 +187,24 @@ pub fn parse_access(src: &str, origin: &str) -> Result<AccessFile, ConfigError> 
         let base = [Key("users"), Key(name.as_str())];
         // User names become directory names under users/, so they follow
         // the same rule as agent names.
-        let valid = !name.is_empty()
-            && name.len() <= 64
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
-            && !name.starts_with(['-', '_']);
+        let valid = crate::manifest::is_agent_name(name);
         if !valid {
             return Err(loc.at(
                 &base,
                 "user name must be 1-64 lowercase letters, digits, `-` or `_`, starting with a letter or digit",
+            ));
+        }
+        // The operator's own entry may narrow the operator (limits, tools,
+        // agents), but it can never hold a token: a token would let a
+        // remote client act as the operator.
+        if let Some(why) = AccessFile::reserved_user_name(name)
+            && !u.tokens.is_empty()
+        {
+            return Err(loc.at(
+                &[base[0], base[1], Key("tokens")],
+                format_args!(
+                    "user `{name}` may not hold tokens: the name {why}. Remove the [[users.{name}.tokens]] entries from {origin} and create a user under another name for remote access"
+                ),
             ));
         }
         if let Some(agents) = &u.agents {

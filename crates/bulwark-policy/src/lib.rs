@@ -54,7 +54,7 @@ pub use layering::{
 pub use loop_guard::{LoopGuard, LoopGuardConfig, Verdict, call_hash};
 pub use manifest::{
     AccessMode, AccessSection, AgentSection, ApprovalSection, Manifest, ModelRef, OpFilter,
-    SandboxSection, ToolFilter, parse_manifest, parse_model_ref,
+    SandboxSection, ToolFilter, is_agent_name, parse_manifest, parse_model_ref,
 };
 pub use path::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES, PathError, WorkspacePath};
 pub use spawn::{SpawnGrant, SpawnViolation, spawn_violations};

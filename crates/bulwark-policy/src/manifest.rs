@@ -217,7 +217,10 @@ pub fn parse_model_ref(s: &str) -> Result<ModelRef, String> {
 }
 
 /// Is `name` a valid agent name: `[a-z0-9][a-z0-9_-]{0,63}`?
-pub(crate) fn is_agent_name(name: &str) -> bool {
+/// The one rule for names that become directory or account names: agents,
+/// users, ledger accounts. 1-64 lowercase ASCII letters, digits, `-` and
+/// `_`, starting with a letter or digit.
+pub fn is_agent_name(name: &str) -> bool {
     let b = name.as_bytes();
     !b.is_empty()
         && b.len() <= 64

@@ -350,6 +350,36 @@ role = "admin"
 }
 
 #[test]
+fn reserved_user_names_cannot_hold_tokens() {
+    // The local operator's own name: a token would hand its workspaces,
+    // memory, sessions and `user:local` credits to a remote client.
+    let hash = "0".repeat(64);
+    let src = format!(
+        "[users.alice]\nrole = \"user\"\n\n[users.local]\nrole = \"admin\"\n\n[[users.local.tokens]]\nid = \"abc\"\nhash = \"{hash}\"\n"
+    );
+    let e = parse_access(&src, "/home/op/.bulwark/access.toml").unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("/home/op/.bulwark/access.toml"), "{text}");
+    assert!(text.contains("may not hold tokens"), "{text}");
+    assert!(text.contains("[[users.local.tokens]]"), "{text}");
+    for (name, _) in bulwark_policy::AccessFile::RESERVED_USER_NAMES {
+        let src = format!("[[users.{name}.tokens]]\nid = \"abc\"\nhash = \"{hash}\"\n");
+        assert!(parse_access(&src, "access.toml").is_err(), "{name}");
+    }
+    // Without tokens the operator's entry narrows the operator's own runs.
+    let limits = "[users.local.limits]\ntokens_per_day = 150\n";
+    assert!(parse_access(limits, "access.toml").is_ok());
+    // Names that merely look special stay ordinary user names, tokens and all.
+    let ok = "[users.locals]\n[users.local-ops]\n[users.admin]\n[users.system]\n[users.root]\nrole = \"admin\"\n";
+    let a = parse_access(ok, "access.toml").unwrap();
+    assert_eq!(a.users.len(), 5);
+    assert_eq!(
+        bulwark_policy::AccessFile::reserved_user_name("alice"),
+        None
+    );
+}
+
+#[test]
 fn audit_and_trust_sections() {
     let src = "[trust]\nrequire_signed = true\n[audit]\ncheckpoint_interval_secs = 60\ncheckpoint_every_records = 500\nrecord_arguments = true\n";
     let c = parse_global_config(src, "config.toml").unwrap();

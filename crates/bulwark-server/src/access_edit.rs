@@ -32,6 +32,10 @@ pub enum AccessEditError {
         "user name {0:?} is invalid: use 1-64 lowercase letters, digits, `-` or `_`, starting with a letter or digit"
     )]
     BadUserName(String),
+    /// A name with a meaning to the runtime
+    /// ([`AccessFile::RESERVED_USER_NAMES`](bulwark_policy::AccessFile::RESERVED_USER_NAMES)).
+    #[error("user name `{name}` is reserved: it {why}; choose another name")]
+    ReservedUserName { name: String, why: &'static str },
     #[error("{0:?} is not an agent name or \"*\"")]
     BadAgentName(String),
     #[error("user `{0}` has no entry in access.toml (create one with `bulwark access create {0}`)")]
@@ -242,11 +246,16 @@ impl AccessEditor {
 }
 
 fn check_user(user: &str) -> Result<(), AccessEditError> {
-    if bulwark_kernel::valid_name(user) {
-        Ok(())
-    } else {
-        Err(AccessEditError::BadUserName(user.into()))
+    if !bulwark_kernel::valid_name(user) {
+        return Err(AccessEditError::BadUserName(user.into()));
     }
+    if let Some(why) = bulwark_policy::AccessFile::reserved_user_name(user) {
+        return Err(AccessEditError::ReservedUserName {
+            name: user.into(),
+            why,
+        });
+    }
+    Ok(())
 }
 
 /// `tokens = [{ id = "...", hash = "...", created = <now> }]`.
@@ -408,5 +417,36 @@ mod tests {
             editor(dir.path()).create("Bad Name", None, None),
             Err(AccessEditError::BadUserName(_))
         ));
+    }
+
+    #[test]
+    fn reserved_names_are_refused_and_nothing_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.toml");
+        let ed = editor(dir.path());
+        for role in [None, Some(UserRole::User), Some(UserRole::Admin)] {
+            let err = ed.create("local", role, None).unwrap_err();
+            assert!(
+                matches!(err, AccessEditError::ReservedUserName { ref name, .. } if name == "local"),
+                "{err}"
+            );
+            assert!(err.to_string().contains("reserved"), "{err}");
+        }
+        assert!(matches!(
+            ed.rotate("local"),
+            Err(AccessEditError::ReservedUserName { .. })
+        ));
+        assert!(!path.exists(), "nothing may be written");
+        // The operator's own entry without tokens (its limits) is fine.
+        std::fs::write(&path, "[users.local.limits]\ntokens_per_day = 5\n").unwrap();
+        assert!(ed.create("alice", None, None).unwrap().new_entry);
+        assert!(matches!(
+            ed.create("local", None, None),
+            Err(AccessEditError::ReservedUserName { .. })
+        ));
+        // Ordinary names still work.
+        std::fs::remove_file(&path).unwrap();
+        assert!(ed.create("locals", None, None).unwrap().new_entry);
+        assert!(ed.create("admin", None, None).unwrap().new_entry);
     }
 }

@@ -187,28 +187,36 @@ impl AppState {
         });
     }
 
-    /// The caller of a request, or why not. Failed attempts count against
-    /// the client address; once its budget is spent it gets 429.
+    /// The caller of a request, or why not. A token that verifies always
+    /// authenticates: the failure throttle is not consulted for it (tokens
+    /// are 256-bit, so what the throttle limits is guessing, and other
+    /// clients' failures from a shared address or network must not lock a
+    /// valid user out). Failed attempts count against the client's network
+    /// and a global budget; once either is spent, every attempt that does
+    /// not authenticate gets 429, a wrong token included, so the answer
+    /// tells a throttled guesser nothing about a wrong guess.
     pub(crate) fn authenticate(
         &self,
         headers: &HeaderMap,
         ip: IpAddr,
     ) -> Result<Principal, ApiError> {
-        if let Some(limited) = self.0.limiters.auth_blocked(ip) {
-            self.0.metrics.rate_limited();
-            return Err(too_many_failures(limited.retry_after_secs));
-        }
         let snap = self.0.auth.current();
         match credential(headers).and_then(|token| snap.verify(token)) {
             Ok(p) => Ok(p),
-            Err(AuthFailure::Missing) => Err(ApiError::Unauthorized(
-                AuthFailure::Missing.message().into(),
-            )),
+            Err(AuthFailure::Missing) => {
+                if let Some(limited) = self.0.limiters.auth_blocked(ip) {
+                    self.0.metrics.rate_limited();
+                    return Err(too_many_failures(limited.retry_after_secs));
+                }
+                Err(ApiError::Unauthorized(
+                    AuthFailure::Missing.message().into(),
+                ))
+            }
             Err(failure) => {
                 self.0.metrics.auth_failures();
-                self.0.limiters.auth_failed(ip);
+                let blocked = self.0.limiters.auth_failed(ip);
                 tracing::warn!(%ip, reason = ?failure, "authentication failed");
-                if let Some(limited) = self.0.limiters.auth_blocked(ip) {
+                if let Some(limited) = blocked {
                     self.0.metrics.rate_limited();
                     return Err(too_many_failures(limited.retry_after_secs));
                 }
@@ -340,7 +348,7 @@ fn cap_frame_logging() {
 
 fn too_many_failures(retry_after_secs: u64) -> ApiError {
     ApiError::TooManyRequests {
-        message: "too many failed sign-ins from this address; wait before trying again".into(),
+        message: "too many failed sign-ins from this network; wait before trying again".into(),
         retry_after_secs,
     }
 }

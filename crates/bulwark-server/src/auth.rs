@@ -128,12 +128,16 @@ impl AuthSnapshot {
     pub fn verify(&self, token: &str) -> Result<Principal, AuthFailure> {
         let id = token_id(token).ok_or(AuthFailure::Malformed)?;
         let secret = self.secret.as_ref().ok_or(AuthFailure::Invalid)?;
-        // The MAC is computed whether or not the id exists.
+        // The MAC is computed, and compared in constant time, whether or
+        // not the id exists (the id is public; the secret part is not).
         let mac = secret.mac(token.as_bytes());
-        let (user, stored) = self.tokens.get(id).ok_or(AuthFailure::Invalid)?;
-        if !bulwark_audit::constant_time_eq(&mac, stored) {
-            return Err(AuthFailure::Invalid);
-        }
+        let found = self.tokens.get(id);
+        let stored = found.map_or([0u8; 32], |(_, m)| *m);
+        let matches = bulwark_audit::constant_time_eq(&mac, &stored);
+        let user = match found {
+            Some((user, _)) if matches => user,
+            _ => return Err(AuthFailure::Invalid),
+        };
         let entry = self.access.users.get(user).ok_or(AuthFailure::Invalid)?;
         Ok(Principal {
             user: user.clone(),

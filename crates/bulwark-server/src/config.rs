@@ -176,9 +176,15 @@ pub struct Limits {
     pub user_rate: Rate,
     /// Per client IP, for every request including `/health`.
     pub ip_rate: Rate,
-    /// Failed authentications per client IP before every attempt from it
-    /// is answered 429 until the budget refills.
+    /// Failed authentications per client network (the /24 of an IPv4
+    /// address, the /64 of an IPv6 one) before every failing attempt from
+    /// it is answered 429 until the budget refills. A valid token is never
+    /// refused by this throttle.
     pub auth_failures: Rate,
+    /// Failed authentications from all networks together (each network's
+    /// failures count here only while within its own budget); once spent,
+    /// every failing attempt is answered 429 until it refills.
+    pub auth_failures_global: Rate,
     pub costs: Costs,
     /// Most sessions one listing returns.
     pub max_listed_sessions: usize,
@@ -211,6 +217,10 @@ impl Default for Limits {
             auth_failures: Rate {
                 per_minute: 10,
                 burst: 10,
+            },
+            auth_failures_global: Rate {
+                per_minute: 120,
+                burst: 100,
             },
             costs: Costs {
                 health: 1,

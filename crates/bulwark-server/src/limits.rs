@@ -5,18 +5,23 @@
 //! access.toml (others never authenticate) and are dropped when a user
 //! leaves it; the per-IP limiters forget every IP whose budget is full
 //! again on each [`Limiters::sweep`] (the server runs it every 30 s); the
-//! blocked-IP table holds at most [`MAX_BLOCKED_IPS`] entries.
+//! blocked-network table holds at most [`MAX_BLOCKED_IPS`] entries.
+//!
+//! Failed authentications count per network ([`failure_network`]: the /24
+//! of an IPv4 address, the /64 of an IPv6 one), so an attacker cannot get
+//! a fresh budget from each address of a block, and against one global
+//! budget, so spreading failures over many networks does not help either.
 
 use crate::config::{Limits, Rate};
 use governor::clock::Clock;
 use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota};
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// Most IPs remembered as blocked for failed authentication at once.
+/// Most networks remembered as blocked for failed authentication at once.
 pub const MAX_BLOCKED_IPS: usize = 65_536;
 
 /// Over a limit: try again in this many seconds (at least 1).
@@ -48,8 +53,14 @@ pub struct Limiters {
     limits: Limits,
     ip: DefaultKeyedRateLimiter<IpAddr>,
     users: Mutex<HashMap<String, UserLimiter>>,
+    /// Failed authentications per [`failure_network`].
     auth_failures: DefaultKeyedRateLimiter<IpAddr>,
+    /// Failed authentications from everywhere.
+    auth_failures_global: DefaultDirectRateLimiter,
+    /// Networks blocked, until when.
     blocked: Mutex<HashMap<IpAddr, Instant>>,
+    /// Every failing attempt is refused until then.
+    globally_blocked: Mutex<Option<Instant>>,
     connections: Mutex<HashMap<String, u32>>,
 }
 
@@ -60,7 +71,11 @@ impl Limiters {
             ip: DefaultKeyedRateLimiter::dashmap(quota(limits.ip_rate)),
             users: Mutex::new(HashMap::new()),
             auth_failures: DefaultKeyedRateLimiter::dashmap(quota(limits.auth_failures)),
+            auth_failures_global: DefaultDirectRateLimiter::direct(quota(
+                limits.auth_failures_global,
+            )),
             blocked: Mutex::new(HashMap::new()),
+            globally_blocked: Mutex::new(None),
             connections: Mutex::new(HashMap::new()),
         }
     }
@@ -120,34 +135,68 @@ impl Limiters {
         }
     }
 
-    /// Whether `ip` is blocked after too many failed authentications.
+    /// Whether attempts from `ip` that fail are refused (429): its
+    /// network, or everyone, spent the failure budget. Consulted only for
+    /// attempts that did not authenticate: a valid token always does.
     pub fn auth_blocked(&self, ip: IpAddr) -> Option<Limited> {
-        let mut blocked = lock(&self.blocked);
-        let until = *blocked.get(&ip)?;
         let now = Instant::now();
-        if until <= now {
-            blocked.remove(&ip);
-            return None;
-        }
+        let net = failure_network(ip);
+        let network_until = {
+            let mut blocked = lock(&self.blocked);
+            match blocked.get(&net) {
+                Some(until) if *until > now => Some(*until),
+                Some(_) => {
+                    blocked.remove(&net);
+                    None
+                }
+                None => None,
+            }
+        };
+        let global_until = {
+            let mut global = lock(&self.globally_blocked);
+            match *global {
+                Some(until) if until > now => Some(until),
+                Some(_) => {
+                    *global = None;
+                    None
+                }
+                None => None,
+            }
+        };
+        let until = network_until.max(global_until)?;
         Some(Limited {
             retry_after_secs: secs(until - now),
         })
     }
 
-    /// Records a failed authentication from `ip`; once its budget is spent
-    /// the address is blocked until the budget allows one more.
-    pub fn auth_failed(&self, ip: IpAddr) {
-        if let Err(not_until) = self.auth_failures.check_key(&ip) {
-            let wait = not_until.wait_time_from(self.auth_failures.clock().now());
-            let mut blocked = lock(&self.blocked);
-            if blocked.len() >= MAX_BLOCKED_IPS {
-                let now = Instant::now();
-                blocked.retain(|_, until| *until > now);
+    /// Records a failed authentication from `ip` against its network's
+    /// budget and, while that lasts, the global one; once either is spent,
+    /// failing attempts are refused until it allows one more. Whether this
+    /// attempt is refused (the same answer as [`Limiters::auth_blocked`]).
+    pub fn auth_failed(&self, ip: IpAddr) -> Option<Limited> {
+        let net = failure_network(ip);
+        match self.auth_failures.check_key(&net) {
+            Err(not_until) => {
+                let wait = not_until.wait_time_from(self.auth_failures.clock().now());
+                let mut blocked = lock(&self.blocked);
+                if blocked.len() >= MAX_BLOCKED_IPS {
+                    let now = Instant::now();
+                    blocked.retain(|_, until| *until > now);
+                }
+                if blocked.len() < MAX_BLOCKED_IPS {
+                    blocked.insert(net, Instant::now() + wait.max(Duration::from_secs(1)));
+                }
             }
-            if blocked.len() < MAX_BLOCKED_IPS {
-                blocked.insert(ip, Instant::now() + wait.max(Duration::from_secs(1)));
+            Ok(()) => {
+                if let Err(not_until) = self.auth_failures_global.check() {
+                    let wait = not_until.wait_time_from(self.auth_failures_global.clock().now());
+                    let until = Instant::now() + wait.max(Duration::from_secs(1));
+                    let mut global = lock(&self.globally_blocked);
+                    *global = Some(global.map_or(until, |g| g.max(until)));
+                }
             }
         }
+        self.auth_blocked(ip)
     }
 
     /// Takes one of `user`'s WebSocket connection slots (`max` of them);
@@ -193,6 +242,23 @@ impl Limiters {
             lock(&self.blocked).len(),
         )
     }
+}
+
+/// The network an address's failed authentications count against: the /24
+/// of an IPv4 address (an IPv4-mapped IPv6 address counts as IPv4), the /64
+/// of an IPv6 one.
+pub fn failure_network(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => IpAddr::V4(v4_network(v4)),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4_network(v4)),
+            None => IpAddr::V6(Ipv6Addr::from_bits(v6.to_bits() & !((1u128 << 64) - 1))),
+        },
+    }
+}
+
+fn v4_network(ip: Ipv4Addr) -> Ipv4Addr {
+    Ipv4Addr::from_bits(ip.to_bits() & 0xffff_ff00)
 }
 
 /// One WebSocket connection slot of a user.
@@ -264,6 +330,24 @@ mod tests {
         l.charge_user("gone", None, 1).unwrap();
         l.sweep(|u| u != "gone");
         assert_eq!(l.tracked().1, 0);
+    }
+
+    #[test]
+    fn failures_count_per_network() {
+        let net = |s: &str| failure_network(s.parse().unwrap()).to_string();
+        assert_eq!(net("192.0.2.77"), "192.0.2.0");
+        assert_eq!(net("::ffff:192.0.2.77"), "192.0.2.0");
+        assert_eq!(net("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), "2001:db8:1:2::");
+        let l = Limiters::new(&limits());
+        for i in 1..=10 {
+            assert!(
+                l.auth_failed(format!("10.0.0.{i}").parse().unwrap())
+                    .is_none()
+            );
+        }
+        assert!(l.auth_failed("10.0.0.200".parse().unwrap()).is_some());
+        assert!(l.auth_blocked("::ffff:10.0.0.9".parse().unwrap()).is_some());
+        assert!(l.auth_blocked("10.0.1.1".parse().unwrap()).is_none());
     }
 
     #[test]

@@ -17,8 +17,22 @@ use std::time::{Duration, Instant};
 fn lenient() -> ServerConfig {
     with_limits(Limits {
         auth_failures: rate(10_000, 10_000),
+        auth_failures_global: rate(10_000, 10_000),
         ..Limits::default()
     })
+}
+
+/// The status of `GET /api/v1/agents` with this token from this client address.
+async fn status_from(state: &AppState, ip: &str, token: Option<&str>) -> u16 {
+    let peer: std::net::SocketAddr = (ip.parse::<std::net::IpAddr>().unwrap(), 40_000).into();
+    let mut req = local("GET", "/api/v1/agents").extension(axum::extract::ConnectInfo(peer));
+    if let Some(t) = token {
+        req = req.header("authorization", bearer(t));
+    }
+    call(state, req.body(Body::empty()).unwrap())
+        .await
+        .status()
+        .as_u16()
 }
 
 type Case = (Vec<(&'static str, String)>, Option<u16>);
@@ -410,11 +424,107 @@ async fn failed_sign_ins_are_throttled_per_address() {
     }
     assert_eq!(&statuses[..10], &[401; 10]);
     assert_eq!(&statuses[10..], &[429, 429]);
-    // Now even the right token waits: guessing cannot continue.
-    let r = get(&state, "/api/v1/agents", Some(&f.bob)).await;
+    // Any attempt that fails waits, with a retry time: guessing cannot
+    // continue, and a wrong guess is not told apart from any other.
+    let r = get(&state, "/api/v1/agents", Some(&f.bob.replace('_', "-"))).await;
     assert_eq!(r.status(), 429);
     let retry = retry_after(&r);
     assert!((1..=60).contains(&retry), "{retry}");
+    assert_eq!(
+        status(&state, "/api/v1/agents", Some("Bearer nope")).await,
+        429
+    );
+    // But a valid token is not refused for others' failures.
+    assert_eq!(
+        get(&state, "/api/v1/agents", Some(&f.bob)).await.status(),
+        200
+    );
     // A request without credentials is not a failed sign-in... but /health stays open.
     assert_eq!(get(&state, "/health", None).await.status(), 200);
+}
+
+/// Issue 17 item 2: behind a proxy or NAT everyone shares one address; one
+/// client's bad tokens must not lock out a user whose token is valid.
+#[tokio::test]
+async fn others_failures_never_refuse_a_valid_token() {
+    let f = Fixture::new();
+    let state = f.oneshot_state();
+    let mut bad = Vec::new();
+    for _ in 0..30 {
+        bad.push(status_from(&state, "127.0.0.1", Some(WELL_FORMED_BUT_UNKNOWN)).await);
+        assert_eq!(status_from(&state, "127.0.0.1", Some(&f.bob)).await, 200);
+    }
+    assert_eq!(&bad[..10], &[401; 10]);
+    assert_eq!(&bad[10..], &[429; 20], "the failing client is throttled");
+    // A throttled address presenting a wrong token (a near miss of a valid
+    // one, or malformed) gets 429 too: no oracle.
+    let mut near = f.bob.clone();
+    let last = near.pop().unwrap();
+    near.push(if last == 'A' { 'B' } else { 'A' });
+    assert_eq!(status_from(&state, "127.0.0.1", Some(&near)).await, 429);
+    assert_eq!(status_from(&state, "127.0.0.1", Some("nope")).await, 429);
+    assert_eq!(status_from(&state, "127.0.0.1", Some(&f.alice)).await, 200);
+}
+
+/// Issue 17 item 3: failures count per /24 (IPv4, mapped IPv6 included)
+/// and /64 (IPv6), and against a global budget.
+#[tokio::test]
+async fn failures_are_throttled_per_network_and_globally() {
+    let f = Fixture::new();
+    // 300 addresses of one /24 (and the next): a budget per network.
+    let state = f.oneshot_state();
+    let mut statuses = Vec::new();
+    for i in 0..300u32 {
+        let ip = format!("127.0.{}.{}", i / 250, 1 + i % 250);
+        statuses.push(status_from(&state, &ip, Some(WELL_FORMED_BUT_UNKNOWN)).await);
+    }
+    assert_eq!(&statuses[..10], &[401; 10]);
+    assert!(statuses[10..250].iter().all(|s| *s == 429), "{statuses:?}");
+    assert_eq!(
+        &statuses[250..260],
+        &[401; 10],
+        "127.0.1.0/24 has its own budget"
+    );
+    assert!(statuses[260..].iter().all(|s| *s == 429), "{statuses:?}");
+    // The same network in IPv4-mapped IPv6 form.
+    assert_eq!(
+        status_from(&state, "::ffff:127.0.0.77", Some(WELL_FORMED_BUT_UNKNOWN)).await,
+        429
+    );
+    // A valid token from the throttled network still signs in.
+    assert_eq!(status_from(&state, "127.0.0.9", Some(&f.bob)).await, 200);
+    assert_eq!(
+        status_from(&state, "::ffff:127.0.1.9", Some(&f.bob)).await,
+        200
+    );
+
+    // IPv6: one /64 shares a budget.
+    let mut v6 = Vec::new();
+    for i in 1..=12u32 {
+        let ip = format!("fd00:1:2:3:{i:x}::1");
+        v6.push(status_from(&state, &ip, Some(WELL_FORMED_BUT_UNKNOWN)).await);
+    }
+    assert_eq!(&v6[..10], &[401; 10]);
+    assert_eq!(&v6[10..], &[429, 429]);
+    assert_eq!(
+        status_from(&state, "fd00:1:2:4::1", Some(WELL_FORMED_BUT_UNKNOWN)).await,
+        401,
+        "another /64"
+    );
+
+    // 300 addresses spread over 30 networks, none over its own budget:
+    // the global budget (100 by default) answers 429.
+    let state = f.oneshot_state();
+    let mut statuses = Vec::new();
+    for i in 0..300u32 {
+        let ip = format!("127.0.{}.{}", i % 30, 1 + i / 30);
+        statuses.push(status_from(&state, &ip, Some(WELL_FORMED_BUT_UNKNOWN)).await);
+    }
+    assert_eq!(&statuses[..100], &[401; 100]);
+    // (It refills at 2 a second, so a slow run sees a few more 401s.)
+    let limited = statuses[100..].iter().filter(|s| **s == 429).count();
+    assert!(limited >= 150, "{statuses:?}");
+    // Valid tokens are untouched by the global budget.
+    assert_eq!(status_from(&state, "127.0.5.200", Some(&f.bob)).await, 200);
+    assert_eq!(status_from(&state, "127.0.99.1", Some(&f.alice)).await, 200);
 }

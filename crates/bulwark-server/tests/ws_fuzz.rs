@@ -250,6 +250,159 @@ async fn thousands_of_bad_frames_each_get_an_error_and_nothing_breaks() {
         .unwrap();
 }
 
+/// A WebSocket frame as a client writes it: `head` is the first byte (FIN,
+/// RSV1-3, opcode); masked unless `masked` is false.
+fn raw_frame(head: u8, payload: &[u8], masked: bool) -> Vec<u8> {
+    let mut out = vec![head];
+    let mask_bit = if masked { 0x80 } else { 0 };
+    match payload.len() {
+        n if n < 126 => out.push(mask_bit | n as u8),
+        n if n <= 0xFFFF => {
+            out.push(mask_bit | 126);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            out.push(mask_bit | 127);
+            out.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    if masked {
+        let key = [0x12, 0x34, 0x56, 0x78];
+        out.extend_from_slice(&key);
+        out.extend(payload.iter().enumerate().map(|(i, b)| b ^ key[i % 4]));
+    } else {
+        out.extend_from_slice(payload);
+    }
+    out
+}
+
+/// Opens a WebSocket by hand, writes `frames` raw, and returns the code of
+/// the close frame the server answers with (`None`: closed without one).
+async fn close_code_for(server: &common::Server, token: &str, frames: &[Vec<u8>]) -> Option<u16> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let req = format!(
+        "GET /api/v1/ws HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\
+         Sec-WebSocket-Protocol: bulwark.v1, bearer.{token}\r\n\r\n",
+        server.host()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut byte).await.unwrap(), 1, "handshake cut short");
+        buf.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&buf);
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    for f in frames {
+        // The server may close before reading everything.
+        if s.write_all(f).await.is_err() {
+            break;
+        }
+    }
+    let mut data = Vec::new();
+    let read_all = async {
+        let mut chunk = [0u8; 4096];
+        loop {
+            match s.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => data.extend_from_slice(&chunk[..n]),
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), read_all)
+        .await
+        .expect("the server closes within 5 s");
+    // Server frames are unmasked; find the close frame.
+    let mut i = 0;
+    while i + 2 <= data.len() {
+        let opcode = data[i] & 0x0F;
+        let (len, start) = match data[i + 1] & 0x7F {
+            126 => (
+                u16::from_be_bytes([data[i + 2], data[i + 3]]) as usize,
+                i + 4,
+            ),
+            127 => (
+                u64::from_be_bytes(data[i + 2..i + 10].try_into().unwrap()) as usize,
+                i + 10,
+            ),
+            n => (n as usize, i + 2),
+        };
+        if opcode == 0x8 {
+            return (len >= 2).then(|| u16::from_be_bytes([data[start], data[start + 1]]));
+        }
+        i = start + len;
+    }
+    None
+}
+
+/// Issue 17 item 7: protocol errors are closed with the codes RFC 6455
+/// assigns (1007 invalid UTF-8, 1002 protocol violations), and only a
+/// message over the size limit with 1009.
+#[tokio::test]
+async fn protocol_errors_close_with_their_rfc_6455_codes() {
+    let f = Fixture::new();
+    let plenty = rate(10_000_000, 1_000_000);
+    let server = f
+        .serve(with_limits(Limits {
+            ws_transport_max_bytes: 4096,
+            ws_connections_per_user: 1000,
+            user_rate: plenty,
+            ip_rate: plenty,
+            ..Limits::default()
+        }))
+        .await;
+    let m = |head, payload: &[u8]| raw_frame(head, payload, true);
+    let cases: Vec<(&str, Vec<Vec<u8>>, u16)> = vec![
+        (
+            "invalid UTF-8 text",
+            vec![m(0x81, &[b'"', 0xFF, 0xFE])],
+            1007,
+        ),
+        (
+            "invalid UTF-8 across fragments",
+            vec![m(0x01, &[0xE2, 0x82]), m(0x80, b"(")],
+            1007,
+        ),
+        (
+            "unmasked client frame",
+            vec![raw_frame(0x81, br#"{"type":"ping"}"#, false)],
+            1002,
+        ),
+        ("RSV1 set", vec![m(0xC1, b"{}")], 1002),
+        ("RSV2 set", vec![m(0xA1, b"{}")], 1002),
+        ("RSV3 set", vec![m(0x91, b"{}")], 1002),
+        ("reserved data opcode 3", vec![m(0x83, b"{}")], 1002),
+        ("reserved control opcode 0xB", vec![m(0x8B, b"")], 1002),
+        ("fragmented ping", vec![m(0x09, b"x")], 1002),
+        ("ping of 126 bytes", vec![m(0x89, &[b'p'; 126])], 1002),
+        ("close of 126 bytes", vec![m(0x88, &[b'c'; 126])], 1002),
+        ("continuation of nothing", vec![m(0x80, b"{}")], 1002),
+        (
+            "new data frame inside a fragmented one",
+            vec![m(0x01, b"{"), m(0x81, b"}")],
+            1002,
+        ),
+        ("message over the limit", vec![m(0x81, &[b'a'; 5000])], 1009),
+        (
+            "fragmented message over the limit",
+            vec![m(0x01, &[b'a'; 3000]), m(0x80, &[b'a'; 3000])],
+            1009,
+        ),
+    ];
+    for (what, frames, want) in cases {
+        let got = close_code_for(&server, &f.bob, &frames).await;
+        assert_eq!(got, Some(want), "{what}");
+    }
+    // A valid ping on a fresh connection is still answered.
+    let mut ws = server.ws(&f.bob).await;
+    send(&mut ws, json!({"type": "ping", "nonce": "n"})).await;
+    assert_eq!(recv(&mut ws).await["type"], "pong");
+    server.stop().await;
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
 

@@ -20,7 +20,7 @@ fn setup(policy: &Policy) -> (tempfile::TempDir, Store) {
         Ok(s) => s,
         Err(e) => panic!("open: {e}"),
     };
-    for id in ["a", "b"] {
+    for id in ["agent:a", "agent:b"] {
         if let Err(e) = store.open_account(id, AccountKind::Agent, policy) {
             panic!("open account: {e}");
         }
@@ -46,9 +46,9 @@ fn bench_transfer(c: &mut Criterion, name: &str, policy: &Policy) {
         b.iter(|| {
             n += 1;
             let (from, to) = if n.is_multiple_of(2) {
-                ("a", "b")
+                ("agent:a", "agent:b")
             } else {
-                ("b", "a")
+                ("agent:b", "agent:a")
             };
             let r = TransferRequest {
                 key: format!("k{n}"),
@@ -77,7 +77,7 @@ fn bench_all(c: &mut Criterion) {
     c.bench_function("ledger_hold_settle", |b| {
         b.iter(|| {
             n += 1;
-            let hold = match store.hold(&format!("h{n}"), "a", 1000) {
+            let hold = match store.hold(&format!("h{n}"), "agent:a", 1000) {
                 Ok(h) => h,
                 Err(e) => panic!("hold: {e}"),
             };

@@ -45,18 +45,31 @@ fn bal(store: &Store, id: &str) -> (u64, u64) {
 
 #[test]
 fn at_most_half_per_transfer_by_default() {
-    let store = store_with(&[("a", Policy::default(), 100), ("b", Policy::default(), 0)]);
-    let err = store.transfer(&req("k1", "a", "b", 51)).unwrap_err();
+    let store = store_with(&[
+        ("agent:a", Policy::default(), 100),
+        ("agent:b", Policy::default(), 0),
+    ]);
+    let err = store
+        .transfer(&req("k1", "agent:a", "agent:b", 51))
+        .unwrap_err();
     assert!(matches!(err, LedgerError::FractionExceeded { .. }), "{err}");
-    assert!(err.to_string().contains("\"a\""), "{err}");
-    assert_eq!(bal(&store, "a"), (100, 0));
-    let r = store.transfer(&req("k2", "a", "b", 50)).unwrap();
+    assert!(err.to_string().contains("\"agent:a\""), "{err}");
+    assert_eq!(bal(&store, "agent:a"), (100, 0));
+    let r = store
+        .transfer(&req("k2", "agent:a", "agent:b", 50))
+        .unwrap();
     assert_eq!((r.amount, r.balance_before), (50, 100));
     // Half of what is left now, not of the original balance.
-    assert!(store.transfer(&req("k3", "a", "b", 26)).is_err());
-    store.transfer(&req("k4", "a", "b", 25)).unwrap();
-    assert_eq!(bal(&store, "a"), (25, 0));
-    assert_eq!(bal(&store, "b"), (75, 0));
+    assert!(
+        store
+            .transfer(&req("k3", "agent:a", "agent:b", 26))
+            .is_err()
+    );
+    store
+        .transfer(&req("k4", "agent:a", "agent:b", 25))
+        .unwrap();
+    assert_eq!(bal(&store, "agent:a"), (25, 0));
+    assert_eq!(bal(&store, "agent:b"), (75, 0));
     // The refusals are audited, as denied, next to the movements.
     let sink = store.audit_sink();
     let ledger: Vec<_> = sink
@@ -81,19 +94,23 @@ fn reserve_floor() {
         reserve_floor: 40,
         ..Policy::default()
     };
-    let store = store_with(&[("a", policy, 100), ("b", Policy::default(), 0)]);
-    let err = store.transfer(&req("k1", "a", "b", 61)).unwrap_err();
+    let store = store_with(&[("agent:a", policy, 100), ("agent:b", Policy::default(), 0)]);
+    let err = store
+        .transfer(&req("k1", "agent:a", "agent:b", 61))
+        .unwrap_err();
     assert!(
         matches!(err, LedgerError::BelowReserve { left: 39, .. }),
         "{err}"
     );
-    store.transfer(&req("k2", "a", "b", 60)).unwrap();
+    store
+        .transfer(&req("k2", "agent:a", "agent:b", 60))
+        .unwrap();
     // A hold may not dig into the reserve either.
     assert!(matches!(
-        store.hold("h", "a", 1).unwrap_err(),
+        store.hold("h", "agent:a", 1).unwrap_err(),
         LedgerError::BelowReserve { .. }
     ));
-    assert_eq!(bal(&store, "a"), (40, 0));
+    assert_eq!(bal(&store, "agent:a"), (40, 0));
 }
 
 #[test]
@@ -104,67 +121,92 @@ fn daily_cap_counts_transfers_settlements_and_open_holds() {
         daily_cap: Some(30),
         ..Policy::default()
     };
-    let store = store_with(&[("a", policy, 1000), ("b", Policy::default(), 0)]);
-    store.transfer(&req("k1", "a", "b", 10)).unwrap();
-    let h = store.hold("h1", "a", 10).unwrap();
-    let err = store.transfer(&req("k2", "a", "b", 11)).unwrap_err();
+    let store = store_with(&[("agent:a", policy, 1000), ("agent:b", Policy::default(), 0)]);
+    store
+        .transfer(&req("k1", "agent:a", "agent:b", 10))
+        .unwrap();
+    let h = store.hold("h1", "agent:a", 10).unwrap();
+    let err = store
+        .transfer(&req("k2", "agent:a", "agent:b", 11))
+        .unwrap_err();
     assert!(
         matches!(err, LedgerError::DailyCap { spent: 20, .. }),
         "{err}"
     );
     store.settle("s1", h, 4).unwrap();
     // 10 transferred + 4 charged: 16 left today.
-    assert!(store.transfer(&req("k3", "a", "b", 17)).is_err());
-    store.transfer(&req("k4", "a", "b", 16)).unwrap();
-    assert!(store.hold("h2", "a", 1).is_err());
+    assert!(
+        store
+            .transfer(&req("k3", "agent:a", "agent:b", 17))
+            .is_err()
+    );
+    store
+        .transfer(&req("k4", "agent:a", "agent:b", 16))
+        .unwrap();
+    assert!(store.hold("h2", "agent:a", 1).is_err());
 }
 
 #[test]
 fn allowed_counterparties() {
     let policy = Policy {
-        counterparties: vec!["b".into()],
+        counterparties: vec!["agent:b".into()],
         ..Policy::default()
     };
     let store = store_with(&[
-        ("a", policy, 100),
-        ("b", Policy::default(), 0),
-        ("c", Policy::default(), 0),
+        ("agent:a", policy, 100),
+        ("agent:b", Policy::default(), 0),
+        ("agent:c", Policy::default(), 0),
     ]);
-    let err = store.transfer(&req("k1", "a", "c", 1)).unwrap_err();
+    let err = store
+        .transfer(&req("k1", "agent:a", "agent:c", 1))
+        .unwrap_err();
     assert!(
         matches!(err, LedgerError::CounterpartyNotAllowed { .. }),
         "{err}"
     );
-    store.transfer(&req("k2", "a", "b", 1)).unwrap();
-    assert_eq!(bal(&store, "c"), (0, 0));
+    store.transfer(&req("k2", "agent:a", "agent:b", 1)).unwrap();
+    assert_eq!(bal(&store, "agent:c"), (0, 0));
 }
 
 #[test]
 fn malformed_requests_are_refused() {
-    let store = store_with(&[("a", Policy::default(), 100), ("b", Policy::default(), 0)]);
+    let store = store_with(&[
+        ("agent:a", Policy::default(), 100),
+        ("agent:b", Policy::default(), 0),
+    ]);
     assert!(matches!(
-        store.transfer(&req("k", "a", "b", 0)).unwrap_err(),
+        store
+            .transfer(&req("k", "agent:a", "agent:b", 0))
+            .unwrap_err(),
         LedgerError::InvalidAmount { .. }
     ));
     assert!(matches!(
-        store.transfer(&req("k", "a", "b", u64::MAX)).unwrap_err(),
+        store
+            .transfer(&req("k", "agent:a", "agent:b", u64::MAX))
+            .unwrap_err(),
         LedgerError::InvalidAmount { .. }
     ));
     assert!(matches!(
-        store.transfer(&req("k", "a", "a", 1)).unwrap_err(),
+        store
+            .transfer(&req("k", "agent:a", "agent:a", 1))
+            .unwrap_err(),
         LedgerError::SameAccount(_)
     ));
     assert!(matches!(
-        store.transfer(&req("k", "a", "nobody", 1)).unwrap_err(),
+        store
+            .transfer(&req("k", "agent:a", "nobody", 1))
+            .unwrap_err(),
         LedgerError::UnknownAccount(_)
     ));
     assert!(matches!(
-        store.transfer(&req("k", "a", "b", 101)).unwrap_err(),
+        store
+            .transfer(&req("k", "agent:a", "agent:b", 101))
+            .unwrap_err(),
         LedgerError::InsufficientFunds { .. }
     ));
     assert!(matches!(
         store
-            .open_account("a", AccountKind::User, &Policy::default())
+            .open_account("agent:a", AccountKind::Agent, &Policy::default())
             .unwrap_err(),
         LedgerError::AccountExists(_)
     ));
@@ -181,7 +223,7 @@ fn malformed_requests_are_refused() {
     };
     assert!(matches!(
         store
-            .open_account("z", AccountKind::User, &bad)
+            .open_account("user:z", AccountKind::User, &bad)
             .unwrap_err(),
         LedgerError::InvalidPolicy { .. }
     ));
@@ -189,41 +231,222 @@ fn malformed_requests_are_refused() {
 
 #[test]
 fn no_overflow() {
-    let store = store_with(&[("a", Policy::default(), i64::MAX as u64)]);
-    let err = store.mint(&Actor::default(), "m2", "a", 1, "").unwrap_err();
-    assert!(matches!(err, LedgerError::Overflow { .. }), "{err}");
-    assert_eq!(bal(&store, "a"), (i64::MAX as u64, 0));
+    let store = store_with(&[("agent:a", Policy::default(), i64::MAX as u64)]);
+    let err = store
+        .mint(&Actor::default(), "m2", "agent:a", 1, "")
+        .unwrap_err();
+    assert!(matches!(err, LedgerError::SupplyLimit { .. }), "{err}");
+    assert_eq!(bal(&store, "agent:a"), (i64::MAX as u64, 0));
+}
+
+const MAX: u64 = i64::MAX as u64;
+
+/// Issue 17 item 12: two mints of 2^63 - 1 were both accepted, and then the
+/// conservation check failed with "integer overflow" for good.
+#[test]
+fn a_mint_past_the_supply_limit_is_refused_in_another_account_too() {
+    let store = store_with(&[
+        ("agent:a", Policy::default(), MAX),
+        ("agent:b", Policy::default(), 0),
+    ]);
+    let journal = store.history("agent:b", 10).unwrap().len();
+    let err = store
+        .mint(&Actor::default(), "m-b", "agent:b", 1, "")
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LedgerError::SupplyLimit {
+                amount: 1,
+                room: 0,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains("9223372036854775807") && msg.contains("mint at most 0"),
+        "the refusal names the limit and what to do: {msg}"
+    );
+    assert!(!err.is_denial());
+    // Nothing changed, and everything still reads.
+    assert_eq!(bal(&store, "agent:b"), (0, 0));
+    assert_eq!(bal(&store, "agent:a"), (MAX, 0));
+    assert_eq!(store.history("agent:b", 10).unwrap().len(), journal);
+    assert_eq!(
+        store.ledger_totals().unwrap(),
+        (u128::from(MAX), u128::from(MAX))
+    );
+    assert_eq!(store.accounts().unwrap().len(), 3, "a, b and system:usage");
+    // A bigger mint into a new account opened by the mint opens nothing.
+    let err = store
+        .mint_opening(
+            &Actor::default(),
+            "m-c",
+            "agent:c",
+            AccountKind::Agent,
+            MAX,
+            "",
+        )
+        .unwrap_err();
+    assert!(matches!(err, LedgerError::SupplyLimit { .. }), "{err}");
+    assert!(matches!(
+        store.balance("agent:c").unwrap_err(),
+        LedgerError::UnknownAccount(_)
+    ));
+    // Moving credits is not minting: still fine at the limit.
+    let wide = Policy {
+        max_fraction_num: 1,
+        max_fraction_den: 1,
+        ..Policy::default()
+    };
+    store
+        .set_policy(&Actor::default(), "agent:a", &wide)
+        .unwrap();
+    store
+        .transfer(&req("t", "agent:a", "agent:b", MAX))
+        .unwrap();
+    assert_eq!(bal(&store, "agent:b"), (MAX, 0));
+    assert_eq!(
+        store.ledger_totals().unwrap(),
+        (u128::from(MAX), u128::from(MAX))
+    );
+}
+
+#[test]
+fn minting_up_to_the_supply_limit_works() {
+    let store = store_with(&[
+        ("agent:a", Policy::default(), MAX - 10),
+        ("agent:b", Policy::default(), 0),
+    ]);
+    let err = store
+        .mint(&Actor::default(), "m1", "agent:b", 11, "")
+        .unwrap_err();
+    assert!(
+        matches!(err, LedgerError::SupplyLimit { room: 10, .. }),
+        "{err}"
+    );
+    store
+        .mint(&Actor::default(), "m2", "agent:b", 10, "")
+        .unwrap();
+    let err = store
+        .mint_opening(&Actor::default(), "m3", "user:c", AccountKind::User, 1, "")
+        .unwrap_err();
+    assert!(
+        matches!(err, LedgerError::SupplyLimit { room: 0, .. }),
+        "the supply is full: {err}"
+    );
+    assert!(
+        matches!(
+            store.balance("user:c").unwrap_err(),
+            LedgerError::UnknownAccount(_)
+        ),
+        "and nothing was opened"
+    );
+    assert_eq!(bal(&store, "agent:b"), (10, 0));
+    assert_eq!(
+        store.ledger_totals().unwrap(),
+        (u128::from(MAX), u128::from(MAX))
+    );
+    // Under the limit, mint_opening opens the account once.
+    let store = Store::open_in_memory().unwrap();
+    let first = store
+        .mint_opening(&Actor::default(), "k1", "user:c", AccountKind::User, 5, "")
+        .unwrap();
+    assert!(first.1);
+    let second = store
+        .mint_opening(
+            &Actor::default(),
+            "k2",
+            "user:c",
+            AccountKind::User,
+            MAX - 5,
+            "",
+        )
+        .unwrap();
+    assert!(!second.1);
+    assert_eq!(bal(&store, "user:c"), (MAX, 0));
+}
+
+/// A ledger that older versions let past the limit still reads: the totals
+/// are exact, and nothing more can be minted.
+#[test]
+fn the_totals_of_a_ledger_already_past_the_limit_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.db");
+    let store = Store::open(&path).unwrap();
+    for id in ["agent:a", "agent:b"] {
+        store.ensure_account(id, AccountKind::Agent).unwrap();
+    }
+    store
+        .mint(&Actor::default(), "m-a", "agent:a", MAX, "")
+        .unwrap();
+    {
+        // What two accepted mints of 2^63 - 1 left behind.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute(
+            "UPDATE ledger_accounts SET balance = 9223372036854775807 WHERE id = 'agent:b'",
+            [],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO ledger_journal (time_ms, idempotency_key, kind, from_account, \
+             to_account, amount, released, balance_before, hold_id, memo, request) \
+             SELECT time_ms, 'm-b', kind, from_account, 'agent:b', amount, released, \
+             balance_before, hold_id, memo, request FROM ledger_journal WHERE kind = 'mint'",
+            [],
+        )
+        .unwrap();
+    }
+    let twice = 2 * u128::from(MAX);
+    assert_eq!(store.ledger_totals().unwrap(), (twice, twice));
+    assert_eq!(store.accounts().unwrap().len(), 3);
+    let err = store
+        .mint(&Actor::default(), "m-c", "agent:a", 1, "")
+        .unwrap_err();
+    assert!(
+        matches!(err, LedgerError::SupplyLimit { room: 0, supply, .. } if supply == twice),
+        "{err}"
+    );
 }
 
 #[test]
 fn repeated_key_moves_credits_once() {
-    let store = store_with(&[("a", Policy::default(), 100), ("b", Policy::default(), 0)]);
-    let first = store.transfer(&req("k", "a", "b", 10)).unwrap();
-    let again = store.transfer(&req("k", "a", "b", 10)).unwrap();
+    let store = store_with(&[
+        ("agent:a", Policy::default(), 100),
+        ("agent:b", Policy::default(), 0),
+    ]);
+    let first = store.transfer(&req("k", "agent:a", "agent:b", 10)).unwrap();
+    let again = store.transfer(&req("k", "agent:a", "agent:b", 10)).unwrap();
     assert_eq!(first, again);
-    assert_eq!(bal(&store, "a"), (90, 0));
-    let err = store.transfer(&req("k", "a", "b", 11)).unwrap_err();
+    assert_eq!(bal(&store, "agent:a"), (90, 0));
+    let err = store
+        .transfer(&req("k", "agent:a", "agent:b", 11))
+        .unwrap_err();
     assert!(matches!(err, LedgerError::KeyConflict { .. }), "{err}");
     assert!(err.to_string().contains("new key"), "{err}");
     // A key is one request of any kind.
     assert!(matches!(
-        store.hold("k", "a", 1).unwrap_err(),
+        store.hold("k", "agent:a", 1).unwrap_err(),
         LedgerError::KeyConflict { .. }
     ));
     assert!(matches!(
-        store.mint(&Actor::default(), "k", "a", 10, "").unwrap_err(),
+        store
+            .mint(&Actor::default(), "k", "agent:a", 10, "")
+            .unwrap_err(),
         LedgerError::KeyConflict { .. }
     ));
-    assert_eq!(bal(&store, "a"), (90, 0));
-    assert_eq!(store.history("a", 10).unwrap().len(), 2);
+    assert_eq!(bal(&store, "agent:a"), (90, 0));
+    assert_eq!(store.history("agent:a", 10).unwrap().len(), 2);
 }
 
 #[test]
 fn holds_settle_and_release() {
-    let store = store_with(&[("a", Policy::default(), 100)]);
-    let h = store.hold("h1", "a", 30).unwrap();
-    assert_eq!(store.hold("h1", "a", 30).unwrap(), h);
-    assert_eq!(bal(&store, "a"), (70, 30));
+    let store = store_with(&[("agent:a", Policy::default(), 100)]);
+    let h = store.hold("h1", "agent:a", 30).unwrap();
+    assert_eq!(store.hold("h1", "agent:a", 30).unwrap(), h);
+    assert_eq!(bal(&store, "agent:a"), (70, 30));
     assert!(matches!(
         store.settle("s1", h, 31).unwrap_err(),
         LedgerError::SettleExceedsHold { .. }
@@ -231,7 +454,7 @@ fn holds_settle_and_release() {
     let s = store.settle("s1", h, 12).unwrap();
     assert_eq!((s.charged, s.released), (12, 18));
     assert_eq!(store.settle("s1", h, 12).unwrap(), s);
-    assert_eq!(bal(&store, "a"), (88, 0));
+    assert_eq!(bal(&store, "agent:a"), (88, 0));
     assert_eq!(bal(&store, USAGE), (12, 0));
     // Settled once: neither a second settlement nor a release.
     assert!(matches!(
@@ -242,16 +465,16 @@ fn holds_settle_and_release() {
         store.release("r1", h).unwrap_err(),
         LedgerError::HoldClosed { .. }
     ));
-    let h2 = store.hold("h2", "a", 50).unwrap();
+    let h2 = store.hold("h2", "agent:a", 50).unwrap();
     let r = store.release("r2", h2).unwrap();
     assert_eq!((r.charged, r.released), (0, 50));
-    assert_eq!(bal(&store, "a"), (88, 0));
+    assert_eq!(bal(&store, "agent:a"), (88, 0));
     assert!(matches!(
         store.release("r3", HoldId(999)).unwrap_err(),
         LedgerError::UnknownHold(999)
     ));
     assert!(matches!(
-        store.hold("h3", "a", 89).unwrap_err(),
+        store.hold("h3", "agent:a", 89).unwrap_err(),
         LedgerError::InsufficientFunds { .. }
     ));
 }
@@ -262,9 +485,9 @@ fn journal_is_append_only() {
     let path = dir.path().join("l.db");
     let store = Store::open(&path).unwrap();
     store
-        .open_account("a", AccountKind::User, &Policy::default())
+        .open_account("user:a", AccountKind::User, &Policy::default())
         .unwrap();
-    store.mint(&Actor::default(), "m", "a", 5, "").unwrap();
+    store.mint(&Actor::default(), "m", "user:a", 5, "").unwrap();
     let conn = rusqlite::Connection::open(&path).unwrap();
     for sql in [
         "UPDATE ledger_journal SET amount = 500",
@@ -298,7 +521,7 @@ enum Done {
 }
 
 const OPS: u64 = 250;
-const ACCOUNTS: [&str; 4] = ["a", "b", "c", "d"];
+const ACCOUNTS: [&str; 4] = ["agent:a", "agent:b", "agent:c", "agent:d"];
 const FUNDS: u64 = 1_000_000;
 
 fn setup_shared(path: &Path) {
@@ -604,14 +827,14 @@ proptest! {
     /// half of the balance it saw, and credits are conserved.
     #[test]
     fn default_policy_sequence(amounts in proptest::collection::vec(1u64..2_000, 1..20)) {
-        let store = store_with(&[("a", Policy::default(), 1000), ("b", Policy::default(), 0)]);
+        let store = store_with(&[("agent:a", Policy::default(), 1000), ("agent:b", Policy::default(), 0)]);
         for (i, amount) in amounts.iter().enumerate() {
-            let before = store.balance("a").unwrap().balance;
-            match store.transfer(&req(&format!("k{i}"), "a", "b", *amount)) {
+            let before = store.balance("agent:a").unwrap().balance;
+            match store.transfer(&req(&format!("k{i}"), "agent:a", "agent:b", *amount)) {
                 Ok(r) => prop_assert!(r.amount * 2 <= before && r.balance_before == before),
                 Err(e) => prop_assert!(e.is_denial() && amount * 2 > before),
             }
-            let (a, b) = (store.balance("a").unwrap(), store.balance("b").unwrap());
+            let (a, b) = (store.balance("agent:a").unwrap(), store.balance("agent:b").unwrap());
             prop_assert_eq!(a.balance + b.balance, 1000);
         }
     }

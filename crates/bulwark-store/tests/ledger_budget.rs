@@ -177,12 +177,12 @@ fn settlement_is_audited_as_the_actor_of_its_hold() {
 
 #[test]
 fn policy_changes_apply_at_once_and_are_audited() {
-    let store = funded(&["a", "b"], 100);
+    let store = funded(&["agent:a", "agent:b"], 100);
     let transfer = |key: &str, amount| {
         store.transfer(&TransferRequest {
             key: key.into(),
-            from: "a".into(),
-            to: "b".into(),
+            from: "agent:a".into(),
+            to: "agent:b".into(),
             amount,
             actor: alice(),
             ..TransferRequest::default()
@@ -194,8 +194,8 @@ fn policy_changes_apply_at_once_and_are_audited() {
         max_fraction_den: 1,
         ..Policy::default()
     };
-    store.set_policy(&alice(), "a", &wide).unwrap();
-    assert_eq!(store.policy("a").unwrap(), wide);
+    store.set_policy(&alice(), "agent:a", &wide).unwrap();
+    assert_eq!(store.policy("agent:a").unwrap(), wide);
     transfer("k2", 60).unwrap();
     let bad = Policy {
         max_fraction_num: 3,
@@ -203,7 +203,7 @@ fn policy_changes_apply_at_once_and_are_audited() {
         ..Policy::default()
     };
     assert!(matches!(
-        store.set_policy(&alice(), "a", &bad).unwrap_err(),
+        store.set_policy(&alice(), "agent:a", &bad).unwrap_err(),
         LedgerError::InvalidPolicy { .. }
     ));
     assert!(matches!(
@@ -225,6 +225,71 @@ fn policy_changes_apply_at_once_and_are_audited() {
     );
     let (total, minted) = store.ledger_totals().unwrap();
     assert_eq!((total, minted), (200, 200));
+}
+
+/// Issue 17 item 13: account names follow the rule for user and agent
+/// names, for every kind of account the ledger opens.
+#[test]
+fn account_names_follow_the_user_and_agent_name_rule() {
+    let store = Store::open_in_memory().unwrap();
+    let long = format!("user:{}", "a".repeat(65));
+    for (bad, kind) in [
+        ("user:../x", AccountKind::User),
+        ("agent:X", AccountKind::Agent),
+        ("user:", AccountKind::User),
+        ("agent:", AccountKind::Agent),
+        (long.as_str(), AccountKind::User),
+        ("user:a\u{7}b", AccountKind::User),
+        ("agent:a\nb", AccountKind::Agent),
+        ("user:\u{1b}[31m", AccountKind::User),
+        ("user:-a", AccountKind::User),
+        ("agent:a/b", AccountKind::Agent),
+        ("child:../x", AccountKind::Agent),
+        ("child:boss.xyz", AccountKind::Agent),
+        ("child:Boss.00ff", AccountKind::Agent),
+    ] {
+        let err = store.ensure_account(bad, kind).unwrap_err();
+        assert!(
+            matches!(err, LedgerError::InvalidAccount { .. }),
+            "{bad:?}: {err}"
+        );
+        assert!(
+            err.to_string().contains(
+                "1-64 lowercase letters, digits, `-` or `_`, starting with a letter or digit"
+            ),
+            "{bad:?}: the refusal names the rule: {err}"
+        );
+    }
+    // The prefix says the kind, and every id has one.
+    for (bad, kind, want) in [
+        ("user:alice", AccountKind::Agent, "agent:<name>"),
+        ("agent:bot", AccountKind::User, "user:<name>"),
+        ("../x", AccountKind::Agent, "agent:<name>"),
+        ("alice", AccountKind::User, "user:<name>"),
+    ] {
+        let err = store.ensure_account(bad, kind).unwrap_err();
+        assert!(
+            matches!(err, LedgerError::InvalidAccount { .. }) && err.to_string().contains(want),
+            "{bad:?}: {err}"
+        );
+    }
+    assert!(store.accounts().unwrap().iter().all(|a| a.id == USAGE));
+    let longest = format!("user:{}", "a".repeat(64));
+    for (good, kind) in [
+        ("user:alice", AccountKind::User),
+        (longest.as_str(), AccountKind::User),
+        ("user:0", AccountKind::User),
+        ("agent:researcher", AccountKind::Agent),
+        ("agent:a-b_c9", AccountKind::Agent),
+        ("child:boss.0123456789abcdef", AccountKind::Agent),
+    ] {
+        assert!(store.ensure_account(good, kind).unwrap(), "{good:?}");
+        assert_eq!(store.account_kind(good).unwrap(), kind);
+    }
+    assert!(
+        AccountKind::valid_name("alice") && !AccountKind::valid_name("Alice"),
+        "the rule is public, for the other validators"
+    );
 }
 
 #[test]

@@ -66,9 +66,17 @@ pub(super) fn openable_kind(id: &str, what: &str) -> Result<AccountKind, Failure
             "{what} {id:?}: an account id is user:<name> or agent:<name>, e.g. user:alice or agent:researcher"
         )));
     };
-    if name.is_empty() {
+    // The ledger's rule for user and agent names (it checks it again when
+    // opening); refused here before the database is touched.
+    if !AccountKind::valid_name(name) {
+        let prefix = kind.as_str();
+        let missing = if name.is_empty() {
+            " is missing: it"
+        } else {
+            ""
+        };
         return Err(usage_error(anyhow!(
-            "{what} {id:?}: the name after the prefix is missing, e.g. {id}alice"
+            "{what} {id:?}: the {prefix} name after `{prefix}:`{missing} must be 1-64 lowercase letters, digits, `-` or `_`, starting with a letter or digit, e.g. {prefix}:alice"
         )));
     }
     Ok(kind)
@@ -171,6 +179,10 @@ fn balance_all(home: &Home, json: bool) -> Result<(), Failure> {
     let accounts = store.accounts().map_err(ledger_failure)?;
     let (total, minted) = store.ledger_totals().map_err(ledger_failure)?;
     let conserved = total == minted;
+    // Exact at any size; a JSON number as long as it fits in u64 (a ledger
+    // past 2^63 - 1 can only come from a version without the supply limit).
+    let number = |n: u128| u64::try_from(n).map_or_else(|_| json!(n.to_string()), |n| json!(n));
+    let (total_json, minted_json) = (number(total), number(minted));
     if json {
         let list: Vec<_> = accounts
             .iter()
@@ -180,7 +192,7 @@ fn balance_all(home: &Home, json: bool) -> Result<(), Failure> {
             })
             .collect();
         print_json(&json!({
-            "accounts": list, "total": total, "minted": minted, "conserved": conserved,
+            "accounts": list, "total": total_json, "minted": minted_json, "conserved": conserved,
         }))?;
     } else {
         let rows: Vec<_> = accounts
@@ -354,21 +366,18 @@ fn mint(home: &Home, args: MintArgs) -> Result<(), Failure> {
     check_key(args.key.as_deref())?;
     let kind = openable_kind(&args.to, "cannot mint into")?;
     let store = open_for_writing(home)?;
-    if store
-        .ensure_account(&args.to, kind)
-        .map_err(ledger_failure)?
-        && !args.json
-    {
+    let key = key_or_new(args.key, args.json, "mints");
+    let before = newest_id(&store, &args.to)?;
+    // Opened in the mint's transaction: a refused mint opens nothing.
+    let (receipt, opened) = store
+        .mint_opening(&operator(), &key, &args.to, kind, args.amount, &args.memo)
+        .map_err(ledger_failure)?;
+    if opened && !args.json {
         println!(
             "opened account {} with the default policy (at most 1/2 per transfer)",
             sanitize(&args.to, false)
         );
     }
-    let key = key_or_new(args.key, args.json, "mints");
-    let before = newest_id(&store, &args.to)?;
-    let receipt = store
-        .mint(&operator(), &key, &args.to, args.amount, &args.memo)
-        .map_err(ledger_failure)?;
     print_receipt(&store, &receipt, receipt.id <= before, "minted", args.json)
 }
 

@@ -43,6 +43,45 @@ struct Conn {
     errors: u32,
 }
 
+/// Why the transport refused what the client sent, as far as the close
+/// code goes (RFC 6455 §7.4.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReceiveFailure {
+    /// A text message (or close reason) that is not UTF-8: 1007.
+    InvalidUtf8,
+    /// A message or frame over the transport limit: 1009.
+    TooLarge,
+    /// Anything else the client did wrong (an unmasked frame, reserved bits
+    /// or opcodes, a fragmented or oversized control frame, a bad
+    /// continuation, ...) or a broken connection: 1002.
+    Protocol,
+}
+
+impl ReceiveFailure {
+    /// axum's error is opaque; what it wraps is tungstenite's, whose
+    /// messages name the kind: "UTF-8 encoding error: ..." and "Space limit
+    /// exceeded: ..." (any other kind, a protocol error included, is
+    /// treated as a protocol violation). The tests pin each case to its code.
+    fn of(e: &axum::Error) -> Self {
+        let text = e.to_string();
+        if text.starts_with("UTF-8 encoding error") {
+            ReceiveFailure::InvalidUtf8
+        } else if text.starts_with("Space limit exceeded") {
+            ReceiveFailure::TooLarge
+        } else {
+            ReceiveFailure::Protocol
+        }
+    }
+
+    fn close(self) -> (u16, &'static str) {
+        match self {
+            ReceiveFailure::InvalidUtf8 => (close_code::INVALID, "text frame is not valid UTF-8"),
+            ReceiveFailure::TooLarge => (close_code::SIZE, "message too large"),
+            ReceiveFailure::Protocol => (close_code::PROTOCOL, "WebSocket protocol error"),
+        }
+    }
+}
+
 /// What the loop does next.
 enum Flow {
     Continue,
@@ -109,8 +148,10 @@ impl Conn {
                 msg = self.socket.recv() => match msg {
                     None => return (close_code::NORMAL, ""),
                     Some(Err(e)) => {
-                        tracing::debug!(error = %e, "websocket receive failed");
-                        Flow::Close(close_code::SIZE, "frame too large or connection broken")
+                        let failure = ReceiveFailure::of(&e);
+                        tracing::debug!(error = %e, ?failure, "websocket receive failed");
+                        let (code, reason) = failure.close();
+                        Flow::Close(code, reason)
                     }
                     Some(Ok(msg)) => {
                         deadline = Instant::now() + idle;

@@ -41,23 +41,99 @@ fn to_sql(id: &str, policy: &Policy) -> Result<SqlPolicy, LedgerError> {
     })
 }
 
+/// An account id is `<kind>:<name>`: `user:<user name>` (kind user),
+/// `agent:<agent name>` or `child:<agent name>.<hex>` (kind agent), with
+/// names following [`AccountKind::valid_name`]. `system:` accounts are the
+/// store's own.
 fn check_id(id: &str, kind: AccountKind) -> Result<(), LedgerError> {
-    let invalid = |why| LedgerError::InvalidAccount {
-        id: id.to_owned(),
-        why,
+    let invalid = |why| {
+        Err(LedgerError::InvalidAccount {
+            id: id.to_owned(),
+            why,
+        })
     };
     if id.is_empty() {
-        return Err(invalid("the id is empty"));
-    }
-    if id.len() > 200 || id.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Err(invalid(
-            "an id is at most 200 characters, without spaces or control characters",
-        ));
+        return invalid("the id is empty");
     }
     if id.starts_with("system:") || kind == AccountKind::System {
-        return Err(invalid("system accounts are created by the store itself"));
+        return invalid("system accounts are created by the store itself");
     }
-    Ok(())
+    match kind {
+        AccountKind::User => match id.strip_prefix("user:") {
+            Some(name) if AccountKind::valid_name(name) => Ok(()),
+            Some(_) => invalid(
+                "the user name after `user:` must be 1-64 lowercase letters, digits, `-` or `_`, \
+                 starting with a letter or digit (the rule for user names)",
+            ),
+            None => invalid("a user's account id is `user:<name>`, e.g. user:alice"),
+        },
+        AccountKind::Agent => {
+            if let Some(name) = id.strip_prefix("agent:") {
+                if AccountKind::valid_name(name) {
+                    return Ok(());
+                }
+                return invalid(
+                    "the agent name after `agent:` must be 1-64 lowercase letters, digits, `-` \
+                     or `_`, starting with a letter or digit (the rule for agent names)",
+                );
+            }
+            if let Some(child) = id.strip_prefix("child:") {
+                // The kernel names children `<agent>.<16 hex digits>`.
+                let valid = match child.split_once('.') {
+                    Some((agent, hex)) => {
+                        AccountKind::valid_name(agent)
+                            && (1..=32).contains(&hex.len())
+                            && hex.bytes().all(|b| b.is_ascii_hexdigit())
+                    }
+                    None => AccountKind::valid_name(child),
+                };
+                if valid {
+                    return Ok(());
+                }
+                return invalid(
+                    "a child's account id is `child:<agent>.<hex>`, the agent name 1-64 lowercase \
+                     letters, digits, `-` or `_`, starting with a letter or digit",
+                );
+            }
+            invalid(
+                "an agent's account id is `agent:<name>` (or `child:<agent>.<hex>` for a spawned \
+                 child), e.g. agent:researcher",
+            )
+        }
+        AccountKind::System => invalid("system accounts are created by the store itself"),
+    }
+}
+
+/// The sum of every account's spendable and held credits, and of every
+/// mint, exactly: read row by row, so no sum can overflow (SQLite's `SUM`
+/// fails past 2^63 - 1, which older versions let the ledger reach).
+pub(super) fn totals(conn: &Connection) -> Result<(u128, u128), LedgerError> {
+    let mut held: u128 = 0;
+    let mut stmt = conn
+        .prepare_cached("SELECT balance, held FROM ledger_accounts")
+        .map_err(sqlite("preparing the ledger sum"))?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
+        .map_err(sqlite("summing the ledger"))?;
+    for row in rows {
+        let (balance, on_hold) = row.map_err(sqlite("reading a ledger balance"))?;
+        held += u128::from(to_u64(balance, "ledger balance")?)
+            + u128::from(to_u64(on_hold, "ledger held amount")?);
+    }
+    let mut minted: u128 = 0;
+    let mut stmt = conn
+        .prepare_cached("SELECT amount FROM ledger_journal WHERE kind = 'mint'")
+        .map_err(sqlite("preparing the mint sum"))?;
+    let rows = stmt
+        .query_map([], |r| r.get::<_, i64>(0))
+        .map_err(sqlite("summing the mints"))?;
+    for row in rows {
+        minted += u128::from(to_u64(
+            row.map_err(sqlite("reading a mint"))?,
+            "minted amount",
+        )?);
+    }
+    Ok((held, minted))
 }
 
 /// Inserts an account row inside the caller's transaction.
@@ -181,20 +257,10 @@ impl Store {
     }
 
     /// The sum of every account's spendable and held credits, and of every
-    /// mint: equal, unless the ledger is corrupt.
-    pub fn ledger_totals(&self) -> Result<(u64, u64), LedgerError> {
+    /// mint: equal, unless the ledger is corrupt. Exact for any data (a
+    /// ledger cannot hold more than 2^64 rows of at most 2^63 - 1 each).
+    pub fn ledger_totals(&self) -> Result<(u128, u128), LedgerError> {
         let conn = self.lock()?;
-        let (held, minted): (i64, i64) = conn
-            .query_row(
-                "SELECT (SELECT COALESCE(SUM(balance + held), 0) FROM ledger_accounts), \
-                        (SELECT COALESCE(SUM(amount), 0) FROM ledger_journal WHERE kind = 'mint')",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .map_err(sqlite("summing the ledger"))?;
-        Ok((
-            to_u64(held, "ledger total")?,
-            to_u64(minted, "minted total")?,
-        ))
+        totals(&conn)
     }
 }

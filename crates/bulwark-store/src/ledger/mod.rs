@@ -145,6 +145,8 @@ impl Store {
     }
 
     /// Creates `amount` new credits in account `to` (from [`ISSUER`]).
+    /// Refused ([`LedgerError::SupplyLimit`]) if the total supply would
+    /// pass 2^63 - 1, the most every balance and sum can count.
     pub fn mint(
         &self,
         actor: &Actor,
@@ -153,14 +155,62 @@ impl Store {
         amount: u64,
         memo: &str,
     ) -> Result<TransferReceipt, LedgerError> {
+        self.mint_in(actor, key, to, None, amount, memo)
+            .map(|(r, _)| r)
+    }
+
+    /// [`Store::mint`], opening `to` as a `kind` account with the default
+    /// policy if it does not exist, in the mint's transaction: a refused
+    /// mint opens nothing. Also returns whether it opened the account.
+    pub fn mint_opening(
+        &self,
+        actor: &Actor,
+        key: &str,
+        to: &str,
+        kind: AccountKind,
+        amount: u64,
+        memo: &str,
+    ) -> Result<(TransferReceipt, bool), LedgerError> {
+        self.mint_in(actor, key, to, Some(kind), amount, memo)
+    }
+
+    fn mint_in(
+        &self,
+        actor: &Actor,
+        key: &str,
+        to: &str,
+        open: Option<AccountKind>,
+        amount: u64,
+        memo: &str,
+    ) -> Result<(TransferReceipt, bool), LedgerError> {
         let sql_amount = amount_i64("mint", amount, false)?;
         let request = json!({"op": "mint", "to": to, "amount": amount, "memo": memo});
         let canonical = request.to_string();
         self.ledger_write("mint", |tx, now| {
             if let Some(e) = replay(tx, key, &canonical)? {
-                return Ok(Step::Replay(receipt(e)));
+                return Ok(Step::Replay((receipt(e), false)));
             }
-            let target = account(tx, to)?;
+            let (target, opened) = match (account(tx, to), open) {
+                (Err(LedgerError::UnknownAccount(_)), Some(kind)) => {
+                    insert_account(tx, to, kind, &Policy::default())?;
+                    (account(tx, to)?, true)
+                }
+                (found, _) => (found?, false),
+            };
+            // Every balance and every sum the conservation check makes must
+            // stay countable: refuse a mint that would take the supply (as
+            // the accounts add up, and as the mints do) past 2^63 - 1.
+            let (held, minted) = accounts::totals(tx)?;
+            let supply = held.max(minted);
+            let limit = i64::MAX as u64;
+            if supply + u128::from(amount) > u128::from(limit) {
+                return Err(LedgerError::SupplyLimit {
+                    amount,
+                    supply,
+                    limit,
+                    room: u64::try_from(u128::from(limit).saturating_sub(supply)).unwrap_or(0),
+                });
+            }
             credit(tx, &target, sql_amount)?;
             let e = NewEntry {
                 key,
@@ -193,7 +243,7 @@ impl Store {
                 Decision::Allowed,
                 format!("minted {amount} into {to:?}"),
             );
-            Ok(Step::Commit(r, audit))
+            Ok(Step::Commit((r, opened), audit))
         })
     }
 

@@ -19,6 +19,15 @@ pub enum AccountKind {
 }
 
 impl AccountKind {
+    /// Whether `name` follows the rule for user and agent names (they
+    /// become directory names and the part after `user:`/`agent:` of their
+    /// account ids): 1-64 lowercase ASCII letters, digits, `-` or `_`,
+    /// starting with a letter or digit. The one copy of the rule: the
+    /// ledger refuses to open accounts with other names.
+    pub fn valid_name(name: &str) -> bool {
+        bulwark_policy::is_agent_name(name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             AccountKind::User => "user",
@@ -252,6 +261,17 @@ pub enum LedgerError {
     CounterpartyNotAllowed { account: String, to: String },
     #[error("crediting {amount} would overflow account {account:?}")]
     Overflow { account: String, amount: u64 },
+    #[error(
+        "minting {amount} would raise the total supply of credits from {supply} above \
+         {limit} (2^63 - 1), the most the ledger can count; mint at most {room}, or move \
+         existing credits with a transfer instead"
+    )]
+    SupplyLimit {
+        amount: u64,
+        supply: u128,
+        limit: u64,
+        room: u64,
+    },
     #[error(
         "idempotency key {key:?} was already used for a different {kind} request; \
          use a new key for a new request"
