@@ -9,6 +9,7 @@ use bulwark_kernel::{AgentRuntime, Kernel, Silent, ToolCall, TurnEnd};
 use bulwark_llm::ScriptDriver;
 use bulwark_policy::TaintLabel;
 use bulwark_store::{Actor, Store, USAGE};
+use common::FaultySink;
 use common::family::*;
 use serde_json::json;
 use std::sync::Arc;
@@ -321,28 +322,11 @@ async fn a_provider_reporting_more_than_the_reservation_cannot_overdraw() {
     );
 }
 
-/// Refuses the model overrun warning, keeps everything else.
-struct NoOverrunRecords(MemorySink);
-
-impl AuditSink for NoOverrunRecords {
-    fn record(&self, record: &bulwark_audit::AuditRecord) -> Result<(), bulwark_audit::AuditError> {
-        if record.operation == "model_overrun" {
-            return Err(bulwark_audit::AuditError::Store("disk full".into()));
-        }
-        self.0.record(record)
-    }
-    fn tail(
-        &self,
-        limit: usize,
-    ) -> Result<Vec<bulwark_audit::StoredRecord>, bulwark_audit::AuditError> {
-        self.0.tail(limit)
-    }
-}
-
 #[tokio::test]
 async fn an_overrun_warning_the_audit_log_refuses_stops_the_session() {
     let mut f = fixture(100_000);
-    let audit: Arc<dyn AuditSink> = Arc::new(NoOverrunRecords(MemorySink::new()));
+    let audit: Arc<dyn AuditSink> =
+        Arc::new(FaultySink::refusing(|r| r.operation == "model_overrun"));
     let kernel = Kernel::new(door(audit), f.store.clone());
     let a =
         agent(r#"{"text": "done", "usage": {"input_tokens": 400000, "output_tokens": 400000}}"#);

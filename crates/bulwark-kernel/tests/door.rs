@@ -435,24 +435,6 @@ path = "MARKER7/**"
     }
 }
 
-/// Refuses loop-guard records and keeps everything else.
-struct NoLoopGuardRecords(MemorySink);
-
-impl bulwark_audit::AuditSink for NoLoopGuardRecords {
-    fn record(&self, record: &bulwark_audit::AuditRecord) -> Result<(), bulwark_audit::AuditError> {
-        if record.action == "loop_guard" {
-            return Err(bulwark_audit::AuditError::Store("disk full".into()));
-        }
-        self.0.record(record)
-    }
-    fn tail(
-        &self,
-        limit: usize,
-    ) -> Result<Vec<bulwark_audit::StoredRecord>, bulwark_audit::AuditError> {
-        self.0.tail(limit)
-    }
-}
-
 /// A loop-guard warning the audit log refuses stops the session like any
 /// other audit failure, instead of being dropped (issue 17, item 10).
 #[tokio::test]
@@ -461,7 +443,8 @@ async fn a_loop_guard_warning_the_log_refuses_stops_the_session() {
     let registry = ToolRegistry::builtin();
     let manifest =
         format!("{FILES_READ_ONLY}\n[loop_guard]\nwarn_threshold = 2\nblock_threshold = 3\n");
-    let sink: Arc<dyn bulwark_audit::AuditSink> = Arc::new(NoLoopGuardRecords(MemorySink::new()));
+    let sink: Arc<dyn bulwark_audit::AuditSink> =
+        Arc::new(FaultySink::refusing(|r| r.action == "loop_guard"));
     let door = bulwark_kernel::Door::new(registry.clone(), sink, deny_all());
     let mut s = session(dir.path(), policy(&registry, &manifest));
     std::fs::write(s.resources.workspace.root().join("a.txt"), "SECRET-A").unwrap();

@@ -100,24 +100,6 @@ async fn wrapped_commands_are_checked_and_refusals_audited() {
     }
 }
 
-/// Refuses `spawn` records and keeps everything else.
-struct NoSpawnRecords(MemorySink);
-
-impl bulwark_audit::AuditSink for NoSpawnRecords {
-    fn record(&self, record: &bulwark_audit::AuditRecord) -> Result<(), bulwark_audit::AuditError> {
-        if record.action == "spawn" {
-            return Err(bulwark_audit::AuditError::Store("disk full".into()));
-        }
-        self.0.record(record)
-    }
-    fn tail(
-        &self,
-        limit: usize,
-    ) -> Result<Vec<bulwark_audit::StoredRecord>, bulwark_audit::AuditError> {
-        self.0.tail(limit)
-    }
-}
-
 const SHELL_ANY: &str = r#"
 [agent]
 name = "tester"
@@ -172,7 +154,7 @@ async fn every_process_start_is_recorded_before_it_runs() {
 async fn a_process_whose_start_cannot_be_recorded_does_not_run() {
     let dir = tempfile::tempdir().unwrap();
     let registry = ToolRegistry::builtin();
-    let sink = Arc::new(NoSpawnRecords(MemorySink::new()));
+    let sink = Arc::new(FaultySink::refusing(|r| r.action == "spawn"));
     let audit: Arc<dyn bulwark_audit::AuditSink> = sink.clone();
     let door = bulwark_kernel::Door::new(registry.clone(), audit, deny_all());
     let mut s = session(dir.path(), policy(&registry, SHELL_ANY));
@@ -194,29 +176,10 @@ async fn a_process_whose_start_cannot_be_recorded_does_not_run() {
         !workspace_has_marker,
         "the command ran without a spawn record"
     );
-    let records = sink.0.records();
+    let records = sink.inner.records();
     assert_eq!(records.len(), 1, "{records:?}");
     assert_eq!(records[0].action, "tool_call");
     assert_eq!(records[0].decision, Decision::Failed);
-}
-
-/// Accepts records into its queue but cannot make them durable: `flush`
-/// fails, as a sink writing in batches does when the disk is full.
-struct UnflushableSink(MemorySink);
-
-impl bulwark_audit::AuditSink for UnflushableSink {
-    fn record(&self, record: &bulwark_audit::AuditRecord) -> Result<(), bulwark_audit::AuditError> {
-        self.0.record(record)
-    }
-    fn flush(&self) -> Result<(), bulwark_audit::AuditError> {
-        Err(bulwark_audit::AuditError::Store("disk full".into()))
-    }
-    fn tail(
-        &self,
-        limit: usize,
-    ) -> Result<Vec<bulwark_audit::StoredRecord>, bulwark_audit::AuditError> {
-        self.0.tail(limit)
-    }
 }
 
 /// Queued is not recorded: the spawn record must be flushed (made durable)
@@ -225,7 +188,7 @@ impl bulwark_audit::AuditSink for UnflushableSink {
 async fn a_process_whose_start_is_only_queued_does_not_run() {
     let dir = tempfile::tempdir().unwrap();
     let registry = ToolRegistry::builtin();
-    let sink = Arc::new(UnflushableSink(MemorySink::new()));
+    let sink = Arc::new(FaultySink::unflushable());
     let audit: Arc<dyn bulwark_audit::AuditSink> = sink.clone();
     let door = bulwark_kernel::Door::new(registry.clone(), audit, deny_all());
     let mut s = session(dir.path(), policy(&registry, SHELL_ANY));

@@ -81,3 +81,53 @@ allow = ["files", "time"]
 kind = "file_read"
 path = "**"
 "#;
+
+/// An audit sink that keeps records in memory but fails where a test says:
+/// it refuses the records `refuse` picks, and with `flush_fails` it cannot
+/// make anything durable (a batching sink on a full disk).
+pub struct FaultySink {
+    pub inner: MemorySink,
+    refuse: fn(&bulwark_audit::AuditRecord) -> bool,
+    flush_fails: bool,
+}
+
+impl FaultySink {
+    /// Refuses the records `refuse` picks, keeps everything else.
+    pub fn refusing(refuse: fn(&bulwark_audit::AuditRecord) -> bool) -> Self {
+        Self {
+            inner: MemorySink::new(),
+            refuse,
+            flush_fails: false,
+        }
+    }
+
+    /// Accepts every record into its queue, but every flush fails.
+    pub fn unflushable() -> Self {
+        Self {
+            inner: MemorySink::new(),
+            refuse: |_| false,
+            flush_fails: true,
+        }
+    }
+}
+
+impl AuditSink for FaultySink {
+    fn record(&self, record: &bulwark_audit::AuditRecord) -> Result<(), bulwark_audit::AuditError> {
+        if (self.refuse)(record) {
+            return Err(bulwark_audit::AuditError::Store("disk full".into()));
+        }
+        self.inner.record(record)
+    }
+    fn flush(&self) -> Result<(), bulwark_audit::AuditError> {
+        if self.flush_fails {
+            return Err(bulwark_audit::AuditError::Store("disk full".into()));
+        }
+        self.inner.flush()
+    }
+    fn tail(
+        &self,
+        limit: usize,
+    ) -> Result<Vec<bulwark_audit::StoredRecord>, bulwark_audit::AuditError> {
+        self.inner.tail(limit)
+    }
+}
