@@ -8,7 +8,9 @@
 use crate::auth::{AccessWatch, AuthFailure, Principal, credential};
 use crate::backend::{Backend, Conversation};
 use crate::config::{HostPolicy, ServerConfig};
+use crate::conns::ConnTracker;
 use crate::error::{ApiError, ServerError};
+use crate::events::SecurityLog;
 use crate::limits::Limiters;
 use crate::metrics::Metrics;
 use crate::ws::session::{Hub, LiveSession};
@@ -40,9 +42,14 @@ struct Inner {
     store: Store,
     backend: Arc<dyn Backend>,
     auth: AccessWatch,
+    /// The access snapshot this state was built with: what the first
+    /// reload is compared with (see `watch_revocations`).
+    first_auth: Arc<crate::auth::AuthSnapshot>,
     limiters: Arc<Limiters>,
     hub: Arc<Hub>,
     metrics: Metrics,
+    conns: ConnTracker,
+    events: SecurityLog,
     hosts: RwLock<Arc<HostPolicy>>,
     openapi: RwLock<Arc<String>>,
     started: Instant,
@@ -61,8 +68,17 @@ impl AppState {
         let hosts = config.host_policy(config.bind);
         let limiters = Arc::new(Limiters::new(&config.limits));
         let (shutdown, _) = watch::channel(false);
+        let conns = ConnTracker::new(config.limits.connections);
+        let events = SecurityLog::new(
+            Arc::new(store.audit_sink()),
+            config.limits.auth_failure_window,
+        );
+        let auth = AccessWatch::new(home.clone());
         AppState(Arc::new(Inner {
-            auth: AccessWatch::new(home.clone()),
+            first_auth: auth.current(),
+            auth,
+            conns,
+            events,
             config,
             home,
             store,
@@ -108,6 +124,18 @@ impl AppState {
 
     pub(crate) fn metrics(&self) -> &Metrics {
         &self.0.metrics
+    }
+
+    /// The open TCP connections (see [`crate::conns`]).
+    pub fn conns(&self) -> &ConnTracker {
+        &self.0.conns
+    }
+
+    /// Writes the aggregated failed sign-ins now, whether or not their
+    /// window ended (the server does it every window, and at shutdown).
+    /// Blocking.
+    pub fn flush_security_events(&self) {
+        self.0.events.flush_failures(true);
     }
 
     pub(crate) fn uptime(&self) -> Duration {
@@ -177,9 +205,65 @@ impl AppState {
                 }
                 let _ = tokio::task::spawn_blocking(move || {
                     state.reload_access();
+                    state.0.events.flush_failures(false);
                     if sweep {
                         let snap = state.0.auth.current();
                         state.0.limiters.sweep(|u| snap.user(u).is_some());
+                    }
+                })
+                .await;
+            }
+        });
+        self.watch_revocations();
+    }
+
+    /// Audits every published access.toml version and, when one removes
+    /// or replaces a user's tokens (revoke, rotate, the user deleted),
+    /// stops that user's running conversations at once: their turns, the
+    /// messages queued behind them and their tool processes end with the
+    /// worker, instead of running on through the detach grace. Versions
+    /// that do not parse are compared later: the next good version is
+    /// compared with the last good one, so nothing revoked in between is
+    /// missed.
+    fn watch_revocations(&self) {
+        let weak = Arc::downgrade(&self.0);
+        let mut rx = self.0.auth.subscribe();
+        let mut last_good = self.0.first_auth.clone();
+        if rx.borrow().generation != last_good.generation {
+            // Changed between `new` and now: handle it first.
+            rx.mark_changed();
+        }
+        let mut stop = self.shutdown_signal();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    changed = rx.changed() => if changed.is_err() { break },
+                    _ = stopped(&mut stop) => break,
+                }
+                let Some(inner) = weak.upgrade() else { break };
+                let state = AppState(inner);
+                let snap = rx.borrow_and_update().clone();
+                let mut stopped_by_user = Vec::new();
+                if snap.problem.is_none() {
+                    for (user, why) in crate::revoke::revoked_users(&last_good, &snap) {
+                        let sessions = crate::revoke::stop_user(state.hub(), &user);
+                        if !sessions.is_empty() {
+                            tracing::warn!(%user, why, conversations = sessions.len(), "tokens revoked: running conversations stopped");
+                            stopped_by_user.push((user, why, sessions));
+                        }
+                    }
+                    last_good = snap.clone();
+                }
+                let audit = state.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    let events = &audit.0.events;
+                    events.config_reload(
+                        snap.generation,
+                        snap.access.users.len(),
+                        snap.problem.as_deref(),
+                    );
+                    for (user, why, sessions) in stopped_by_user {
+                        events.revocation(&user, why, &sessions);
                     }
                 })
                 .await;
@@ -214,6 +298,7 @@ impl AppState {
             }
             Err(failure) => {
                 self.0.metrics.auth_failures();
+                self.0.events.auth_failed(ip);
                 let blocked = self.0.limiters.auth_failed(ip);
                 tracing::warn!(%ip, reason = ?failure, "authentication failed");
                 if let Some(limited) = blocked {
@@ -353,11 +438,15 @@ fn too_many_failures(retry_after_secs: u64) -> ApiError {
     }
 }
 
-/// The client's address (the TCP peer; forwarding headers are not
-/// trusted). Unspecified when the server was not started with connect info.
+/// The client's address: the TCP peer, or what a trusted proxy says it
+/// forwarded for (see [`crate::proxy`]). Unspecified when the server was
+/// not started with connect info.
 pub struct ClientIp(pub IpAddr);
 
 fn ip_of(extensions: &axum::http::Extensions) -> IpAddr {
+    if let Some(crate::listen::ClientAddr(ip)) = extensions.get() {
+        return *ip;
+    }
     extensions
         .get::<ConnectInfo<SocketAddr>>()
         .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip())
@@ -381,6 +470,7 @@ impl FromRequestParts<AppState> for Authed {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let p = state.authenticate(&parts.headers, ip_of(&parts.extensions))?;
+        crate::conns::promote(&parts.extensions);
         state.charge_user(&p, state.config().limits.costs.read)?;
         Ok(Authed(p))
     }
@@ -437,6 +527,9 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(tower_http::limit::RequestBodyLimitLayer::new(body_limit))
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+            state.config().limits.connections.body_timeout,
+        ))
         .layer(from_fn_with_state(state.clone(), crate::host::gate))
         .layer(from_fn_with_state(state.clone(), observe))
         .layer(from_fn_with_state(
@@ -472,29 +565,14 @@ pub async fn serve_on(
     state.start_background_tasks();
     tracing::info!(%bound, hosts = ?state.host_policy().hosts, "serving");
     let app = router(state.clone());
-    let signal = state.clone();
-    // Without TCP_NODELAY, a turn's first frame waits behind the `accepted`
-    // frame for the client's delayed ACK (~40 ms on Linux, up to 200 ms
-    // elsewhere): measured 41.5 ms to the first delta instead of ~1 ms.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(err) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %err, "cannot set TCP_NODELAY");
-        }
-    });
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(async move {
-        shutdown.await;
-        signal.shutdown();
-    })
-    .await?;
+    crate::listen::accept_loop(listener, state.clone(), app, shutdown).await;
     state.shutdown();
     let deadline = Instant::now() + Duration::from_secs(10);
     while !state.0.hub.is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let events = state.clone();
+    let _ = tokio::task::spawn_blocking(move || events.0.events.flush_failures(true)).await;
     Ok(())
 }
 

@@ -31,6 +31,10 @@ pub struct ServerConfig {
     /// `upgrade-insecure-requests` sent: on plain http they would break
     /// the loopback page and its `ws://` socket.
     pub tls: bool,
+    /// Reverse proxies (`--trust-proxy CIDR`) whose `Forwarded` /
+    /// `X-Forwarded-For` headers name the client. Empty: those headers are
+    /// ignored and the client is the TCP peer. See [`crate::proxy`].
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     pub limits: Limits,
 }
 
@@ -48,6 +52,7 @@ impl ServerConfig {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             tls: false,
+            trusted_proxies: Vec::new(),
             limits: Limits::default(),
         }
     }
@@ -190,6 +195,52 @@ pub struct Limits {
     pub max_listed_sessions: usize,
     /// How often access.toml and the server secret are checked for changes.
     pub access_poll: Duration,
+    /// Failed sign-ins are audited as one `auth_failure` record per client
+    /// network and window of this length (never one per attempt).
+    pub auth_failure_window: Duration,
+    pub connections: ConnectionLimits,
+}
+
+/// Bounds on open TCP connections and on how long a client may take to
+/// send a request (slowloris). See [`crate::conns`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// Open connections, all clients together (WebSockets included).
+    pub max: usize,
+    /// Connections that have not yet authenticated or asked for `/health`
+    /// ("pending"). When full, the oldest pending connection is closed to
+    /// make room, so `max - max_pending` slots stay for signed-in users.
+    pub max_pending: usize,
+    /// Open connections from one client address (a trusted proxy is exempt).
+    pub per_address: usize,
+    /// Time to send a request's headers, and the longest a kept-alive
+    /// connection may sit between requests.
+    pub header_timeout: Duration,
+    /// Time to send a request's body.
+    pub body_timeout: Duration,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self {
+            max: 4096,
+            max_pending: 1024,
+            per_address: 256,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl ConnectionLimits {
+    /// Descriptors kept for everything that is not a client connection:
+    /// the listener, the store and audit files, pipes to workers, logs.
+    pub const RESERVED_FDS: u64 = 512;
+
+    /// The open-file limit these caps need.
+    pub fn fds_needed(&self) -> u64 {
+        self.max as u64 + Self::RESERVED_FDS
+    }
 }
 
 impl Default for Limits {
@@ -231,6 +282,8 @@ impl Default for Limits {
             },
             max_listed_sessions: 500,
             access_poll: Duration::from_millis(200),
+            auth_failure_window: Duration::from_secs(60),
+            connections: ConnectionLimits::default(),
         }
     }
 }

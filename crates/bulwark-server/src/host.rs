@@ -145,6 +145,9 @@ pub(crate) async fn gate(State(state): State<AppState>, request: Request, next: 
         }
     }
     let cost = if request.uri().path() == "/health" {
+        // Health checks keep their connection: they must get through a
+        // flood of half-open connections (see `conns`).
+        crate::conns::promote(request.extensions());
         state.config().limits.costs.health
     } else {
         state.config().limits.costs.read

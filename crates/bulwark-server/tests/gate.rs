@@ -234,3 +234,8 @@ async fn request_bodies_are_bounded() {
         .unwrap();
     assert_eq!(call(&state, big).await.status(), 413);
 }
+
+#[path = "gate/connections.rs"]
+mod connections;
+#[path = "gate/proxy.rs"]
+mod proxy;

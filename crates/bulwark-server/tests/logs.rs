@@ -100,3 +100,6 @@ async fn nothing_secret_or_private_is_logged() {
     }
     eprintln!("{} log lines checked", logs.lines().count());
 }
+
+#[path = "logs/events.rs"]
+mod events;

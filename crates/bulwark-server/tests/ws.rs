@@ -300,3 +300,6 @@ async fn shutdown_closes_sockets_and_ends_conversations() {
     assert_eq!(closed(&mut ws, Duration::from_secs(5)).await, Some(1001));
     assert_eq!(f.backend.counters.live.load(Ordering::SeqCst), 0);
 }
+
+#[path = "ws/revocation.rs"]
+mod revocation;

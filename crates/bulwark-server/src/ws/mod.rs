@@ -60,10 +60,14 @@ const WS_BUFFER_BYTES: usize = 4096;
 pub(crate) async fn handshake(
     State(state): State<AppState>,
     ClientIp(ip): ClientIp,
+    crate::conns::Conn(tcp): crate::conns::Conn,
     headers: HeaderMap,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     let principal = state.authenticate(&headers, ip)?;
+    if let Some(c) = &tcp {
+        c.0.promote();
+    }
     let token = Zeroizing::new(
         crate::auth::credential(&headers)
             .map_err(|f| ApiError::Unauthorized(f.message().into()))?
@@ -117,5 +121,9 @@ pub(crate) async fn handshake(
         // 128 KiB each way, which made an idle socket cost about 130 KiB.
         .read_buffer_size(WS_BUFFER_BYTES)
         .write_buffer_size(WS_BUFFER_BYTES)
-        .on_upgrade(move |socket| conn::run(run_state, socket, principal, token, slot, ip)))
+        .on_upgrade(move |socket| async move {
+            // The upgraded socket keeps its connection slot while open.
+            let _tcp = tcp;
+            conn::run(run_state, socket, principal, token, slot, ip).await
+        }))
 }

@@ -19,7 +19,7 @@ use crate::backend::{Conversation, ConversationControl};
 use crate::ws::frames::{ServerFrame, WsErrorCode};
 use bulwark_worker::protocol::{Command, Event};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, mpsc};
@@ -68,6 +68,8 @@ pub struct LiveSession {
     next_message_id: AtomicU64,
     inner: Mutex<Inner>,
     stop: Notify,
+    /// Stop without the shutdown grace (the user's tokens were revoked).
+    revoked: AtomicBool,
     max_frames: usize,
     max_bytes: usize,
 }
@@ -200,6 +202,13 @@ impl LiveSession {
     pub fn stop(&self) {
         self.stop.notify_one();
     }
+
+    /// Ends the conversation now: the pump kills it without the grace a
+    /// shutdown gets, so its running turn, queued messages and tools stop.
+    pub fn revoke(&self) {
+        self.revoked.store(true, Ordering::SeqCst);
+        self.stop.notify_one();
+    }
 }
 
 /// Every live session of this server.
@@ -292,6 +301,7 @@ impl Hub {
                 ended: false,
             }),
             stop: Notify::new(),
+            revoked: AtomicBool::new(false),
             max_frames: max_frames.max(1),
             max_bytes,
         });
@@ -372,6 +382,17 @@ impl Pump {
                 _ = live.stop.notified() => break,
                 _ = crate::app::stopped(&mut shutdown) => break,
             }
+        }
+        if live.revoked.load(Ordering::SeqCst) {
+            live.publish(&ServerFrame::Error {
+                code: WsErrorCode::Unauthorized,
+                message: "your access was revoked; the conversation was stopped".into(),
+                fatal: true,
+            });
+            let last_id = live.end();
+            hub.remove(&live, last_id);
+            self.control.kill();
+            return;
         }
         let last_id = live.end();
         hub.remove(&live, last_id);

@@ -1,0 +1,100 @@
+//! What a revocation or rotation stops.
+//!
+//! Closing a revoked user's WebSockets is not enough: their conversations
+//! belong to the server and would run their turns, the messages queued
+//! behind them and their tools until the detach grace ends. A user whose
+//! tokens were removed or replaced has every running conversation stopped
+//! at once: its worker is killed (its tool processes die with it), without
+//! the grace a normal shutdown gets.
+
+use crate::auth::AuthSnapshot;
+use crate::ws::session::Hub;
+
+/// Users of `old` who held tokens that `new` no longer accepts: removed
+/// from the file, or a token gone or its hash changed. With the reason
+/// written to the audit record: `revoked` (no token left) or `rotated`.
+pub fn revoked_users(old: &AuthSnapshot, new: &AuthSnapshot) -> Vec<(String, &'static str)> {
+    let mut out = Vec::new();
+    for (user, entry) in &old.access.users {
+        if entry.tokens.is_empty() {
+            continue;
+        }
+        let Some(now) = new.access.users.get(user) else {
+            out.push((user.clone(), "revoked"));
+            continue;
+        };
+        let all_still_valid = entry.tokens.iter().all(|t| {
+            now.tokens
+                .iter()
+                .any(|n| n.id == t.id && n.hash.eq_ignore_ascii_case(&t.hash))
+        });
+        if !all_still_valid {
+            let why = if now.tokens.is_empty() {
+                "revoked"
+            } else {
+                "rotated"
+            };
+            out.push((user.clone(), why));
+        }
+    }
+    out
+}
+
+/// Stops every live conversation of `user` now; their session ids.
+pub fn stop_user(hub: &Hub, user: &str) -> Vec<String> {
+    let mut stopped = Vec::new();
+    for live in hub.all() {
+        if live.user == user && !live.is_ended() {
+            live.revoke();
+            stopped.push(live.id.clone());
+        }
+    }
+    stopped.sort();
+    stopped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(text: &str) -> AuthSnapshot {
+        AuthSnapshot::build(1, Some(text), "access.toml", Ok(None))
+    }
+
+    const A1: &str = "{ id = \"aaaaaaaa\", hash = \"0000000000000000000000000000000000000000000000000000000000000000\" }";
+    const A2: &str = "{ id = \"bbbbbbbb\", hash = \"1111111111111111111111111111111111111111111111111111111111111111\" }";
+    const A3: &str = "{ id = \"cccccccc\", hash = \"2222222222222222222222222222222222222222222222222222222222222222\" }";
+
+    #[test]
+    fn removed_or_replaced_tokens_are_revocations_and_additions_are_not() {
+        let before = snap(&format!(
+            "[users.alice]\ntokens = [{A1}]\n[users.bob]\ntokens = [{A2}]\n[users.carol]\n"
+        ));
+        let same = snap(&format!(
+            "[users.alice]\ntokens = [{A1}, {A3}]\n[users.bob]\ntokens = [{A2}]\n"
+        ));
+        assert!(
+            revoked_users(&before, &same).is_empty(),
+            "an added token revokes nothing"
+        );
+        let rotated = snap(&format!(
+            "[users.alice]\ntokens = [{A3}]\n[users.bob]\ntokens = []\n"
+        ));
+        let mut r = revoked_users(&before, &rotated);
+        r.sort();
+        assert_eq!(
+            r,
+            vec![("alice".into(), "rotated"), ("bob".into(), "revoked")]
+        );
+        let gone = snap("[users.carol]\n");
+        assert_eq!(revoked_users(&before, &gone).len(), 2);
+        let rehashed = snap(&format!(
+            "[users.alice]\ntokens = [{{ id = \"aaaaaaaa\", hash = \"{}\" }}]\n[users.bob]\ntokens = [{A2}]\n",
+            "f".repeat(64)
+        ));
+        assert_eq!(
+            revoked_users(&before, &rehashed),
+            vec![("alice".into(), "rotated")]
+        );
+    }
+}
