@@ -13,6 +13,8 @@
 //!   consistency proofs;
 //! - [`checkpoint`] and [`note`]: signed tree heads in the C2SP
 //!   signed-note / tlog-checkpoint text format;
+//! - [`note_file`]: a file of signed notes, and the key introduction and
+//!   handover statements kept in it beside the checkpoints;
 //! - [`mac`]: HMAC-SHA256 with constant-time verification.
 #![forbid(unsafe_code)]
 
@@ -21,6 +23,7 @@ pub mod encoding;
 pub mod mac;
 pub mod merkle;
 pub mod note;
+pub mod note_file;
 pub mod proof;
 
 pub use checkpoint::{Checkpoint, CheckpointError, parse_and_verify, sign};

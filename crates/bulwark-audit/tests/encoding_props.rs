@@ -205,3 +205,46 @@ proptest! {
         prop_assert_eq!(AuditRecord::decode(&extended), Err(DecodeError::TrailingBytes { count: 1 }));
     }
 }
+
+/// A checkpoint file (`note_file`) of `n` signed checkpoints.
+fn note_file_of(n: u64) -> (Vec<String>, String) {
+    let key = bulwark_audit::SigningKey::from_bytes(&[9; 32]);
+    let notes: Vec<String> = (0..n)
+        .map(|i| {
+            let cp = bulwark_audit::Checkpoint::new("o.example/log", i, [i as u8; 32]);
+            bulwark_audit::sign(&cp, &key, "o.example/log").unwrap()
+        })
+        .collect();
+    let file = notes.iter().map(|n| format!("{n}\n")).collect();
+    (notes, file)
+}
+
+proptest! {
+    /// Untrusted file text never panics the splitter, and whatever it
+    /// accepts re-assembles to exactly the text it was given.
+    #[test]
+    fn split_notes_never_panics_and_accepts_only_whole_entries(text in "[a-z\n\u{2014} =/+]{0,200}") {
+        if let Ok(notes) = bulwark_audit::note_file::split_notes(&text) {
+            let joined: String = notes.iter().map(|n| format!("{n}\n")).collect();
+            prop_assert_eq!(joined, text);
+        }
+    }
+
+    /// A file of whole entries splits back into its notes; cutting it
+    /// anywhere but at an entry boundary (a torn append) is refused.
+    #[test]
+    fn split_notes_round_trips_and_refuses_torn_files(n in 1u64..5, cut in 0usize..2000) {
+        let (notes, file) = note_file_of(n);
+        let split = bulwark_audit::note_file::split_notes(&file).unwrap();
+        prop_assert_eq!(split, notes.iter().map(String::as_str).collect::<Vec<_>>());
+        let cut = cut % file.len();
+        if file.is_char_boundary(cut) {
+            let boundaries: Vec<usize> = notes
+                .iter()
+                .scan(0, |end, n| { *end += n.len() + 1; Some(*end) })
+                .collect();
+            let torn = bulwark_audit::note_file::split_notes(&file[..cut]);
+            prop_assert_eq!(torn.is_ok(), cut == 0 || boundaries.contains(&cut));
+        }
+    }
+}

@@ -16,6 +16,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::cmd_audit::{KEY_NAME, ORIGIN, audit_key};
+use crate::{Failure, evidence};
+use anyhow::anyhow;
+use bulwark_audit::SigningKey;
+use bulwark_audit::note_file;
 
 /// How often the record count is looked at (two index lookups).
 const POLL: Duration = Duration::from_secs(1);
@@ -100,10 +104,121 @@ impl Drop for Checkpointer {
 }
 
 /// Signs an incremental checkpoint (hashing only records since the last
-/// one this key signed; a full verification when there is none).
+/// one this key signed; a full verification when there is none) and
+/// publishes it. Nothing is signed when no record was added since the
+/// latest stored checkpoint (it was published when it was signed).
 fn sign(home: &Home, sink: &SqliteAuditSink) -> anyhow::Result<()> {
-    let key = audit_key(home).map_err(|f| f.error)?;
-    sink.checkpoint_incremental(&key, ORIGIN, KEY_NAME)?;
+    if sink.records_since_latest_checkpoint()? == 0 && sink.latest_checkpoint()?.is_some() {
+        return Ok(());
+    }
+    file_kept(home, sink)?;
+    let key = audit_key(home, sink).map_err(|f| f.error)?;
+    let note = sink.checkpoint_incremental(&key, ORIGIN, KEY_NAME)?;
+    publish(home, sink, &key, &note)
+}
+
+/// Signs a checkpoint after the full verification and publishes it
+/// (`bulwark audit checkpoint`, key rotation).
+pub(crate) fn sign_full(
+    home: &Home,
+    sink: &SqliteAuditSink,
+    key: &SigningKey,
+) -> Result<String, Failure> {
+    file_kept(home, sink)?;
+    let note = sink.checkpoint(key, ORIGIN, KEY_NAME)?;
+    publish(home, sink, key, &note)?;
+    Ok(note)
+}
+
+/// Refuses to sign while the checkpoint file is missing but the database
+/// holds checkpoints: the file was removed, and the next checkpoint would
+/// quietly start a new one.
+fn file_kept(home: &Home, sink: &SqliteAuditSink) -> anyhow::Result<()> {
+    let path = evidence::file_path(home);
+    if !std::fs::metadata(&path).is_ok_and(|m| m.len() > 0) && sink.checkpoint_count()? > 0 {
+        return Err(anyhow!(
+            "{} is missing while the database holds signed checkpoints; not re-creating it silently: see `bulwark audit verify`, then `bulwark audit checkpoint --rebuild-file`",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Every newly signed checkpoint passes here: it is appended to the
+/// append-only checkpoint file (`audit/checkpoints`), so deleting the
+/// database's checkpoint rows does not erase what was signed. This is
+/// where a checkpoint leaves for anywhere else it must be kept.
+///
+/// A missing file is created (starting with the introduction of `key`)
+/// only while the database holds no earlier checkpoint: otherwise the file
+/// was removed, and re-creating it silently would hide that (the operator
+/// decides: `bulwark audit checkpoint --rebuild-file`).
+pub(crate) fn publish(
+    home: &Home,
+    sink: &SqliteAuditSink,
+    key: &SigningKey,
+    note: &str,
+) -> anyhow::Result<()> {
+    let path = evidence::file_path(home);
+    let present = std::fs::metadata(&path).is_ok_and(|m| m.len() > 0);
+    let introduction = if present {
+        None
+    } else {
+        if sink.checkpoint_count()? > 1 {
+            return Err(anyhow!(
+                "{} is missing while the database holds earlier checkpoints; not re-creating it silently (see `bulwark audit verify`)",
+                path.display()
+            ));
+        }
+        Some(note_file::sign_introduction(ORIGIN, key, KEY_NAME)?)
+    };
+    evidence::append(home, introduction.as_deref(), &format!("{note}\n"))
+}
+
+/// Re-creates a missing checkpoint file from the stored checkpoints, each
+/// of which must verify under `key`, after the log verifies against them.
+/// It trusts the database's checkpoints as they are now: what an intruder
+/// removed together with the file is not brought back.
+pub(crate) fn rebuild_file(
+    home: &Home,
+    sink: &SqliteAuditSink,
+    key: &SigningKey,
+) -> Result<(), Failure> {
+    let path = evidence::file_path(home);
+    if std::fs::metadata(&path).is_ok_and(|m| m.len() > 0) {
+        return Err(crate::usage_error(anyhow!(
+            "{} exists; --rebuild-file only re-creates a missing one (move a damaged one aside first, keeping it as evidence)",
+            path.display()
+        )));
+    }
+    let verifier = crate::cmd_audit::verifier(key)?;
+    let keys = [evidence::ChainKey {
+        verifier,
+        until: None,
+    }];
+    let report = sink.verify_trusted(&|note| evidence::open_checkpoint(&keys, note), &[])?;
+    if let Some(problem) = report.problem {
+        return Err(Failure {
+            code: 1,
+            error: anyhow!(
+                "the log does not verify against its stored checkpoints under this key ({problem}); not rebuilding {} from them",
+                path.display()
+            ),
+        });
+    }
+    let mut text = String::new();
+    for stored in sink.stored_checkpoints()? {
+        text.push_str(&stored.note);
+        text.push('\n');
+    }
+    let introduction =
+        note_file::sign_introduction(ORIGIN, key, KEY_NAME).map_err(|e| anyhow!("{e}"))?;
+    evidence::append(home, Some(&introduction), &text)?;
+    eprintln!(
+        "re-created {} from {} stored checkpoint(s)",
+        path.display(),
+        report.checkpoints_checked
+    );
     Ok(())
 }
 

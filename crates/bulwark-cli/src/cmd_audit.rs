@@ -1,16 +1,18 @@
-//! `bulwark audit verify | checkpoint | prove | show | key`: the evidence
-//! side of the audit log. The log's signing key lives in
-//! `$BULWARK_HOME/keys/audit.key` (owner-only), created on first use.
+//! `bulwark audit verify | checkpoint | prove | show | key | rotate-key`:
+//! the evidence side of the audit log. The log's signing key lives in
+//! `$BULWARK_HOME/keys/audit.key` (owner-only), created on a fresh home's
+//! first use and never again while a log exists; every checkpoint it signs
+//! is also appended to `audit/checkpoints` (see `evidence`).
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::{Failure, usage_error};
 use anyhow::{Context, anyhow};
 use bulwark_audit::{SigningKey, VerifierKey, generate_signing_key, parse_and_verify};
 use bulwark_kernel::Home;
-use bulwark_store::{AuditQuery, SqliteAuditSink, Store};
+use bulwark_store::{AuditQuery, ExternalCheckpoint, SqliteAuditSink, Store};
 
 /// The origin line of this log's checkpoints.
 pub(crate) const ORIGIN: &str = "bulwark.local/audit";
@@ -29,30 +31,89 @@ fn open_sink(home: &Home) -> Result<SqliteAuditSink, Failure> {
     Ok(store.audit_sink())
 }
 
-/// The audit signing key, created (32 random bytes, hex, mode 0600) when
-/// missing. The seed is held in a zeroizing buffer while read.
-pub fn audit_key(home: &Home) -> Result<SigningKey, Failure> {
-    let dir = home.root().join("keys");
-    let path = dir.join("audit.key");
-    if !path.exists() {
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
-        let key = generate_signing_key();
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-            .with_context(|| format!("cannot create {}", path.display()))?;
-        let seed = zeroize::Zeroizing::new(hex::encode(key.to_bytes()));
-        file.write_all(seed.as_bytes())
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        return Ok(key);
-    }
-    read_key(&path)
+/// `keys/audit.key`.
+pub(crate) fn key_path(home: &Home) -> PathBuf {
+    home.root().join("keys").join("audit.key")
 }
 
-fn read_key(path: &Path) -> Result<SigningKey, Failure> {
+/// What evidence of a log this home holds (records, stored checkpoints,
+/// the checkpoint file), described; `None` for a fresh home.
+fn existing_evidence(home: &Home, sink: &SqliteAuditSink) -> Result<Option<String>, Failure> {
+    let records = sink.record_count()?;
+    let stored = sink.checkpoint_count()?;
+    let file = crate::evidence::file_path(home);
+    let file_len = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+    if records == 0 && stored == 0 && file_len == 0 {
+        return Ok(None);
+    }
+    Ok(Some(format!(
+        "{records} record(s), {stored} stored checkpoint(s), {}",
+        if file_len > 0 {
+            format!("{} present", file.display())
+        } else {
+            format!("no {}", file.display())
+        }
+    )))
+}
+
+/// The audit signing key, checked before anything is signed: owner-only,
+/// readable and well-formed, or an error saying how to fix it.
+///
+/// Created (32 random bytes, hex, mode 0600) only on a fresh home: when
+/// the log has records or a checkpoint exists (stored or in the file), a
+/// missing key is an error, never a silent new key that would re-sign a
+/// rewritten log. The seed is held in a zeroizing buffer while read.
+pub fn audit_key(home: &Home, sink: &SqliteAuditSink) -> Result<SigningKey, Failure> {
+    let path = key_path(home);
+    match std::fs::symlink_metadata(&path) {
+        Ok(_) => return read_key(&path),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(usage_error(anyhow!(
+                "cannot read {}: {e}; the audit key must be a readable, owner-only file",
+                path.display()
+            )));
+        }
+    }
+    if let Some(evidence) = existing_evidence(home, sink)? {
+        return Err(Failure {
+            code: 1,
+            error: anyhow!(
+                "{} is missing, but this home already has an audit log ({evidence}). A new key would sign over a log it never saw, so none is made. Restore the key from your backup (owner-only: chmod 600). If it is lost, start a new log deliberately: stop agents, move {}*, {} and {} aside (keep them as evidence), then run again. A deliberate change of key is `bulwark audit rotate-key`, which needs the current key",
+                path.display(),
+                home.db_path().display(),
+                crate::evidence::file_path(home).display(),
+                home.root().join("audit.ack").display()
+            ),
+        });
+    }
+    let dir = home.root().join("keys");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let key = generate_signing_key();
+    write_key(&path, &key, false)?;
+    Ok(key)
+}
+
+/// Writes `key` owner-only to `path`, synced; `replace` truncates a file
+/// left there, otherwise an existing file is an error.
+fn write_key(path: &Path, key: &SigningKey, replace: bool) -> Result<(), Failure> {
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(replace)
+        .truncate(replace)
+        .create_new(!replace)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    let seed = zeroize::Zeroizing::new(hex::encode(key.to_bytes()));
+    file.write_all(seed.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    file.sync_all()
+        .with_context(|| format!("cannot sync {}", path.display()))?;
+    Ok(())
+}
+
+pub(crate) fn read_key(path: &Path) -> Result<SigningKey, Failure> {
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(path)
         .with_context(|| format!("cannot read {}", path.display()))?
@@ -79,52 +140,119 @@ fn read_key(path: &Path) -> Result<SigningKey, Failure> {
     Ok(SigningKey::from_bytes(&seed))
 }
 
-fn verifier(key: &SigningKey) -> Result<VerifierKey, Failure> {
+pub(crate) fn verifier(key: &SigningKey) -> Result<VerifierKey, Failure> {
     VerifierKey::from_signing_key(KEY_NAME, key).map_err(|e| anyhow!("{e}").into())
 }
 
-/// Exit 0 when the log verifies (and matches `checkpoint`), 1 when it does
-/// not, naming the first bad index.
+/// The verifier of `keys/audit.key` when it is there (and usable), to
+/// check the chain against; a key that cannot be used is an error.
+fn machine_verifier(home: &Home) -> Result<Option<VerifierKey>, Failure> {
+    let path = key_path(home);
+    if !path.exists() {
+        eprintln!(
+            "warning: {} is missing: the log can be verified, but nothing new can be signed until it is restored",
+            path.display()
+        );
+        return Ok(None);
+    }
+    Ok(Some(verifier(&read_key(&path)?)?))
+}
+
+/// Exit 0 when the log verifies against everything this home holds (every
+/// stored checkpoint's signature, every checkpoint in the checkpoint file)
+/// and `checkpoint` if given; 1 when it does not, naming the first bad
+/// index.
 pub fn verify(home: &Home, checkpoint: Option<&Path>, vkey: Option<&str>) -> Result<(), Failure> {
+    if !home.db_path().exists()
+        && let Some(file) = crate::evidence::read(home)?
+        && file.largest() > 0
+    {
+        println!(
+            "TAMPERED: the database {} is missing, but {} says the log held {} records",
+            home.db_path().display(),
+            crate::evidence::file_path(home).display(),
+            file.largest()
+        );
+        return Err(Failure {
+            code: 1,
+            error: anyhow!("the audit log does not verify: its database was removed"),
+        });
+    }
     let sink = open_sink(home)?;
-    let report = match checkpoint {
+    let machine = machine_verifier(home)?;
+    let exported = match checkpoint {
         Some(file) => {
             let note = std::fs::read_to_string(file)
                 .with_context(|| format!("cannot read {}", file.display()))?;
-            let (trusted, whose) = match vkey {
-                Some(text) => (
-                    VerifierKey::parse(text.trim()).map_err(|e| {
+            let cp = match vkey {
+                Some(text) => {
+                    let trusted = VerifierKey::parse(text.trim()).map_err(|e| {
                         usage_error(anyhow!(
                             "--key is not a verifier key ({e}); pass the line `bulwark audit key` printed, e.g. bulwark-audit+1a2b3c4d+AXG..."
                         ))
-                    })?,
-                    "the key given with --key",
-                ),
-                None => (verifier(&audit_key(home)?)?, "this log's key"),
+                    })?;
+                    parse_and_verify(&note, &[trusted]).map_err(|e| {
+                        usage_error(anyhow!(
+                            "{} is not a checkpoint signed by the key given with --key ({e})",
+                            file.display()
+                        ))
+                    })?
+                }
+                None => {
+                    let keys = match crate::evidence::read(home)? {
+                        Some(f) => f.keys,
+                        None => machine
+                            .iter()
+                            .map(|k| crate::evidence::ChainKey {
+                                verifier: k.clone(),
+                                until: None,
+                            })
+                            .collect(),
+                    };
+                    crate::evidence::open_checkpoint(&keys, &note).map_err(|e| {
+                        usage_error(anyhow!(
+                            "{} is not a checkpoint signed by this log's key ({e})",
+                            file.display()
+                        ))
+                    })?
+                }
             };
-            let cp = parse_and_verify(&note, &[trusted]).map_err(|e| {
-                usage_error(anyhow!(
-                    "{} is not a checkpoint signed by {whose} ({e})",
-                    file.display()
-                ))
-            })?;
             println!("checkpoint {} : size {}", file.display(), cp.size);
-            sink.verify_against(&cp)?
+            Some(ExternalCheckpoint {
+                checkpoint: cp,
+                source: format!("external checkpoint {}", file.display()),
+            })
         }
-        None => sink.verify()?,
+        None => None,
+    };
+    let local = crate::evidence::verify_local(home, &sink, machine.as_ref(), exported)?;
+    let report = &local.report;
+    let file_note = match &local.file {
+        Some(f) => format!(
+            ", {} checkpoint(s) in the checkpoint file, {} key(s)",
+            f.checkpoints.len(),
+            f.keys.len()
+        ),
+        None => String::new(),
     };
     match &report.problem {
         None => {
             println!(
-                "ok: {} records, {} stored checkpoint(s) match, root {}",
+                "ok: {} records, {} stored checkpoint(s) match{file_note}, root {}",
                 report.records,
-                report.checkpoints_checked,
+                local.stored_matching(),
                 hex::encode(report.root)
             );
             Ok(())
         }
         Some(problem) => {
             println!("TAMPERED: {problem}");
+            if report.bad_signatures > 0 {
+                println!(
+                    "{} stored checkpoint(s) with a signature that does not verify",
+                    report.bad_signatures
+                );
+            }
             Err(Failure {
                 code: 1,
                 error: anyhow!(
@@ -137,11 +265,15 @@ pub fn verify(home: &Home, checkpoint: Option<&Path>, vkey: Option<&str>) -> Res
 }
 
 /// Sign a checkpoint of the current log; print it and optionally write it
-/// to `out` so it can be kept elsewhere.
-pub fn checkpoint(home: &Home, out: Option<&Path>) -> Result<(), Failure> {
+/// to `out` so it can be kept elsewhere. With `rebuild_file`, first
+/// re-create a missing checkpoint file from the stored checkpoints.
+pub fn checkpoint(home: &Home, out: Option<&Path>, rebuild_file: bool) -> Result<(), Failure> {
     let sink = open_sink(home)?;
-    let key = audit_key(home)?;
-    let note = sink.checkpoint(&key, ORIGIN, KEY_NAME)?;
+    let key = audit_key(home, &sink)?;
+    if rebuild_file {
+        crate::checkpoints::rebuild_file(home, &sink, &key)?;
+    }
+    let note = crate::checkpoints::sign_full(home, &sink, &key)?;
     print!("{note}");
     if let Some(out) = out {
         std::fs::write(out, &note).with_context(|| format!("cannot write {}", out.display()))?;
@@ -183,7 +315,21 @@ pub fn show(home: &Home, index: u64) -> Result<(), Failure> {
 
 /// Print the verifier key (`name+id+key`) for whoever holds checkpoints.
 pub fn key(home: &Home) -> Result<(), Failure> {
-    println!("{}", verifier(&audit_key(home)?)?.to_vkey());
+    let path = key_path(home);
+    let key = if path.exists() {
+        read_key(&path)?
+    } else if home.db_path().exists() {
+        let sink = Store::open(&home.db_path())
+            .with_context(|| format!("cannot open {}", home.db_path().display()))?
+            .audit_sink();
+        audit_key(home, &sink)?
+    } else {
+        // A fresh home without a database: the key is made here, unless
+        // a checkpoint file says a log existed.
+        let store = Store::open_in_memory()?;
+        audit_key(home, &store.audit_sink())?
+    };
+    println!("{}", verifier(&key)?.to_vkey());
     Ok(())
 }
 
@@ -200,8 +346,13 @@ pub fn acknowledged(home: &Home, problem: &str) -> bool {
 
 /// Verify the log before agents run. A problem stops them unless an
 /// operator acknowledged exactly that problem (`bulwark audit acknowledge`).
+///
+/// Fails closed first when the audit key cannot be used (readable by
+/// others, unreadable, malformed, missing while a log exists, or not the
+/// key the checkpoint file's chain ends with): nothing would be signed.
 pub fn require_verified(home: &Home, sink: &SqliteAuditSink) -> Result<(), Failure> {
-    let report = sink.verify()?;
+    let key = audit_key(home, sink)?;
+    let report = crate::evidence::verify_local(home, sink, Some(&verifier(&key)?), None)?.report;
     let Some(problem) = report.problem else {
         return Ok(());
     };
@@ -225,7 +376,8 @@ pub fn require_verified(home: &Home, sink: &SqliteAuditSink) -> Result<(), Failu
 /// agents run again; the damaged records stay as evidence.
 pub fn acknowledge(home: &Home) -> Result<(), Failure> {
     let sink = open_sink(home)?;
-    let report = sink.verify()?;
+    let machine = machine_verifier(home)?;
+    let report = crate::evidence::verify_local(home, &sink, machine.as_ref(), None)?.report;
     let Some(problem) = report.problem else {
         println!("the audit log verifies: nothing to acknowledge");
         return Ok(());
@@ -236,4 +388,100 @@ pub fn acknowledge(home: &Home) -> Result<(), Failure> {
     println!("acknowledged: {seen}");
     println!("agents may run again; a different or earlier problem will stop them");
     Ok(())
+}
+
+/// `bulwark audit rotate-key`: a new audit key, handed over by the old.
+///
+/// The log must verify first. Then: a checkpoint of the log as it is is
+/// signed with the old key; the new key is written beside it
+/// (`keys/audit.key.new`); the handover note naming both keys and the log
+/// size, signed by the old key and the new, is appended to the checkpoint
+/// file; the new key replaces the old one (a rename: the old key is gone,
+/// so it can sign nothing more, and verifiers accept its checkpoints only
+/// up to the handover size); the rotation is recorded in the log
+/// (`audit_key`/`rotate`) and a checkpoint covering that record is signed
+/// with the new key. Run it while no agent runs.
+pub fn rotate_key(home: &Home) -> Result<(), Failure> {
+    let sink = open_sink(home)?;
+    let path = key_path(home);
+    if !path.exists() {
+        return Err(Failure {
+            code: 1,
+            error: anyhow!(
+                "{} is missing: only the current key can hand over to a new one. Restore it from your backup; if it is lost, start a new log deliberately: stop agents, move {}*, {} and {} aside (keep them as evidence), then run again",
+                path.display(),
+                home.db_path().display(),
+                crate::evidence::file_path(home).display(),
+                home.root().join("audit.ack").display()
+            ),
+        });
+    }
+    let old = read_key(&path)?;
+    let old_vkey = verifier(&old)?;
+    let report = crate::evidence::verify_local(home, &sink, Some(&old_vkey), None)?.report;
+    if let Some(problem) = report.problem {
+        return Err(Failure {
+            code: 1,
+            error: anyhow!(
+                "the audit log does not verify ({problem}); a key rotation would hand over a damaged log. Inspect it with `bulwark audit verify` first"
+            ),
+        });
+    }
+    crate::checkpoints::sign_full(home, &sink, &old)?;
+    let size = sink.record_count()?;
+    let new = generate_signing_key();
+    let new_vkey = verifier(&new)?;
+    let pending = path.with_extension("key.new");
+    write_key(&pending, &new, true)?;
+    let handover = bulwark_audit::note_file::sign_handover(ORIGIN, &old, &new, KEY_NAME, size)
+        .map_err(|e| anyhow!("{e}"))?;
+    crate::evidence::append(home, None, &format!("{handover}\n"))?;
+    std::fs::rename(&pending, &path).with_context(|| {
+        format!(
+            "the handover is written, but {} could not replace {}: finish with `mv {} {}`",
+            pending.display(),
+            path.display(),
+            pending.display(),
+            path.display()
+        )
+    })?;
+    if let Some(dir) = path.parent()
+        && let Ok(dir) = std::fs::File::open(dir)
+    {
+        let _ = dir.sync_all();
+    }
+    let (old_text, new_text) = (old_vkey.to_vkey(), new_vkey.to_vkey());
+    let args = serde_json::json!({ "old": old_text, "new": new_text, "size": size });
+    sink.append(&bulwark_audit::AuditRecord {
+        time_ms: now_ms(),
+        session: String::new(),
+        agent: String::new(),
+        user: "local".to_owned(),
+        action: "audit_key".to_owned(),
+        tool: String::new(),
+        operation: "rotate".to_owned(),
+        args_digest: bulwark_audit::AuditRecord::digest_args(&args),
+        decision: bulwark_audit::Decision::Allowed,
+        reason: String::new(),
+        detail: format!(
+            "audit key rotated at log size {size}: {old_text} handed over to {new_text}"
+        ),
+        duration_us: 0,
+    })?;
+    crate::checkpoints::sign_full(home, &sink, &new)?;
+    println!("rotated at log size {size}");
+    println!("old key {old_text}");
+    println!("new key {new_text}");
+    eprintln!(
+        "back up {} now, and give the new verifier key to whoever checks exported checkpoints",
+        path.display()
+    );
+    Ok(())
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
 }

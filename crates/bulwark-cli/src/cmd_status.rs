@@ -348,13 +348,26 @@ fn audit(home: &Home, report: &mut Report) {
         }
     };
     let sink = store.audit_sink();
-    let verified = match sink.verify() {
-        Ok(report) => report,
-        Err(err) => {
+    let machine = crate::cmd_audit::read_key(&key)
+        .ok()
+        .and_then(|k| crate::cmd_audit::verifier(&k).ok());
+    if machine.is_none() && !key.exists() && sink.record_count().is_ok_and(|n| n > 0) {
+        report.line(
+            Level::Fail,
+            "audit",
+            format!(
+                "{} is missing while the log has records: agents will not run; restore it from a backup",
+                key.display()
+            ),
+        );
+    }
+    let verified = match crate::evidence::verify_local(home, &sink, machine.as_ref(), None) {
+        Ok(local) => local.report,
+        Err(failure) => {
             report.line(
                 Level::Fail,
                 "audit",
-                format!("cannot verify the log: {err}"),
+                format!("cannot verify the log: {:#}", failure.error),
             );
             return;
         }
@@ -400,10 +413,10 @@ fn audit_key(path: &Path, report: &mut Report) {
     match std::fs::metadata(path) {
         Err(_) => {}
         Ok(meta) if meta.permissions().mode() & 0o077 != 0 => report.line(
-            Level::Warn,
+            Level::Fail,
             "audit",
             format!(
-                "{} is readable by other users: `chmod 600 {}`",
+                "{} is readable by other users, so agents will not run: `chmod 600 {}`",
                 path.display(),
                 path.display()
             ),

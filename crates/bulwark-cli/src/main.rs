@@ -17,6 +17,7 @@ mod cmd_sandbox;
 mod cmd_serve;
 mod cmd_status;
 mod cmd_worker;
+mod evidence;
 mod printer;
 mod records;
 mod session_credits;
@@ -441,8 +442,10 @@ enum AuditCommand {
         #[arg(long, value_name = "FILE")]
         out: Option<std::path::PathBuf>,
     },
-    /// Recompute the Merkle log and check every stored checkpoint (and
-    /// FILE, a checkpoint kept elsewhere). Exit 1 names the first bad index.
+    /// Recompute the Merkle log and check it against every stored
+    /// checkpoint (signature included), every checkpoint in the append-only
+    /// file audit/checkpoints, and FILE, a checkpoint kept elsewhere. Exit 1
+    /// names the first bad index.
     #[command(
         after_help = "Examples:\n  bulwark audit verify\n  bulwark audit checkpoint --out /safe/place/cp-1.txt   (later:)\n  bulwark audit verify --checkpoint /safe/place/cp-1.txt\n  bulwark audit verify --checkpoint cp-1.txt --key \"$(cat /safe/place/audit.vkey)\"\n\nWith --key, the checkpoint's signature is checked against that verifier key\n(printed by `bulwark audit key` when the log was set up) instead of the key\non this machine, which whoever rewrote the log may also have replaced."
     )]
@@ -454,11 +457,16 @@ enum AuditCommand {
         #[arg(long, value_name = "VKEY", requires = "checkpoint")]
         key: Option<String>,
     },
-    /// Sign a checkpoint (C2SP signed note) of the log as it is now.
+    /// Sign a checkpoint (C2SP signed note) of the log as it is now; it is
+    /// also appended to audit/checkpoints.
     Checkpoint {
         /// Also write it to this file (keep copies off this machine).
         #[arg(long, value_name = "FILE")]
         out: Option<std::path::PathBuf>,
+        /// First re-create a missing audit/checkpoints from the checkpoints
+        /// stored in the database (after the log verifies against them).
+        #[arg(long)]
+        rebuild_file: bool,
     },
     /// An inclusion proof for the record at INDEX (0-based), verified.
     Prove { index: u64 },
@@ -466,6 +474,12 @@ enum AuditCommand {
     Show { index: u64 },
     /// The log's verifier key (name+id+key) for whoever holds checkpoints.
     Key,
+    /// Replace the audit key: the old key signs a handover to the new one
+    /// (kept in audit/checkpoints) and the rotation is recorded in the log.
+    #[command(
+        after_help = "Run it while no agent runs. The old key file is replaced (it can sign\nnothing more); its checkpoints up to the handover still verify. Back up the\nnew keys/audit.key and hand the new verifier key to whoever checks exported\ncheckpoints. Without the current key there is no rotation: restore it, or\nstart a new log deliberately (move bulwark.db* and audit/ aside)."
+    )]
+    RotateKey,
     /// Accept the log's current verification problem so agents can run
     /// again (the damaged records stay; a new problem stops them again).
     Acknowledge,
@@ -650,8 +664,8 @@ fn main() -> ExitCode {
                 command: AuditCommand::Verify { checkpoint, key },
             } => cmd_audit::verify(&home, checkpoint.as_deref(), key.as_deref()),
             Command::Audit {
-                command: AuditCommand::Checkpoint { out },
-            } => cmd_audit::checkpoint(&home, out.as_deref()),
+                command: AuditCommand::Checkpoint { out, rebuild_file },
+            } => cmd_audit::checkpoint(&home, out.as_deref(), rebuild_file),
             Command::Audit {
                 command: AuditCommand::Prove { index },
             } => cmd_audit::prove(&home, index),
@@ -661,6 +675,9 @@ fn main() -> ExitCode {
             Command::Audit {
                 command: AuditCommand::Key,
             } => cmd_audit::key(&home),
+            Command::Audit {
+                command: AuditCommand::RotateKey,
+            } => cmd_audit::rotate_key(&home),
             Command::Audit {
                 command: AuditCommand::Acknowledge,
             } => cmd_audit::acknowledge(&home),

@@ -2,6 +2,8 @@
 //! and tampering with the database file detected by them.
 
 mod common;
+#[path = "audit_cli/evidence.rs"]
+mod evidence;
 
 use common::Bw;
 use std::os::unix::fs::PermissionsExt;
@@ -94,9 +96,9 @@ fn truncation_is_caught_by_an_exported_checkpoint() {
         )
         .unwrap();
     }
-    // The log alone looks consistent after a clean truncation...
-    bw.run(&["audit", "verify"]).ok();
-    // ...but not against the checkpoint kept elsewhere.
+    // The checkpoint file on this machine catches the clean truncation...
+    bw.run(&["audit", "verify"]).expect_code(1);
+    // ...and so does the checkpoint kept elsewhere.
     let out = bw.run(&["audit", "verify", "--checkpoint", &cp]);
     out.expect_code(1);
     assert!(out.stdout.contains("TAMPERED"), "{}", out.stdout);
@@ -468,6 +470,14 @@ fn audit_verify_detects_every_random_edit() {
     let pristine = std::fs::read(bw.path("bulwark.db")).unwrap();
     let scratch = Bw::empty();
     std::fs::create_dir_all(scratch.path("keys")).unwrap();
+    // The log's evidence travels with it: the database and its checkpoint
+    // file (which also names the log's keys).
+    std::fs::create_dir_all(scratch.path("audit")).unwrap();
+    std::fs::copy(
+        bw.path("audit/checkpoints"),
+        scratch.path("audit/checkpoints"),
+    )
+    .unwrap();
     let verify = |bw: &Bw| {
         bw.run(&[
             "audit",

@@ -30,7 +30,7 @@ pub use ledger::{
 };
 pub use merkle_log::{ConsistencyProof, InclusionProof, StoredCheckpoint};
 pub use schema::SCHEMA_VERSION;
-pub use verify::{Coverage, Problem, ProblemKind, VerifyReport};
+pub use verify::{Coverage, ExternalCheckpoint, NoteCheck, Problem, ProblemKind, VerifyReport};
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};

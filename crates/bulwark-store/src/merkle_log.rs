@@ -7,7 +7,7 @@
 //! hash to it, so a later checkpoint can start from it and hash only the
 //! rows appended since, instead of the whole log.
 
-use crate::verify::{self, Base, Coverage, Outcome, VerifyReport};
+use crate::verify::{self, Base, Coverage, ExternalCheckpoint, NoteCheck, Outcome, VerifyReport};
 use crate::{SqliteAuditSink, StoreError, now_ms, sqlite, to_u64};
 use bulwark_audit::merkle::HASH_LEN;
 use bulwark_audit::{Checkpoint, CompactRange, Hash, ProofError, SigningKey, VerifierKey, proof};
@@ -76,6 +76,84 @@ impl SqliteAuditSink {
     pub fn verify_against(&self, checkpoint: &Checkpoint) -> Result<VerifyReport, StoreError> {
         self.batches.flush()?;
         Ok(verify::run(&self.store, Some(checkpoint))?.report)
+    }
+
+    /// The full check of [`verify`](Self::verify), as strong as the
+    /// evidence a caller holds allows:
+    /// - every stored checkpoint's note is opened with `check` (which
+    ///   verifies its signature under the keys the caller trusts and returns
+    ///   the checkpoint it signs) and must sign exactly its row's size and
+    ///   root. One that does not is counted in
+    ///   [`VerifyReport::bad_signatures`], never as matching, and is a
+    ///   [`ProblemKind::CheckpointSignature`](crate::ProblemKind) problem;
+    /// - the log must reproduce every `external` checkpoint (kept outside
+    ///   the database, signature-checked by the caller), so deleting stored
+    ///   checkpoints and then rewriting or truncating records is detected
+    ///   as long as one of them covers the change.
+    ///
+    /// Commits queued records first. O(records + checkpoints).
+    pub fn verify_trusted(
+        &self,
+        check: NoteCheck<'_>,
+        external: &[ExternalCheckpoint],
+    ) -> Result<VerifyReport, StoreError> {
+        self.batches.flush()?;
+        Ok(verify::run_checked(&self.store, Some(check), external, Coverage::Full)?.report)
+    }
+
+    /// How many records the log holds (its largest `seq`), after
+    /// committing queued records. One index lookup.
+    pub fn record_count(&self) -> Result<u64, StoreError> {
+        self.batches.flush()?;
+        let conn = self.store.lock()?;
+        let max: i64 = conn
+            .prepare_cached("SELECT coalesce(max(seq), 0) FROM audit")
+            .map_err(sqlite("preparing audit max seq"))?
+            .query_row([], |row| row.get(0))
+            .map_err(sqlite("reading audit max seq"))?;
+        to_u64(max, "audit seq")
+    }
+
+    /// How many checkpoints are stored.
+    pub fn checkpoint_count(&self) -> Result<u64, StoreError> {
+        let conn = self.store.lock()?;
+        let count: i64 = conn
+            .prepare_cached("SELECT count(*) FROM audit_checkpoint")
+            .map_err(sqlite("preparing checkpoint count"))?
+            .query_row([], |row| row.get(0))
+            .map_err(sqlite("reading checkpoint count"))?;
+        to_u64(count, "checkpoint count")
+    }
+
+    /// Every stored checkpoint, smallest first.
+    pub fn stored_checkpoints(&self) -> Result<Vec<StoredCheckpoint>, StoreError> {
+        let conn = self.store.lock()?;
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT size, root, note, time_ms FROM audit_checkpoint ORDER BY size ASC",
+            )
+            .map_err(sqlite("preparing checkpoint list"))?;
+        let rows = stmt
+            .query_map([], |row| {
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, Vec<u8>>(1)?,
+                    row.get::<_, String>(2)?,
+                    row.get::<_, i64>(3)?,
+                ))
+            })
+            .map_err(sqlite("reading checkpoints"))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (size, root, note, time_ms) = row.map_err(sqlite("reading checkpoint row"))?;
+            out.push(StoredCheckpoint {
+                size: to_u64(size, "checkpoint size")?,
+                root: to_hash(&root, "checkpoint root")?,
+                note,
+                time_ms,
+            });
+        }
+        Ok(out)
     }
 
     /// The cheap check: verifies only the rows appended since the latest

@@ -39,6 +39,12 @@ pub struct VerifyReport {
     /// whose root was compared and matched. For an incremental check, the
     /// starting checkpoint counts once its frontier reproduced its root.
     pub checkpoints_checked: usize,
+    /// Stored checkpoints whose signed note was checked and failed (bad or
+    /// untrusted signature, another origin, or a size or root other than
+    /// the row's). They are never counted as matching, and the first one is
+    /// a [`ProblemKind::CheckpointSignature`] problem. Always 0 when no
+    /// signatures were checked ([`SqliteAuditSink::verify`](crate::SqliteAuditSink::verify)).
+    pub bad_signatures: usize,
     /// The first problem found, if any.
     pub problem: Option<Problem>,
     /// Which rows were re-read.
@@ -107,6 +113,13 @@ pub enum ProblemKind {
     /// A stored checkpoint's root matches, but its stored frontier is not the
     /// frontier of the first `index` leaves: the checkpoint table was edited.
     FrontierMismatch,
+    /// A stored checkpoint's note does not verify under the trusted keys,
+    /// or signs another size or root than its row: the checkpoint table was
+    /// edited, or the key was replaced.
+    CheckpointSignature,
+    /// Evidence kept outside the database (the checkpoint file) is missing
+    /// or says the log was larger: reported by the caller that keeps it.
+    EvidenceMissing,
 }
 
 impl std::fmt::Display for Problem {
@@ -136,6 +149,21 @@ struct Target {
     root: Vec<u8>,
     frontier: Option<Vec<u8>>,
     label: String,
+    /// The signed note of a stored checkpoint.
+    note: Option<String>,
+}
+
+/// Checks a stored checkpoint's signed note and returns the checkpoint it
+/// signs, or says why it does not verify.
+pub type NoteCheck<'a> = &'a dyn Fn(&str) -> Result<Checkpoint, String>;
+
+/// A checkpoint kept outside the database that the log must reproduce
+/// (already signature-checked by the caller), and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExternalCheckpoint {
+    pub checkpoint: Checkpoint,
+    /// Names it in problems, e.g. "the checkpoint file's entry".
+    pub source: String,
 }
 
 /// The stored checkpoints larger than `above` leaves, smallest first.
@@ -143,7 +171,8 @@ fn stored_targets(store: &Store, above: Option<u64>) -> Result<Vec<Target>, Stor
     let conn = store.lock()?;
     let mut stmt = conn
         .prepare_cached(
-            "SELECT size, root, frontier FROM audit_checkpoint WHERE size > ?1 ORDER BY size ASC",
+            "SELECT size, root, frontier, note FROM audit_checkpoint WHERE size > ?1 \
+             ORDER BY size ASC",
         )
         .map_err(sqlite("preparing checkpoint scan"))?;
     let above = match above {
@@ -156,12 +185,13 @@ fn stored_targets(store: &Store, above: Option<u64>) -> Result<Vec<Target>, Stor
                 row.get::<_, i64>(0)?,
                 row.get::<_, Vec<u8>>(1)?,
                 row.get::<_, Option<Vec<u8>>>(2)?,
+                row.get::<_, String>(3)?,
             ))
         })
         .map_err(sqlite("reading checkpoints"))?;
     let mut out = Vec::new();
     for row in rows {
-        let (size, root, frontier) = row.map_err(sqlite("reading checkpoint row"))?;
+        let (size, root, frontier, note) = row.map_err(sqlite("reading checkpoint row"))?;
         // A negative size cannot be reached by any log: compare it never,
         // but as a target beyond everything it is reported.
         let size = u64::try_from(size).unwrap_or(u64::MAX);
@@ -170,6 +200,7 @@ fn stored_targets(store: &Store, above: Option<u64>) -> Result<Vec<Target>, Stor
             root,
             frontier,
             label: format!("stored checkpoint at size {size}"),
+            note: Some(note),
         });
     }
     Ok(out)
@@ -194,19 +225,80 @@ pub(crate) fn run_full(
     external: Option<&Checkpoint>,
     coverage: Coverage,
 ) -> Result<Outcome, StoreError> {
-    let mut targets = stored_targets(store, None)?;
-    if let Some(cp) = external {
+    let external: Vec<ExternalCheckpoint> = external
+        .map(|cp| ExternalCheckpoint {
+            checkpoint: cp.clone(),
+            source: "external checkpoint".to_owned(),
+        })
+        .into_iter()
+        .collect();
+    run_checked(store, None, &external, coverage)
+}
+
+/// The full walk, with each stored checkpoint's note checked by `check`
+/// (when given) and every external checkpoint as one more target.
+pub(crate) fn run_checked(
+    store: &Store,
+    check: Option<NoteCheck<'_>>,
+    external: &[ExternalCheckpoint],
+    coverage: Coverage,
+) -> Result<Outcome, StoreError> {
+    let mut targets = Vec::new();
+    let mut unsigned: Vec<Problem> = Vec::new();
+    for target in stored_targets(store, None)? {
+        match (check, &target.note) {
+            (Some(check), Some(note)) => match signed_as_stored(check, note, &target) {
+                Ok(()) => targets.push(target),
+                Err(what) => unsigned.push(Problem {
+                    index: target.size,
+                    kind: ProblemKind::CheckpointSignature,
+                    what,
+                }),
+            },
+            _ => targets.push(target),
+        }
+    }
+    for ext in external {
+        let cp = &ext.checkpoint;
         targets.push(Target {
             size: cp.size,
             root: cp.root.to_vec(),
             frontier: None,
-            label: format!("external checkpoint at size {}", cp.size),
+            label: format!("{} at size {}", ext.source, cp.size),
+            note: None,
         });
     }
     targets.sort_by_key(|t| t.size);
     let mut walk = Walk::new(CompactRange::new(), targets, 0);
     let problem = walk.scan(store, i64::MIN)?;
-    Ok(walk.finish(problem, coverage))
+    let mut outcome = walk.finish(problem, coverage);
+    outcome.report.bad_signatures = unsigned.len();
+    if let Some(first) = unsigned.into_iter().next() {
+        let report = &mut outcome.report;
+        if report
+            .problem
+            .as_ref()
+            .is_none_or(|p| first.index < p.index)
+        {
+            report.problem = Some(first);
+        }
+    }
+    Ok(outcome)
+}
+
+/// Whether a stored checkpoint's note verifies and signs exactly its row.
+fn signed_as_stored(check: NoteCheck<'_>, note: &str, target: &Target) -> Result<(), String> {
+    let size = target.size;
+    let signed = check(note).map_err(|e| {
+        format!("the note of the stored checkpoint at size {size} does not verify: {e}")
+    })?;
+    if signed.size != size || signed.root.as_slice() != target.root.as_slice() {
+        return Err(format!(
+            "the note of the stored checkpoint at size {size} signs size {} with another root",
+            signed.size
+        ));
+    }
+    Ok(())
 }
 
 /// The starting point of an incremental check: a stored checkpoint whose
@@ -254,6 +346,7 @@ impl Walk {
                 records: self.range.size(),
                 root: self.range.root(),
                 checkpoints_checked: self.checked,
+                bad_signatures: 0,
                 problem,
                 coverage,
             },

@@ -451,3 +451,101 @@ fn a_tampered_frontier_is_not_trusted_and_is_reported() {
     sink.checkpoint_incremental(&key, ORIGIN, ORIGIN).unwrap();
     assert_eq!(sink.latest_checkpoint().unwrap().unwrap().size, 25);
 }
+
+/// Opens a stored note with `vkey` as the CLI does with its key chain.
+fn open_with(vkey: &VerifierKey) -> impl Fn(&str) -> Result<Checkpoint, String> + '_ {
+    move |note| parse_and_verify(note, std::slice::from_ref(vkey)).map_err(|e| e.to_string())
+}
+
+#[test]
+fn verify_trusted_counts_a_badly_signed_checkpoint_as_a_problem_never_as_matching() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("b.db");
+    let store = Store::open(&path).unwrap();
+    let sink = store.audit_sink();
+    let (key, vkey) = key();
+    for n in 0..10 {
+        sink.append(&record(n)).unwrap();
+    }
+    sink.checkpoint(&key, ORIGIN, ORIGIN).unwrap();
+    for n in 10..20 {
+        sink.append(&record(n)).unwrap();
+    }
+    sink.checkpoint(&key, ORIGIN, ORIGIN).unwrap();
+    // The work it allows: both signed by the trusted key, both match.
+    let ok = sink.verify_trusted(&open_with(&vkey), &[]).unwrap();
+    assert!(ok.is_ok(), "{:?}", ok.problem);
+    assert_eq!((ok.checkpoints_checked, ok.bad_signatures), (2, 0));
+
+    // Re-signed by another key: the roots still match, the signature not.
+    let (other, _) = key();
+    let forged = bulwark_audit::sign(
+        &Checkpoint::new(
+            ORIGIN,
+            10,
+            parse_and_verify(
+                &sink.stored_checkpoints().unwrap()[0].note,
+                std::slice::from_ref(&vkey),
+            )
+            .unwrap()
+            .root,
+        ),
+        &other,
+        ORIGIN,
+    )
+    .unwrap();
+    let conn = tamper_conn(&path);
+    conn.execute(
+        "UPDATE audit_checkpoint SET note = ?1 WHERE size = 10",
+        [forged],
+    )
+    .unwrap();
+    // The unsigned check still calls it matching; the trusted one does not.
+    assert!(sink.verify().unwrap().is_ok());
+    let report = sink.verify_trusted(&open_with(&vkey), &[]).unwrap();
+    assert_eq!(report.bad_signatures, 1);
+    assert_eq!(report.checkpoints_checked, 1);
+    let problem = report.problem.unwrap();
+    assert_eq!(problem.kind, ProblemKind::CheckpointSignature);
+    assert_eq!(problem.index, 10);
+}
+
+#[test]
+fn verify_trusted_checks_the_log_against_checkpoints_kept_outside_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.db");
+    let store = Store::open(&path).unwrap();
+    let sink = store.audit_sink();
+    let (key, vkey) = key();
+    for n in 0..12 {
+        sink.append(&record(n)).unwrap();
+    }
+    let note = sink.checkpoint(&key, ORIGIN, ORIGIN).unwrap();
+    let kept = bulwark_store::ExternalCheckpoint {
+        checkpoint: parse_and_verify(&note, std::slice::from_ref(&vkey)).unwrap(),
+        source: "the kept checkpoint".into(),
+    };
+    let ok = sink
+        .verify_trusted(&open_with(&vkey), std::slice::from_ref(&kept))
+        .unwrap();
+    assert!(ok.is_ok(), "{:?}", ok.problem);
+    assert_eq!(ok.checkpoints_checked, 2);
+    // The stored checkpoints deleted, the log truncated: the rows alone
+    // verify, the kept checkpoint does not.
+    let conn = tamper_conn(&path);
+    conn.execute_batch("DELETE FROM audit_checkpoint; DELETE FROM audit WHERE seq > 5;")
+        .unwrap();
+    assert!(sink.verify().unwrap().is_ok());
+    let report = sink
+        .verify_trusted(&open_with(&vkey), std::slice::from_ref(&kept))
+        .unwrap();
+    let problem = report.problem.unwrap();
+    assert_eq!(problem.kind, ProblemKind::CheckpointBeyondLog);
+    assert!(
+        problem.what.contains("the kept checkpoint"),
+        "{}",
+        problem.what
+    );
+    assert_eq!(sink.record_count().unwrap(), 5);
+    assert_eq!(sink.checkpoint_count().unwrap(), 0);
+}

@@ -436,14 +436,16 @@ fn a_log_that_does_not_verify_stops_agents_until_acknowledged() {
 }
 
 #[test]
-fn a_readable_audit_key_is_a_warning() {
+fn a_readable_audit_key_fails_as_run_does() {
     let bw = healthy();
     let key = bw.path("keys/audit.key");
     assert!(key.exists(), "the run made an audit key");
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
     let out = status(&bw, &[KEY]);
-    out.ok();
-    line_with(&out, "WARN", "audit", "chmod 600");
+    out.expect_code(1);
+    line_with(&out, "FAIL", "audit", "chmod 600");
+    // What status says, run says too.
+    bw.run(&["run", "demo", "again"]).expect_code(2);
 }
 
 #[test]
