@@ -13,10 +13,13 @@
 //!   consistency proofs;
 //! - [`checkpoint`] and [`note`]: signed tree heads in the C2SP
 //!   signed-note / tlog-checkpoint text format;
+//! - [`cosignature`]: witness cosignatures (c2sp.org/tlog-cosignature,
+//!   `cosignature/v1`, Ed25519);
 //! - [`mac`]: HMAC-SHA256 with constant-time verification.
 #![forbid(unsafe_code)]
 
 pub mod checkpoint;
+pub mod cosignature;
 pub mod encoding;
 pub mod mac;
 pub mod merkle;
@@ -24,6 +27,7 @@ pub mod note;
 pub mod proof;
 
 pub use checkpoint::{Checkpoint, CheckpointError, parse_and_verify, sign};
+pub use cosignature::{Cosignature, CosignerKey, cosign, note_text};
 pub use ed25519_dalek::{SigningKey, VerifyingKey};
 pub use encoding::{CANONICAL_VERSION, DecodeError, EncodeError, RecordRef};
 pub use mac::{constant_time_eq, hmac_sha256, hmac_sha256_verify};

@@ -2,6 +2,8 @@
 //! and tampering with the database file detected by them.
 
 mod common;
+#[path = "audit_cli/witness_serve.rs"]
+mod witness_serve;
 
 use common::Bw;
 use std::os::unix::fs::PermissionsExt;
