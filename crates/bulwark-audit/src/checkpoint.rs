@@ -107,8 +107,12 @@ impl Checkpoint {
         Ok(body)
     }
 
-    /// Parses a checkpoint body (the verified note text).
-    fn parse_body(text: &str) -> Result<Self, CheckpointError> {
+    /// Parses a checkpoint body (the note text, ending in its newline).
+    ///
+    /// Checks no signature: callers that need the log's word use
+    /// [`parse_and_verify`]. A witness client uses this on a checkpoint it
+    /// signed itself, to know what the cosignatures must cover.
+    pub fn parse_body(text: &str) -> Result<Self, CheckpointError> {
         let text = text
             .strip_suffix('\n')
             .ok_or(CheckpointError::MalformedBody("missing final newline"))?;

@@ -15,10 +15,13 @@
 //!   signed-note / tlog-checkpoint text format;
 //! - [`note_file`]: a file of signed notes, and the key introduction and
 //!   handover statements kept in it beside the checkpoints;
+//! - [`cosignature`]: witness cosignatures (c2sp.org/tlog-cosignature,
+//!   `cosignature/v1`, Ed25519);
 //! - [`mac`]: HMAC-SHA256 with constant-time verification.
 #![forbid(unsafe_code)]
 
 pub mod checkpoint;
+pub mod cosignature;
 pub mod encoding;
 pub mod mac;
 pub mod merkle;
@@ -27,6 +30,7 @@ pub mod note_file;
 pub mod proof;
 
 pub use checkpoint::{Checkpoint, CheckpointError, parse_and_verify, sign};
+pub use cosignature::{Cosignature, CosignerKey, cosign, note_text};
 pub use ed25519_dalek::{SigningKey, VerifyingKey};
 pub use encoding::{CANONICAL_VERSION, DecodeError, EncodeError, RecordRef};
 pub use mac::{constant_time_eq, hmac_sha256, hmac_sha256_verify};

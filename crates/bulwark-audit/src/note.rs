@@ -242,7 +242,7 @@ pub fn open_note<'a>(note: &'a str, known: &[VerifierKey]) -> Result<&'a str, Ch
 }
 
 /// Splits `— <name> <base64>` into name, key ID and signature bytes.
-fn parse_signature_line(
+pub(crate) fn parse_signature_line(
     line: &str,
     number: usize,
 ) -> Result<(&str, u32, Vec<u8>), CheckpointError> {

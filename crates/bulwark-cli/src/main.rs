@@ -16,6 +16,7 @@ mod cmd_run;
 mod cmd_sandbox;
 mod cmd_serve;
 mod cmd_status;
+mod cmd_witness;
 mod cmd_worker;
 mod evidence;
 mod printer;
@@ -23,6 +24,7 @@ mod records;
 mod session_credits;
 mod terminal;
 mod verified_agent;
+mod witnessing;
 mod worker_confine;
 mod worker_store;
 
@@ -123,6 +125,12 @@ enum Command {
         after_help = "Examples:\n  bulwark access create alice --agents assistant   (prints alice's token once)\n  bulwark serve                                      (http://127.0.0.1:8420, loopback only)\n  bulwark serve --bind 0.0.0.0:8420 --allow-host agents.example.com:8420\n\nClients authenticate with `Authorization: Bearer <token>` (REST) or the\nWebSocket subprotocols `bulwark.v1, bearer.<token>`; a token in a query\nstring is refused. Public: /health only. API description:\n/api/v1/openapi.json. Without access.toml nobody can sign in."
     )]
     Serve(cmd_serve::ServeArgs),
+    /// Run a witness that cosigns other Bulwark logs' checkpoints
+    /// (c2sp.org/tlog-witness), or print its key.
+    Witness {
+        #[command(subcommand)]
+        command: cmd_witness::WitnessCommand,
+    },
     /// Users of `bulwark serve` and their API tokens (access.toml).
     Access {
         #[command(subcommand)]
@@ -722,6 +730,7 @@ fn main() -> ExitCode {
                 None => Err(anyhow::anyhow!("the worker was not set up").into()),
             },
             Command::Serve(args) => cmd_serve::serve(&home, args).await,
+            Command::Witness { command } => cmd_witness::witness(&home, command).await,
         }
     });
     // Do not wait for a blocking read of stdin that an interrupted chat

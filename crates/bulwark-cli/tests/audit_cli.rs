@@ -4,6 +4,8 @@
 mod common;
 #[path = "audit_cli/evidence.rs"]
 mod evidence;
+#[path = "audit_cli/witness_serve.rs"]
+mod witness_serve;
 
 use common::Bw;
 use std::os::unix::fs::PermissionsExt;

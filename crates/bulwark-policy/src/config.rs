@@ -84,11 +84,49 @@ pub struct AuditSection {
     /// the log then holds only their SHA-256, and the transcript the values.
     #[serde(default)]
     pub record_arguments: bool,
+    /// The origin line of this log's checkpoints: the log's name for
+    /// witnesses, which keep one state per origin. Default
+    /// [`DEFAULT_ORIGIN`](Self::DEFAULT_ORIGIN), as before the field
+    /// existed; logs that share a witness need distinct origins.
+    #[serde(default)]
+    pub origin: Option<String>,
+    /// Witnesses each new checkpoint is sent to (c2sp.org/tlog-witness),
+    /// with the key their cosignatures must verify under.
+    #[serde(default)]
+    pub witnesses: Vec<WitnessEntry>,
+    /// Agents refuse to start unless at least this many of `witnesses`
+    /// cosigned the log's latest checkpoint (default 0: no requirement).
+    #[serde(default)]
+    pub require_witnesses: Option<usize>,
+}
+
+/// One `[[audit.witnesses]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WitnessEntry {
+    /// The witness's submission prefix; `/add-checkpoint` is appended.
+    pub url: String,
+    /// The witness's cosigner vkey, as `bulwark witness key` prints it.
+    pub key: String,
 }
 
 impl AuditSection {
     pub const DEFAULT_INTERVAL_SECS: u64 = 300;
     pub const DEFAULT_EVERY_RECORDS: u64 = 10_000;
+    /// The origin of a log whose config names none.
+    pub const DEFAULT_ORIGIN: &'static str = "bulwark.local/audit";
+    /// Longest origin line accepted.
+    pub const MAX_ORIGIN_LEN: usize = 256;
+
+    /// This log's checkpoint origin.
+    pub fn origin(&self) -> &str {
+        self.origin.as_deref().unwrap_or(Self::DEFAULT_ORIGIN)
+    }
+
+    /// How many witnesses must have cosigned the latest checkpoint.
+    pub fn required_witnesses(&self) -> usize {
+        self.require_witnesses.unwrap_or(0)
+    }
 
     pub fn interval_secs(&self) -> u64 {
         self.checkpoint_interval_secs
@@ -227,6 +265,7 @@ pub fn parse_global_config(src: &str, origin: &str) -> Result<GlobalConfig, Conf
             ));
         }
     }
+    validate_audit(&loc, &c.audit)?;
     c.loop_guard
         .validate()
         .map_err(|(field, msg)| loc.at(&[Key("loop_guard"), Key(field)], msg))?;
@@ -236,4 +275,64 @@ pub fn parse_global_config(src: &str, origin: &str) -> Result<GlobalConfig, Conf
         credits::validate_credits(&loc, section)?;
     }
     Ok(c)
+}
+
+/// `[audit] origin`, `witnesses` and `require_witnesses`.
+fn validate_audit(loc: &Located<'_>, audit: &AuditSection) -> Result<(), ConfigError> {
+    use Seg::{Idx, Key};
+    if let Some(origin) = &audit.origin
+        && (origin.is_empty()
+            || origin.len() > AuditSection::MAX_ORIGIN_LEN
+            || origin.chars().any(char::is_control)
+            || origin.trim() != origin)
+    {
+        return Err(loc.at(
+            &[Key("audit"), Key("origin")],
+            format_args!(
+                "{origin:?} must be one line of 1 to {} characters without surrounding spaces, e.g. \"bulwark.example.org/audit\"",
+                AuditSection::MAX_ORIGIN_LEN
+            ),
+        ));
+    }
+    let mut keys = std::collections::BTreeSet::new();
+    for (i, witness) in audit.witnesses.iter().enumerate() {
+        let base = [Key("audit"), Key("witnesses"), Idx(i)];
+        let url = witness.url.trim();
+        let parsed = url::Url::parse(url);
+        if !matches!(&parsed, Ok(u) if (u.scheme() == "http" || u.scheme() == "https") && u.host().is_some())
+        {
+            return Err(loc.at(
+                &[base[0], base[1], base[2], Key("url")],
+                format_args!(
+                    "{:?} must be the witness's http(s) URL, e.g. \"http://10.0.0.2:7380\"",
+                    witness.url
+                ),
+            ));
+        }
+        let key_at = [base[0], base[1], base[2], Key("key")];
+        if let Err(e) = bulwark_audit::CosignerKey::parse(&witness.key) {
+            return Err(loc.at(
+                &key_at,
+                format_args!(
+                    "{:?} is not a witness key ({e}); copy the line `bulwark witness key` prints on the witness",
+                    witness.key
+                ),
+            ));
+        }
+        if !keys.insert(witness.key.as_str()) {
+            return Err(loc.at(&key_at, "the same witness key is listed twice"));
+        }
+    }
+    if let Some(n) = audit.require_witnesses
+        && n > audit.witnesses.len()
+    {
+        return Err(loc.at(
+            &[Key("audit"), Key("require_witnesses")],
+            format_args!(
+                "{n} is more than the {} witnesses configured in [[audit.witnesses]]; lower it or add witnesses",
+                audit.witnesses.len()
+            ),
+        ));
+    }
+    Ok(())
 }

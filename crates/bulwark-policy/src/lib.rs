@@ -34,7 +34,7 @@ pub use access::{AccessFile, UserEntry, UserLimits, UserRole, parse_access, user
 pub use capability::{CAPABILITY_KINDS, Capability, CapabilitySet, Demand, HostPattern};
 pub use config::{
     AuditSection, GlobalConfig, GlobalSandbox, ProviderConfig, ProviderKind, RemoteSection,
-    SandboxEnforcement, TrustSection, parse_global_config,
+    SandboxEnforcement, TrustSection, WitnessEntry, parse_global_config,
 };
 pub use credentials::{
     CredentialGrant, CredentialMode, CredentialsSection, FORBIDDEN_INJECTION_HEADERS,

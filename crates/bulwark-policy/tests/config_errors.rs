@@ -412,3 +412,70 @@ fn audit_and_trust_sections() {
     let bad = src.replacen("require_signed = true", "require_signed = \"yes\"", 1);
     assert!(parse_global_config(&bad, "config.toml").is_err());
 }
+
+/// A witness vkey (cosignature/v1, type 0x04) for the `[audit]` tests.
+fn witness_vkey(name: &str) -> String {
+    let key = bulwark_audit::generate_signing_key();
+    bulwark_audit::CosignerKey::from_signing_key(name, &key)
+        .unwrap()
+        .to_vkey()
+}
+
+#[test]
+fn audit_witnesses_are_validated_with_file_and_field() {
+    let (w1, w2) = (witness_vkey("w1.example/w"), witness_vkey("w2.example/w"));
+    let good = format!(
+        "[audit]\norigin = \"alice.example/audit\"\nrequire_witnesses = 2\n\
+         [[audit.witnesses]]\nurl = \"http://127.0.0.1:7380\"\nkey = \"{w1}\"\n\
+         [[audit.witnesses]]\nurl = \"https://w2.example\"\nkey = \"{w2}\"\n"
+    );
+    let c = parse_global_config(&good, "config.toml").unwrap();
+    assert_eq!(c.audit.origin(), "alice.example/audit");
+    assert_eq!(c.audit.required_witnesses(), 2);
+    assert_eq!(c.audit.witnesses[1].url, "https://w2.example");
+    // Nothing changes for a config without the fields.
+    let defaults = parse_global_config("", "config.toml").unwrap();
+    assert_eq!(defaults.audit.origin(), "bulwark.local/audit");
+    assert_eq!(defaults.audit.required_witnesses(), 0);
+
+    let cases = [
+        (
+            good.replace("require_witnesses = 2", "require_witnesses = 3"),
+            "audit.require_witnesses",
+            "more than the 2 witnesses",
+        ),
+        (
+            good.replace("http://127.0.0.1:7380", "ftp://127.0.0.1"),
+            "audit.witnesses[0].url",
+            "http(s) URL",
+        ),
+        (
+            good.replace(&w2, "w2+00000000+AAAA"),
+            "audit.witnesses[1].key",
+            "bulwark witness key",
+        ),
+        (
+            good.replace(&w2, &w1),
+            "audit.witnesses[1].key",
+            "listed twice",
+        ),
+        (
+            good.replace("alice.example/audit", ""),
+            "audit.origin",
+            "one line",
+        ),
+    ];
+    for (src, field, message) in cases {
+        let e = parse_global_config(&src, "config.toml").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some(field), "{e}");
+        assert!(e.message.contains(message), "{e}");
+        assert!(e.to_string().contains("config.toml"), "{e}");
+    }
+    // A log key (type 0x01) is not a witness key.
+    let log_key =
+        bulwark_audit::VerifierKey::from_signing_key("log", &bulwark_audit::generate_signing_key())
+            .unwrap()
+            .to_vkey();
+    let e = parse_global_config(&good.replace(&w1, &log_key), "config.toml").unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("audit.witnesses[0].key"), "{e}");
+}

@@ -14,6 +14,7 @@
 mod audit;
 mod checkpoint;
 mod children;
+mod cosignatures;
 mod group_commit;
 mod ledger;
 mod merkle_log;
@@ -23,6 +24,7 @@ mod verify;
 
 pub use audit::{AuditQuery, SqliteAuditSink};
 pub use children::{ChildRecord, ChildState};
+pub use cosignatures::{NewCosignature, StoredCosignature};
 pub use ledger::{
     AccountKind, AccountSummary, Actor, Balance, Budget, BudgetUse, HoldId, HoldRequest, ISSUER,
     JournalEntry, LedgerError, Policy, SettleReceipt, TransferReceipt, TransferRequest, USAGE,

@@ -285,6 +285,31 @@ const MIGRATIONS: &[&str] = &[
         SELECT RAISE(ABORT, 'a stopped child agent cannot be restarted');
     END;
     "#,
+    // Witness cosignatures of this log's checkpoints (c2sp.org/tlog-
+    // cosignature): one row per witness and checkpoint size, kept only for
+    // a checkpoint this log stored (the writer checks size and root).
+    // `witness` is the witness's vkey, so a re-keyed witness is another one.
+    // Append-only, like the checkpoints they cosign.
+    r#"
+    CREATE TABLE audit_cosignature (
+        size      INTEGER NOT NULL CHECK (size >= 0),
+        witness   TEXT    NOT NULL,
+        root      BLOB    NOT NULL CHECK (length(root) = 32),
+        line      TEXT    NOT NULL,
+        timestamp INTEGER NOT NULL CHECK (timestamp >= 0),
+        time_ms   INTEGER NOT NULL,
+        PRIMARY KEY (witness, size)
+    ) STRICT;
+    CREATE INDEX audit_cosignature_by_size ON audit_cosignature (size);
+    CREATE TRIGGER audit_cosignature_no_update BEFORE UPDATE ON audit_cosignature
+    BEGIN
+        SELECT RAISE(ABORT, 'audit cosignatures are append-only');
+    END;
+    CREATE TRIGGER audit_cosignature_no_delete BEFORE DELETE ON audit_cosignature
+    BEGIN
+        SELECT RAISE(ABORT, 'audit cosignatures are append-only');
+    END;
+    "#,
 ];
 
 /// Rust steps of migrations, by the version they migrate to.
