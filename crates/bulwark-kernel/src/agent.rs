@@ -115,6 +115,46 @@ impl Kernel {
         })
     }
 
+    /// A model call its session's limits refuse: audited (and flushed)
+    /// before the turn ends, and never sent.
+    fn refuse_model_call(
+        &self,
+        session: &mut Session,
+        kind: &str,
+        why: String,
+        tool_calls: u32,
+        usage: Usage,
+    ) -> Result<TurnOutcome, KernelError> {
+        let written = self.door.audit().record(&bulwark_audit::AuditRecord {
+            time_ms: crate::door::now_ms(),
+            session: session.identity.id.clone(),
+            agent: session.identity.agent.clone(),
+            user: session.identity.user.clone(),
+            action: "model_call".into(),
+            tool: String::new(),
+            operation: kind.into(),
+            args_digest: String::new(),
+            decision: bulwark_audit::Decision::Denied,
+            reason: "capability".into(),
+            detail: why.clone(),
+            duration_us: 0,
+        });
+        if let Err(err) = written {
+            session.state.stopped = Some("audit sink failed".into());
+            return Err(KernelError::Audit(format!(
+                "the refusal of a model call could not be recorded ({err}); the session is stopped"
+            )));
+        }
+        self.flush_audit(session)?;
+        self.save_state(session)?;
+        Ok(TurnOutcome {
+            text: why.clone(),
+            end: TurnEnd::Stopped(why),
+            tool_calls,
+            usage,
+        })
+    }
+
     fn save_state(&self, session: &Session) -> Result<(), KernelError> {
         let json = serde_json::to_string(&session.state)?;
         self.store.save_state(&session.identity.id, &json)?;
@@ -189,13 +229,34 @@ impl Kernel {
                     usage,
                 });
             }
+            let limits = &session.policy.call_limits;
+            let model_id = format!("{}:{}", agent.driver.provider(), agent.model);
+            if !limits.model_allowed(&model_id) {
+                let why = format!(
+                    "the model call was not made: agent {} may not query {model_id} (its llm_query capabilities, in every layer that declares them, must cover the session's model); choose a model they cover, or grant llm_query for this one",
+                    session.identity.agent
+                );
+                return self.refuse_model_call(session, "llm_query", why, tool_calls, usage);
+            }
+            // llm_max_tokens: the request never asks for more than the limit.
             let request = ChatRequest {
                 model: agent.model.clone(),
                 system: system.clone(),
                 messages: bulwark_llm::repair(history.clone()),
                 tools: tools.clone(),
-                max_tokens: agent.max_tokens,
+                max_tokens: limits.tokens_for(agent.max_tokens),
             };
+            if let Some(credits) = &session.credits {
+                let maximum = credits.model_call_maximum(&request);
+                if !limits.spend_allowed(maximum) {
+                    let why = format!(
+                        "the model call was not made: it may cost up to {maximum} credits and agent {} may reserve at most {} per call (econ_spend); lower max_tokens or raise econ_spend",
+                        session.identity.agent,
+                        limits.max_spend.unwrap_or(0)
+                    );
+                    return self.refuse_model_call(session, "econ_spend", why, tool_calls, usage);
+                }
+            }
             let reserved = match &session.credits {
                 Some(credits) => {
                     match credits.reserve("model", credits.model_call_maximum(&request)) {

@@ -172,3 +172,132 @@ fn the_operators_name_is_reserved_in_access_toml() {
     std::fs::write(home.access_path(), "[users.locals]\n").unwrap();
     assert!(home.load_access().unwrap().users.contains_key("locals"));
 }
+
+/// A model endpoint that answers "done" and remembers the `max_tokens` of
+/// every request it was sent.
+struct Recording {
+    provider: &'static str,
+    seen: std::sync::Mutex<Vec<u32>>,
+}
+
+#[async_trait::async_trait]
+impl bulwark_llm::LlmDriver for Recording {
+    fn provider(&self) -> &str {
+        self.provider
+    }
+    async fn chat(
+        &self,
+        request: &bulwark_llm::ChatRequest,
+        _on_event: &mut (dyn FnMut(bulwark_llm::StreamEvent) + Send),
+    ) -> Result<bulwark_llm::ChatResponse, bulwark_llm::LlmError> {
+        self.seen.lock().unwrap().push(request.max_tokens);
+        Ok(bulwark_llm::ChatResponse {
+            message: bulwark_llm::Message::assistant_text("done"),
+            stop: bulwark_llm::StopReason::EndTurn,
+            usage: bulwark_llm::Usage {
+                input_tokens: 1,
+                output_tokens: 1,
+            },
+        })
+    }
+}
+
+/// One turn of an agent with `caps` (capability tables) on `provider:gpt`
+/// asking for `max_tokens`: the outcome, the `max_tokens` the endpoint saw
+/// and the audit records.
+async fn one_turn(
+    caps: &str,
+    provider: &'static str,
+    max_tokens: u32,
+) -> (
+    bulwark_kernel::TurnOutcome,
+    Vec<u32>,
+    Vec<bulwark_audit::AuditRecord>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = ToolRegistry::builtin();
+    let p = policy(&registry, &format!("{FILES_READ_ONLY}\n{caps}"));
+    let store = Store::open(&dir.path().join("bulwark.db")).unwrap();
+    let audit: Arc<dyn AuditSink> = Arc::new(store.audit_sink());
+    let kernel = Kernel::new(
+        Door::new(registry, audit.clone(), deny_all()),
+        store.clone(),
+    );
+    store
+        .create_session(&NewSession {
+            id: "s1".into(),
+            agent: "tester".into(),
+            user: "local".into(),
+        })
+        .unwrap();
+    let mut s = session(dir.path(), p);
+    let driver = Arc::new(Recording {
+        provider,
+        seen: std::sync::Mutex::new(Vec::new()),
+    });
+    let agent = AgentRuntime {
+        name: "tester".into(),
+        system_prompt: "test".into(),
+        model: "gpt".into(),
+        driver: driver.clone(),
+        max_turns: 2,
+        max_tokens,
+    };
+    let outcome = kernel
+        .run_turn(&mut s, &mut Vec::new(), &agent, "hi", &mut Silent)
+        .await
+        .unwrap();
+    let seen = driver.seen.lock().unwrap().clone();
+    let records = audit
+        .tail(100)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.record)
+        .collect();
+    (outcome, seen, records)
+}
+
+const ONLY_ANTHROPIC: &str = "[[capabilities]]\nkind = \"llm_query\"\nmodel = \"anthropic:*\"\n";
+
+#[tokio::test]
+async fn a_model_outside_llm_query_is_never_called_and_the_refusal_is_audited() {
+    let (outcome, seen, records) = one_turn(ONLY_ANTHROPIC, "openai", 100).await;
+    assert!(seen.is_empty(), "the endpoint was called: {seen:?}");
+    assert!(
+        matches!(&outcome.end, TurnEnd::Stopped(why) if why.contains("openai:gpt")),
+        "{:?}",
+        outcome.end
+    );
+    let refused: Vec<_> = records
+        .iter()
+        .filter(|r| r.action == "model_call" && r.operation == "llm_query")
+        .collect();
+    assert_eq!(refused.len(), 1, "{records:?}");
+    assert_eq!(refused[0].decision, Decision::Denied);
+    assert!(refused[0].detail.contains("openai:gpt"), "{:?}", refused[0]);
+}
+
+#[tokio::test]
+async fn a_model_llm_query_covers_is_called() {
+    let (outcome, seen, records) = one_turn(ONLY_ANTHROPIC, "anthropic", 100).await;
+    assert_eq!(outcome.end, TurnEnd::Completed);
+    assert_eq!(seen, [100]);
+    assert!(!records.iter().any(|r| r.action == "model_call"));
+    // Without any llm_query, the configured model is called as before.
+    let (outcome, seen, _) = one_turn("", "openai", 100).await;
+    assert_eq!(outcome.end, TurnEnd::Completed);
+    assert_eq!(seen, [100]);
+}
+
+#[tokio::test]
+async fn llm_max_tokens_caps_what_each_model_call_asks_for() {
+    let cap = "[[capabilities]]\nkind = \"llm_max_tokens\"\nmax = 256\n";
+    // The attack: the manifest asks for far more than the limit.
+    let (outcome, seen, _) = one_turn(cap, "openai", 8000).await;
+    assert_eq!(outcome.end, TurnEnd::Completed);
+    assert_eq!(seen, [256], "the request was not lowered to the limit");
+    // The work: a call within the limit is sent as asked.
+    let (outcome, seen, _) = one_turn(cap, "openai", 200).await;
+    assert_eq!(outcome.end, TurnEnd::Completed);
+    assert_eq!(seen, [200]);
+}

@@ -22,8 +22,13 @@ struct Fixture {
 }
 
 fn fixture(funds: u64) -> Fixture {
+    fixture_with(funds, "")
+}
+
+/// [`fixture`] with `caps` (capability tables) added to the agent's manifest.
+fn fixture_with(funds: u64, caps: &str) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    add_agent(dir.path(), "boss", BOSS, "");
+    add_agent(dir.path(), "boss", &format!("{BOSS}\n{caps}"), "");
     let store = Store::open(&dir.path().join("bulwark.db")).unwrap();
     let sink = Arc::new(MemorySink::default());
     let session = paying_session(dir.path(), &store, sink.clone(), "boss", "s1");
@@ -352,4 +357,74 @@ async fn an_overrun_warning_the_audit_log_refuses_stops_the_session() {
     let journal = f.store.history("agent:boss", 10).unwrap();
     let reserved = journal.iter().find(|e| e.kind == "hold").unwrap().amount;
     assert_eq!(balance(&f.store, USAGE), reserved);
+}
+
+fn spend_limit(max: u64) -> String {
+    format!("[[capabilities]]\nkind = \"econ_spend\"\nmax = {max}\n")
+}
+
+#[tokio::test]
+async fn econ_spend_refuses_a_priced_tool_above_it_and_audits() {
+    // `time` costs 3; the agent may reserve at most 2 per call.
+    let mut f = fixture_with(100, &spend_limit(2));
+    let r = call(&mut f, "c1", "time_now", json!({})).await;
+    assert_eq!(
+        (r.decision, r.reason.as_str()),
+        (Decision::Denied, "capability"),
+        "{}",
+        r.content
+    );
+    assert!(r.content.contains("econ_spend"), "{}", r.content);
+    assert_eq!(balance(&f.store, "agent:boss"), 100, "nothing was reserved");
+    let audited = f
+        .sink
+        .records()
+        .into_iter()
+        .filter(|r| r.tool == "time_now" && r.decision == Decision::Denied)
+        .count();
+    assert_eq!(audited, 1);
+    // Within the limit the tool runs and is paid.
+    let mut f = fixture_with(100, &spend_limit(3));
+    let r = call(&mut f, "c2", "time_now", json!({})).await;
+    assert!(!r.is_error, "{}", r.content);
+    assert_eq!(balance(&f.store, "agent:boss"), 97);
+}
+
+#[tokio::test]
+async fn econ_spend_refuses_a_model_call_whose_maximum_is_above_it() {
+    let mut f = fixture_with(100_000, &spend_limit(0));
+    let kernel = kernel(&f);
+    let a = agent(r#"{"error": "the model must not be called"}"#);
+    let out = kernel
+        .run_turn(&mut f.session, &mut Vec::new(), &a, "hello", &mut Silent)
+        .await
+        .unwrap();
+    let TurnEnd::Stopped(why) = &out.end else {
+        panic!("{:?}", out.end)
+    };
+    assert!(
+        why.contains("econ_spend") && why.contains("not made"),
+        "{why}"
+    );
+    assert_eq!(f.store.balance("agent:boss").unwrap().held, 0);
+    assert_eq!(balance(&f.store, "agent:boss"), 100_000);
+    let refused: Vec<_> = f
+        .sink
+        .records()
+        .into_iter()
+        .filter(|r| r.action == "model_call" && r.operation == "econ_spend")
+        .collect();
+    assert_eq!(refused.len(), 1);
+    assert_eq!(refused[0].decision, Decision::Denied);
+
+    // Within the limit, the call is made and paid.
+    let mut f = fixture_with(100_000, &spend_limit(1_000));
+    let within = self::kernel(&f);
+    let a = agent(r#"{"text": "done", "usage": {"input_tokens": 10, "output_tokens": 5}}"#);
+    let out = within
+        .run_turn(&mut f.session, &mut Vec::new(), &a, "hello", &mut Silent)
+        .await
+        .unwrap();
+    assert_eq!(out.end, TurnEnd::Completed, "{}", out.text);
+    assert!(balance(&f.store, "agent:boss") < 100_000);
 }

@@ -30,8 +30,6 @@ pub enum Capability {
     ToolAll,
     /// Run a command whose argv matches these element patterns.
     ShellExec { argv: Vec<String> },
-    /// Read environment variables whose name matches a glob.
-    EnvRead { name: String },
     /// Read memory in scope `agent`, `user` or `*`.
     MemoryRead { scope: String },
     /// Write memory in scope `agent`, `user` or `*`.
@@ -42,11 +40,14 @@ pub enum Capability {
     AgentMessage { agent: String },
     /// Stop agents whose name matches a glob.
     AgentKill { agent: String },
-    /// Query models whose `provider:model` matches a glob.
+    /// Query models whose `provider:model` matches a glob: the session's
+    /// own model calls (when any layer declares one) and a child's model.
     LlmQuery { model: String },
-    /// Ask for at most this many output tokens per request.
+    /// Ask for at most this many output tokens per model call (the
+    /// request's `max_tokens` is lowered to it).
     LlmMaxTokens { max: u32 },
-    /// Spend at most this many credits per call.
+    /// Reserve at most this many credits for one model call or priced
+    /// tool call.
     EconSpend { max: u64 },
     /// Transfer at most this many credits per call.
     EconTransfer { max: u64 },
@@ -60,7 +61,6 @@ pub const CAPABILITY_KINDS: &[&str] = &[
     "tool_invoke",
     "tool_all",
     "shell_exec",
-    "env_read",
     "memory_read",
     "memory_write",
     "agent_spawn",
@@ -87,7 +87,6 @@ pub enum Demand {
         operation: String,
     },
     ShellExec(Vec<String>),
-    EnvRead(String),
     /// Scope `agent` or `user`.
     MemoryRead(String),
     MemoryWrite(String),
@@ -237,7 +236,7 @@ fn canonical_ip(host: &str) -> Option<String> {
         .map(|ip| ip.to_string())
 }
 
-/// Validate a single-string glob (env names, agent names, models).
+/// Validate a single-string glob (agent names, models).
 fn check_name_glob(what: &str, pattern: &str) -> Result<(), String> {
     if pattern.is_empty() {
         return Err(format!("{what} pattern is empty; use \"*\" for any"));
@@ -336,9 +335,12 @@ impl Capability {
                     ))
                 }
             }
+            LlmMaxTokens { max: 0 } => Err(
+                "llm_max_tokens max is 0, which would refuse every model call; give the largest max_tokens one call may ask for (at least 1)"
+                    .into(),
+            ),
             ToolAll | LlmMaxTokens { .. } | EconSpend { .. } | EconTransfer { .. } => Ok(()),
             ShellExec { argv } => check_argv(argv),
-            EnvRead { name } => check_name_glob("env var", name),
             MemoryRead { scope } | MemoryWrite { scope } => check_scope(scope),
             AgentSpawn { agent } | AgentMessage { agent } | AgentKill { agent } => {
                 check_name_glob("agent", agent)
@@ -368,7 +370,6 @@ impl Capability {
             (C::ToolInvoke { tool }, D::Tool { domain, .. }) => tool == "*" || tool == domain,
             (C::ToolAll, D::Tool { .. }) => true,
             (C::ShellExec { argv: p }, D::ShellExec(argv)) => argv_covers(p, argv),
-            (C::EnvRead { name: p }, D::EnvRead(n)) => segment_matches(p, n),
             (C::MemoryRead { scope: s }, D::MemoryRead(d))
             | (C::MemoryWrite { scope: s }, D::MemoryWrite(d)) => s == "*" || s == d,
             (C::AgentSpawn { agent: p }, D::AgentSpawn(a))
@@ -411,8 +412,7 @@ impl Capability {
             (C::ToolInvoke { .. } | C::ToolAll, C::ToolInvoke { tool: b }) if b == "*" => true,
             (C::ToolInvoke { tool: a }, C::ToolInvoke { tool: b }) => a == b,
             (C::ShellExec { argv: a }, C::ShellExec { argv: b }) => argv_subset(a, b),
-            (C::EnvRead { name: a }, C::EnvRead { name: b })
-            | (C::AgentSpawn { agent: a }, C::AgentSpawn { agent: b })
+            (C::AgentSpawn { agent: a }, C::AgentSpawn { agent: b })
             | (C::AgentMessage { agent: a }, C::AgentMessage { agent: b })
             | (C::AgentKill { agent: a }, C::AgentKill { agent: b })
             | (C::LlmQuery { model: a }, C::LlmQuery { model: b }) => segment_subset(a, b),
@@ -435,7 +435,6 @@ impl Capability {
             ToolInvoke { .. } => "tool_invoke",
             ToolAll => "tool_all",
             ShellExec { .. } => "shell_exec",
-            EnvRead { .. } => "env_read",
             MemoryRead { .. } => "memory_read",
             MemoryWrite { .. } => "memory_write",
             AgentSpawn { .. } => "agent_spawn",
@@ -456,7 +455,6 @@ impl Capability {
             NetConnect { .. } => "host",
             ToolInvoke { .. } => "tool",
             ShellExec { .. } => "argv",
-            EnvRead { .. } => "name",
             MemoryRead { .. } | MemoryWrite { .. } => "scope",
             AgentSpawn { .. } | AgentMessage { .. } | AgentKill { .. } => "agent",
             LlmQuery { .. } => "model",
@@ -494,7 +492,6 @@ impl fmt::Display for Capability {
             ToolInvoke { tool } => write!(f, "{k} {tool}"),
             ToolAll => write!(f, "{k}"),
             ShellExec { argv } => write!(f, "{k} {}", show_argv(argv)),
-            EnvRead { name } => write!(f, "{k} {name}"),
             MemoryRead { scope } | MemoryWrite { scope } => write!(f, "{k} {scope}"),
             AgentSpawn { agent } | AgentMessage { agent } | AgentKill { agent } => {
                 write!(f, "{k} {agent}")
@@ -518,7 +515,6 @@ impl fmt::Display for Demand {
             NetConnect { host, port } => write!(f, "net_connect {host}:{port}"),
             Tool { domain, operation } => write!(f, "tool {domain}:{operation}"),
             ShellExec(argv) => write!(f, "shell_exec {}", show_argv(argv)),
-            EnvRead(n) => write!(f, "env_read {n}"),
             MemoryRead(s) => write!(f, "memory_read {s}"),
             MemoryWrite(s) => write!(f, "memory_write {s}"),
             AgentSpawn(a) => write!(f, "agent_spawn {a}"),

@@ -189,6 +189,13 @@ impl<'a> Located<'a> {
             Some(f) => format!("{f}: {raw}"),
             None => raw.clone(),
         };
+        if raw.contains("unknown variant `env_read`") {
+            message = format!(
+                "{}capability kind `env_read` no longer exists: no tool reads the operator's environment (commands run with an empty one, and secrets reach tools only through [credentials] grants), so it granted nothing; remove this capability",
+                field.as_ref().map(|f| format!("{f}: ")).unwrap_or_default()
+            );
+            return self.error_at(offset, field, message);
+        }
         if raw.contains("unknown variant") && raw.contains("file_read") {
             message.push_str(&format!(
                 " (capability `kind` must be one of: {})",

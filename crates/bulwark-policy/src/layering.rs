@@ -16,6 +16,7 @@ use std::fmt::{self, Write as _};
 use serde::Serialize;
 
 use crate::access::{UserEntry, user_may_use_agent};
+use crate::call_limits::CallLimits;
 use crate::capability::{Capability, CapabilitySet, Demand};
 use crate::config::GlobalConfig;
 use crate::loop_guard::LoopGuardConfig;
@@ -144,6 +145,9 @@ pub struct EffectivePolicy {
     /// domain -> allowed operations (never an empty set).
     pub tools: BTreeMap<String, BTreeSet<String>>,
     pub capabilities: CapabilitySet,
+    /// Which models, how many output tokens and how many credits one of
+    /// the agent's own calls may use (every layer narrows).
+    pub call_limits: CallLimits,
     pub approval: ApprovalSection,
     /// The manifest's sandbox, narrowed to what survived: `shell` is off
     /// unless the `shell` tool domain survived every layer, and only hosts whose `net_connect`
@@ -157,6 +161,14 @@ pub struct EffectivePolicy {
     /// covered it.
     #[serde(skip)]
     removed_caps: Vec<(Capability, usize)>,
+}
+
+/// `llm_max_tokens` and `econ_spend`: limits every layer narrows.
+fn is_call_limit(cap: &Capability) -> bool {
+    matches!(
+        cap,
+        Capability::LlmMaxTokens { .. } | Capability::EconSpend { .. }
+    )
 }
 
 /// Working state while layers are applied.
@@ -203,10 +215,14 @@ impl Builder {
         }
     }
 
-    /// Keep only capabilities within some capability of `ceiling`.
+    /// Keep only capabilities within some capability of `ceiling`. The
+    /// per-call limits (`llm_max_tokens`, `econ_spend`) are not grants a
+    /// ceiling can take away (that would lift the limit): they are
+    /// narrowed afterwards, in [`CallLimits`].
     fn apply_ceiling(&mut self, ceiling: &[Capability], layer: Layer, name: &str) {
         self.remove_caps_where(layer, &|cap| {
-            (!ceiling.iter().any(|c| cap.is_subset_of(c))).then(|| format!("not within {name}"))
+            (!is_call_limit(cap) && !ceiling.iter().any(|c| cap.is_subset_of(c)))
+                .then(|| format!("not within {name}"))
         });
     }
 
@@ -332,6 +348,27 @@ pub fn compute_effective(inputs: &PolicyInputs, catalog: &ToolCatalog) -> Effect
         b.apply_ceiling(ceiling, Layer::User, "the user's capabilities ceiling");
     }
 
+    // ---- per-call limits: the narrowest of every layer that sets one ----
+    let mut limit_layers: Vec<&[Capability]> = vec![m.capabilities.as_slice()];
+    if let Some(ceiling) = &g.capabilities {
+        limit_layers.push(ceiling.as_slice());
+    }
+    if let Some((_, entry)) = inputs.user
+        && let Some(ceiling) = &entry.capabilities
+    {
+        limit_layers.push(ceiling.as_slice());
+    }
+    let call_limits = CallLimits::from_layers(limit_layers);
+    // The capability set states the limits in force, one of each kind, so
+    // `permits` and the spawn subset check read the same numbers.
+    b.caps.retain(|c| !is_call_limit(c));
+    if let Some(max) = call_limits.max_tokens {
+        b.caps.push(Capability::LlmMaxTokens { max });
+    }
+    if let Some(max) = call_limits.max_spend {
+        b.caps.push(Capability::EconSpend { max });
+    }
+
     // ---- tools: grant from tools.allow and surviving tool capabilities ----
     let grant_domain = |b: &mut Builder, d: &str, via: &str| match catalog.operations(d) {
         Some(ops) if !ops.is_empty() => {
@@ -424,6 +461,7 @@ pub fn compute_effective(inputs: &PolicyInputs, catalog: &ToolCatalog) -> Effect
         agent: m.agent.name.clone(),
         tools: b.tools,
         capabilities: CapabilitySet::new(b.caps),
+        call_limits,
         approval: m.approval.clone(),
         sandbox,
         loop_guard: m.loop_guard.clone().unwrap_or_else(|| g.loop_guard.clone()),
@@ -533,6 +571,19 @@ impl EffectivePolicy {
         }
         for c in self.capabilities.iter() {
             let _ = writeln!(s, "  {c}");
+        }
+        let limits = &self.call_limits;
+        if !limits.models.is_empty() || limits.max_tokens.is_some() || limits.max_spend.is_some() {
+            let _ = writeln!(s, "per-call limits (every layer narrows):");
+            for layer in &limits.models {
+                let _ = writeln!(s, "  models: one of {}", layer.join(", "));
+            }
+            if let Some(max) = limits.max_tokens {
+                let _ = writeln!(s, "  max_tokens per model call: {max}");
+            }
+            if let Some(max) = limits.max_spend {
+                let _ = writeln!(s, "  credits reserved per call: at most {max}");
+            }
         }
         if !self.approval.tools.is_empty() || !self.approval.operations.is_empty() {
             let items: Vec<&str> = self

@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 mod access;
+mod call_limits;
 mod capability;
 mod config;
 mod credentials;
@@ -31,6 +32,7 @@ mod template;
 mod validate;
 
 pub use access::{AccessFile, UserEntry, UserLimits, UserRole, parse_access, user_may_use_agent};
+pub use call_limits::CallLimits;
 pub use capability::{CAPABILITY_KINDS, Capability, CapabilitySet, Demand, HostPattern};
 pub use config::{
     AuditSection, GlobalConfig, GlobalSandbox, ProviderConfig, ProviderKind, RemoteSection,

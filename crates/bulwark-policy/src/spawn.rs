@@ -185,6 +185,15 @@ fn check_capabilities(
             ),
         );
     }
+    // A limit the child lacks is a limit lifted: the child must be held at
+    // least as tightly per call as its parent.
+    for (kind, why) in child
+        .policy
+        .call_limits
+        .wider_than(&parent.policy.call_limits)
+    {
+        push(out, format!("limit {kind}"), why);
+    }
 }
 
 fn check_sandbox(parent: &SpawnGrant<'_>, child: &SpawnGrant<'_>, out: &mut Vec<SpawnViolation>) {
@@ -220,6 +229,7 @@ fn check_model(parent: &SpawnGrant<'_>, child: &SpawnGrant<'_>, out: &mut Vec<Sp
         .policy
         .capabilities
         .permits(&Demand::LlmQuery(wanted.clone()))
+        && parent.policy.call_limits.model_allowed(&wanted)
     {
         return;
     }

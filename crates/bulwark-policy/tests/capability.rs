@@ -162,12 +162,6 @@ fn tools_memory_agents_models_numbers() {
         }
         .covers(&D::LlmQuery("openai:gpt".into()))
     );
-    assert!(
-        C::EnvRead {
-            name: "GIT_*".into()
-        }
-        .covers(&D::EnvRead("GIT_AUTHOR".into()))
-    );
     assert!(C::LlmMaxTokens { max: 100 }.covers(&D::LlmTokens(100)));
     assert!(!C::LlmMaxTokens { max: 100 }.covers(&D::LlmTokens(101)));
     assert!(C::EconSpend { max: 5 }.covers(&D::EconSpend(5)));
@@ -300,12 +294,11 @@ fn cap() -> impl Strategy<Value = C> {
             .prop_map(|t| C::ToolInvoke { tool: t.into() }),
         Just(C::ToolAll),
         argv_pattern().prop_map(|argv| C::ShellExec { argv }),
-        glob_word().prop_map(|name| C::EnvRead { name }),
         prop_oneof![Just("agent"), Just("user"), Just("*")]
             .prop_map(|s| C::MemoryRead { scope: s.into() }),
         glob_word().prop_map(|agent| C::AgentSpawn { agent }),
         glob_word().prop_map(|model| C::LlmQuery { model }),
-        (0u32..10).prop_map(|max| C::LlmMaxTokens { max }),
+        (1u32..10).prop_map(|max| C::LlmMaxTokens { max }),
         (0u64..10).prop_map(|max| C::EconSpend { max }),
     ]
 }
@@ -329,7 +322,6 @@ fn demand() -> impl Strategy<Value = D> {
             operation: o
         }),
         prop::collection::vec(word(), 1..5).prop_map(D::ShellExec),
-        word().prop_map(D::EnvRead),
         prop_oneof![Just("agent"), Just("user")].prop_map(|s| D::MemoryRead(s.into())),
         word().prop_map(D::AgentSpawn),
         word().prop_map(D::LlmQuery),
@@ -377,5 +369,36 @@ proptest! {
             if c.permits(&d) { prop_assert!(p.permits(&d)); }
         }
         prop_assert!(CapabilitySet::default().is_subset_of(&p));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// `llm_query` as a session limit: a model is allowed exactly when
+    /// every declaring layer has a pattern that covers it, and another
+    /// layer never widens what is allowed.
+    #[test]
+    fn model_limits_match_every_layer_and_only_narrow(
+        layers in prop::collection::vec(prop::collection::vec(glob_word(), 0..3), 0..3),
+        extra in prop::collection::vec(glob_word(), 0..3),
+        model in word(),
+        tokens in 1u32..20,
+    ) {
+        let caps = |pats: &[String]| -> Vec<C> {
+            pats.iter().map(|m| C::LlmQuery { model: m.clone() }).collect()
+        };
+        let layer_caps: Vec<Vec<C>> = layers.iter().map(|l| caps(l)).collect();
+        let limits = bulwark_policy::CallLimits::from_layers(layer_caps.iter().map(Vec::as_slice));
+        let expected = layer_caps
+            .iter()
+            .filter(|l| !l.is_empty())
+            .all(|l| l.iter().any(|c| c.covers(&D::LlmQuery(model.clone()))));
+        prop_assert_eq!(limits.model_allowed(&model), expected);
+        let mut more = layer_caps.clone();
+        more.push(caps(&extra));
+        let narrower = bulwark_policy::CallLimits::from_layers(more.iter().map(Vec::as_slice));
+        prop_assert!(!narrower.model_allowed(&model) || limits.model_allowed(&model));
+        prop_assert!(narrower.tokens_for(tokens) <= tokens);
     }
 }

@@ -478,4 +478,30 @@ fn audit_witnesses_are_validated_with_file_and_field() {
             .to_vkey();
     let e = parse_global_config(&good.replace(&w1, &log_key), "config.toml").unwrap_err();
     assert_eq!(e.field.as_deref(), Some("audit.witnesses[0].key"), "{e}");
+
+#[test]
+fn env_read_no_longer_exists_and_says_so_where() {
+    let src = "[agent]\nname = \"a\"\n[[capabilities]]\nkind = \"env_read\"\nname = \"HOME\"\n";
+    let e = parse_manifest(src, "agents/a/agent.toml").unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("agents/a/agent.toml"), "{text}");
+    assert_eq!(e.line, 4, "{text}");
+    assert!(text.contains("`env_read` no longer exists"), "{text}");
+    // The same in the global ceiling.
+    let e = parse_global_config(
+        "[[capabilities]]\nkind = \"env_read\"\nname = \"*\"\n",
+        "config.toml",
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("config.toml"), "{e}");
+    assert!(e.to_string().contains("no longer exists"), "{e}");
+    // The kind is gone from the list errors teach.
+    assert!(!bulwark_policy::CAPABILITY_KINDS.contains(&"env_read"));
+}
+
+#[test]
+fn llm_max_tokens_of_zero_is_refused_where_it_is() {
+    let src = "[agent]\nname = \"a\"\n[[capabilities]]\nkind = \"llm_max_tokens\"\nmax = 0\n";
+    let e = parse_manifest(src, "agent.toml").unwrap_err();
+    assert!(e.to_string().contains("refuse every model call"), "{e}");
 }

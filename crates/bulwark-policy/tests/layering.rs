@@ -378,6 +378,10 @@ fn cap() -> impl Strategy<Value = C> {
         Just(C::ShellExec {
             argv: vec!["git".into(), "**".into()]
         }),
+        (1u32..5).prop_map(|max| C::LlmMaxTokens { max }),
+        (0u64..5).prop_map(|max| C::EconSpend { max }),
+        prop::sample::select(&["script:*", "script:a", "openai:*"][..])
+            .prop_map(|m| C::LlmQuery { model: m.into() }),
     ]
 }
 
@@ -465,10 +469,32 @@ fn restrict() -> impl Strategy<Value = Restrict> {
 
 /// Intersect a ceiling: `None` becomes the new list, `Some(old)` keeps only
 /// entries also in the new list (so it can only shrink).
+/// A narrower ceiling: grants are intersected; per-call limits (which a
+/// ceiling imposes rather than grants) are kept and the new ones added;
+/// the ceiling's `llm_query` list shrinks but never to nothing (a layer
+/// without `llm_query` does not restrict models at all).
 fn narrow_ceiling(old: &mut Option<Vec<C>>, new: Vec<C>) {
+    let is_limit = |c: &C| matches!(c, C::LlmMaxTokens { .. } | C::EconSpend { .. });
+    let is_model = |c: &C| matches!(c, C::LlmQuery { .. });
     *old = Some(match old.take() {
         None => new,
-        Some(o) => o.into_iter().filter(|c| new.contains(c)).collect(),
+        Some(o) => {
+            let limits: Vec<C> = new.iter().filter(|c| is_limit(c)).cloned().collect();
+            let old_models: Vec<C> = o.iter().filter(|c| is_model(c)).cloned().collect();
+            let mut models: Vec<C> = old_models
+                .iter()
+                .filter(|c| new.contains(c))
+                .cloned()
+                .collect();
+            if models.is_empty() {
+                models = old_models;
+            }
+            o.into_iter()
+                .filter(|c| is_limit(c) || (!is_model(c) && new.contains(c)))
+                .chain(limits)
+                .chain(models)
+                .collect()
+        }
     });
 }
 
@@ -542,7 +568,17 @@ proptest! {
             prop_assert!(old.is_some_and(|o| ops.is_subset(o)), "{:?} grew tool {}: {:?} -> {:?}", r, d, old, ops);
         }
         for c in after.capabilities.iter() {
-            prop_assert!(before.capabilities.iter().any(|b| b == c), "{:?} grew capability {}", r, c);
+            // A per-call limit a layer adds or lowers is a narrowing.
+            let limit_ok = match c {
+                C::LlmMaxTokens { max } => before.call_limits.max_tokens.is_none_or(|b| *max <= b),
+                C::EconSpend { max } => before.call_limits.max_spend.is_none_or(|b| *max <= b),
+                _ => false,
+            };
+            prop_assert!(limit_ok || before.capabilities.iter().any(|b| b == c), "{:?} grew capability {}", r, c);
+        }
+        prop_assert!(after.call_limits.wider_than(&before.call_limits).is_empty(), "{:?} lifted a limit", r);
+        for model in ["script:a", "script:b", "openai:gpt"] {
+            prop_assert!(!after.call_limits.model_allowed(model) || before.call_limits.model_allowed(model), "{:?} allowed {}", r, model);
         }
         prop_assert!(!after.sandbox.shell || before.sandbox.shell);
         prop_assert!(!after.sandbox.allow_all || before.sandbox.allow_all);
@@ -552,4 +588,87 @@ proptest! {
             for op in ops { prop_assert!(after.check_tool(d, op).is_ok()); }
         }
     }
+}
+
+/// The agent manifest with `caps` appended as `[[capabilities]]` tables.
+fn with_caps(caps: &str) -> Manifest {
+    parse_manifest(&format!("{MANIFEST}{caps}"), "agent.toml").unwrap()
+}
+
+fn limits_of(m: &Manifest, global: &str, user: Option<&str>) -> bulwark_policy::EffectivePolicy {
+    let g = parse_global_config(global, "config.toml").unwrap();
+    let a = user.map(|u| parse_access(&format!("[users.alice]\n{u}"), "access.toml").unwrap());
+    let mut m = m.clone();
+    m.access.mode = bulwark_policy::AccessMode::Public;
+    compute_effective(
+        &PolicyInputs {
+            global: &g,
+            manifest: &m,
+            remote: false,
+            user: a.as_ref().map(|a| ("alice", &a.users["alice"])),
+        },
+        &catalog(),
+    )
+}
+
+#[test]
+fn per_call_limits_are_narrowed_by_every_layer_and_never_lifted() {
+    let m = with_caps(
+        "[[capabilities]]\nkind = \"llm_max_tokens\"\nmax = 5000\n\
+         [[capabilities]]\nkind = \"econ_spend\"\nmax = 40\n\
+         [[capabilities]]\nkind = \"llm_query\"\nmodel = \"anthropic:*\"\n",
+    );
+    // The manifest alone.
+    let e = limits_of(&m, "", None);
+    assert_eq!(e.call_limits.max_tokens, Some(5000));
+    assert_eq!(e.call_limits.max_spend, Some(40));
+    assert!(e.call_limits.model_allowed("anthropic:claude-x"));
+    assert!(!e.call_limits.model_allowed("openai:gpt-4o"));
+    assert_eq!(e.call_limits.tokens_for(8000), 5000);
+    assert_eq!(e.call_limits.tokens_for(100), 100);
+
+    // A global ceiling that does not mention the limits leaves them: it
+    // cannot lift a limit by leaving it out.
+    let e = limits_of(
+        &m,
+        "[[capabilities]]\nkind = \"file_read\"\npath = \"**\"\n",
+        None,
+    );
+    assert_eq!(e.call_limits.max_tokens, Some(5000));
+    assert_eq!(e.call_limits.max_spend, Some(40));
+    assert!(!e.call_limits.model_allowed("openai:gpt-4o"));
+    assert!(e.capabilities.permits(&Demand::LlmTokens(5000)));
+
+    // A tighter global ceiling and a tighter user ceiling lower them.
+    let e = limits_of(
+        &m,
+        "[[capabilities]]\nkind = \"llm_max_tokens\"\nmax = 1000\n\
+         [[capabilities]]\nkind = \"llm_query\"\nmodel = \"*:claude-*\"\n",
+        Some("[[users.alice.capabilities]]\nkind = \"econ_spend\"\nmax = 7\n"),
+    );
+    assert_eq!(e.call_limits.max_tokens, Some(1000));
+    assert_eq!(e.call_limits.max_spend, Some(7));
+    assert!(e.call_limits.model_allowed("anthropic:claude-x"));
+    assert!(!e.call_limits.model_allowed("anthropic:haiku"));
+    assert!(!e.capabilities.permits(&Demand::LlmTokens(1001)));
+    assert!(e.capabilities.permits(&Demand::LlmTokens(1000)));
+    assert!(
+        e.explain().contains("max_tokens per model call: 1000"),
+        "{}",
+        e.explain()
+    );
+
+    // A manifest without limits gets the ceiling's.
+    let plain = with_caps("");
+    let e = limits_of(
+        &plain,
+        "[[capabilities]]\nkind = \"llm_max_tokens\"\nmax = 300\n",
+        None,
+    );
+    assert_eq!(e.call_limits.max_tokens, Some(300));
+    // And none at all: no limit, any configured model.
+    let e = limits_of(&plain, "", None);
+    assert_eq!(e.call_limits, bulwark_policy::CallLimits::default());
+    assert!(e.call_limits.model_allowed("openai:gpt-4o"));
+    assert!(e.call_limits.spend_allowed(u64::MAX));
 }

@@ -540,3 +540,30 @@ proptest! {
         prop_assert_eq!(spawn_violations(&p.grant(), "child", &twin.grant()), vec![]);
     }
 }
+
+#[test]
+fn a_child_without_the_parents_per_call_limits_is_refused() {
+    let limited = PARENT.replace(
+        "[[capabilities]]\n",
+        "[[capabilities]]\nkind = \"llm_max_tokens\"\nmax = 500\n[[capabilities]]\nkind = \"econ_spend\"\nmax = 9\n[[capabilities]]\n",
+    );
+    let p = Agent::parse(&limited);
+    let renamed = |src: &str| src.replace("name = \"parent\"", "name = \"helper\"");
+    // The attack: a child that simply leaves the limits out.
+    let c = Agent::parse(&renamed(PARENT));
+    let v = spawn_violations(&p.grant(), "helper", &c.grant());
+    assert_eq!(
+        items(&v),
+        ["limit llm_max_tokens", "limit econ_spend"],
+        "{v:?}"
+    );
+    // A wider one.
+    let wider = Agent::parse(&renamed(&limited.replace("max = 500", "max = 501")));
+    let v = spawn_violations(&p.grant(), "helper", &wider.grant());
+    assert!(items(&v).contains(&"limit llm_max_tokens"), "{v:?}");
+    // The work: the same limits or tighter ones.
+    let same = Agent::parse(&renamed(&limited));
+    assert_eq!(spawn_violations(&p.grant(), "helper", &same.grant()), []);
+    let tighter = Agent::parse(&renamed(&limited.replace("max = 9", "max = 2")));
+    assert_eq!(spawn_violations(&p.grant(), "helper", &tighter.grant()), []);
+}
