@@ -20,6 +20,7 @@ mod cmd_worker;
 mod printer;
 mod records;
 mod session_credits;
+mod session_lease;
 mod terminal;
 mod verified_agent;
 mod worker_confine;
