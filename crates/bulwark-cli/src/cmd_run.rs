@@ -11,7 +11,7 @@ use crate::{ChatArgs, Failure, RunArgs, usage_error};
 use anyhow::{Context, anyhow};
 use bulwark_audit::{AuditRecord, Decision};
 use bulwark_kernel::{
-    AgentRuntime, AgentSetup, Approver, Door, Home, Kernel, KernelError, PolicyContext,
+    AgentRuntime, AgentSetup, Approver, ConversationStore, Door, Home, Kernel, KernelError, PolicyContext,
     PreApproved, Session, SessionIdentity, SessionState, ToolLimits, ToolRegistry, TurnEnd,
     build_session, effective_policy, load_secrets, resolve_model, resolve_model_with,
 };
@@ -39,6 +39,20 @@ pub(crate) struct Prepared {
     pub(crate) checkpoints: Option<Checkpointer>,
     /// Ctrl-C / SIGTERM, listened for from before the session starts.
     pub(crate) shutdown: Shutdown,
+    /// This process's lease on the session (`None` in a worker: the
+    /// server holds it), given up when this is dropped.
+    pub(crate) lease: Option<Arc<bulwark_store::SessionLease>>,
+}
+
+impl Drop for Prepared {
+    /// Gives the lease up as the run ends, not whenever the last clone of
+    /// the conversation store goes: the next `--session` resume may start
+    /// the moment this process exits.
+    fn drop(&mut self) {
+        if let Some(lease) = &self.lease {
+            lease.release();
+        }
+    }
 }
 
 impl Prepared {
@@ -286,9 +300,40 @@ pub(crate) fn prepare(
     let approver_for_children = approver.clone();
     let door = Door::new(registry, audit.clone(), approver)
         .with_recorded_arguments(global.audit.record_arguments);
-    let kernel = Kernel::with_shared_store(door, records.conversations.clone());
+    let id = match resume {
+        Some(id) => {
+            // Checked before the lease so a mistyped or foreign id gets
+            // its own message; the state is read after it (below), so no
+            // other run can save over what this one loaded.
+            records.resume(id, agent_name, user)?;
+            id.to_string()
+        }
+        None => uuid_like(),
+    };
+    // One process runs a session at a time: this one holds its lease from
+    // here until `Prepared` is dropped. A worker takes none: the server
+    // holds the lease for the conversation it serves.
+    let (lease, conversations) = match records.database() {
+        Some(store) => {
+            let lease = match crate::session_lease::take(store, &*audit, &id, agent_name, user) {
+                Ok(lease) => lease,
+                Err(failure) => {
+                    if let Some(checkpoints) = records.checkpoints {
+                        checkpoints.finish();
+                    }
+                    return Err(failure);
+                }
+            };
+            let leased: Arc<dyn ConversationStore> = Arc::new(
+                crate::session_lease::LeasedConversations::new(store.clone(), lease.clone()),
+            );
+            (Some(lease), leased)
+        }
+        None => (None, records.conversations.clone()),
+    };
+    let kernel = Kernel::with_shared_store(door, conversations);
 
-    let (id, saved, history) = match resume {
+    let (saved, history) = match resume {
         Some(id) => {
             let state_json = records.resume(id, agent_name, user)?;
             let saved: Option<SessionState> = match state_json {
@@ -299,9 +344,9 @@ pub(crate) fn prepare(
                 None => None,
             };
             let history = kernel.history(id).map_err(kernel_failure)?;
-            (id.to_string(), saved, history)
+            (saved, history)
         }
-        None => (uuid_like(), None, Vec::new()),
+        None => (None, Vec::new()),
     };
     let is_new = resume.is_none();
     let identity = SessionIdentity {
@@ -395,6 +440,7 @@ pub(crate) fn prepare(
         agent,
         checkpoints: records.checkpoints,
         shutdown,
+        lease,
     })
 }
 

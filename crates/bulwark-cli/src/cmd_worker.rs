@@ -174,6 +174,9 @@ async fn converse(
                     "no session `{id}` of user `{user}` with agent `{agent}`"
                 )),
             ),
+            // Another process runs the session: the server's message
+            // says which and until when.
+            StoreError::Conflict(why) => fail(ErrorCode::Busy, Failure::from(anyhow!("{why}"))),
             other => fail(ErrorCode::Setup, Failure::from(other)),
         };
     }

@@ -22,6 +22,7 @@ mod evidence;
 mod printer;
 mod records;
 mod session_credits;
+mod session_lease;
 mod terminal;
 mod verified_agent;
 mod witnessing;

@@ -106,6 +106,7 @@ impl BrokerClient {
         match reply {
             Ok(StoreReply::Failed { kind, message }) => Err(match kind {
                 StoreFailure::NotFound => StoreError::NotFound(message),
+                StoreFailure::Leased => StoreError::Conflict(message),
                 StoreFailure::Forbidden | StoreFailure::Internal => StoreError::Remote(message),
             }),
             Ok(reply) => Ok(reply),

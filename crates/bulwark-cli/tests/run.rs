@@ -1,6 +1,8 @@
 //! `bulwark run`: the demo walkthrough, headless approvals, and exit codes.
 
 mod common;
+#[path = "run/lease.rs"]
+mod lease;
 
 use common::{Bw, field, scripted, with_action};
 

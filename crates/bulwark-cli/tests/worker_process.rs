@@ -566,3 +566,57 @@ async fn a_spent_daily_token_budget_refuses_the_next_turn() {
     );
     shut_down(b).await;
 }
+
+/// A served conversation holds its session's lease in the server (the
+/// worker never opens the database): a second conversation on the session
+/// and a `bulwark run --session` beside it are refused, saying why; once
+/// the conversation ends, both work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_session_runs_in_one_place_at_a_time() {
+    let bw = Bw::empty();
+    bw.agent(
+        "talker",
+        &scripted("talker", ""),
+        Some("{\"text\": \"one\"}\n{\"text\": \"two\"}\n{\"text\": \"three\"}\n"),
+    );
+    let supervisor = supervisor(&bw);
+    let mut c = supervisor.open(open("local", "talker", None)).await.unwrap();
+    let session = c.session_id.clone();
+    say(&c, 1, "hello").await;
+    turn(&mut c, 1).await;
+
+    match supervisor
+        .open(open("local", "talker", Some(&session)))
+        .await
+        .err()
+        .unwrap()
+    {
+        SupervisorError::Refused { code, message } => {
+            assert_eq!(code, ErrorCode::Busy);
+            assert!(
+                message.contains(&format!(
+                    "session `{session}` is being run by another process"
+                )),
+                "{message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let out = bw.run(&["run", "talker", "beside", "--session", &session]);
+    out.expect_code(1);
+    assert!(
+        out.stderr.contains("is being run by another process"),
+        "{}",
+        out.stderr
+    );
+
+    shut_down(c).await;
+    bw.run(&["run", "talker", "after", "--session", &session])
+        .ok();
+    let c = supervisor
+        .open(open("local", "talker", Some(&session)))
+        .await
+        .unwrap();
+    assert_eq!(c.history_messages, 4);
+    shut_down(c).await;
+}

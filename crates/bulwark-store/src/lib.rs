@@ -16,6 +16,7 @@ mod checkpoint;
 mod children;
 mod cosignatures;
 mod group_commit;
+mod lease;
 mod ledger;
 mod merkle_log;
 mod scan;
@@ -25,6 +26,9 @@ mod verify;
 pub use audit::{AuditQuery, SqliteAuditSink};
 pub use children::{ChildRecord, ChildState};
 pub use cosignatures::{NewCosignature, StoredCosignature};
+pub use lease::{
+    LEASE_RENEW_EVERY, LEASE_TTL, LeaseConflict, LeaseHolder, LeaseInfo, SessionLease,
+};
 pub use ledger::{
     AccountKind, AccountSummary, Actor, Balance, Budget, BudgetUse, HoldId, HoldRequest, ISSUER,
     JournalEntry, LedgerError, Policy, SettleReceipt, TransferReceipt, TransferRequest, USAGE,
@@ -54,6 +58,16 @@ pub enum StoreError {
     NotFound(String),
     #[error("conflict: {0}")]
     Conflict(String),
+    /// Another process holds the session's lease (it is running it).
+    #[error("{0}")]
+    LeaseHeld(LeaseConflict),
+    /// This process no longer holds the session's lease: another process
+    /// took it over after it lapsed, so nothing was written.
+    #[error(
+        "this process no longer holds the lease on session `{session}` (it lapsed and another \
+         process took the session over); nothing was saved, so that process's state stands"
+    )]
+    LeaseLost { session: String },
     /// The database holds something this build cannot interpret (unknown
     /// decision string, negative counter, newer schema).
     #[error("store is corrupt or incompatible: {0}")]
@@ -336,18 +350,7 @@ impl Store {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sqlite("starting message append"))?;
-        touch_session(&tx, session, now)?;
-        let id = {
-            let mut stmt = tx
-                .prepare_cached(
-                    "INSERT INTO messages (session_id, role, content_json, created_ms) \
-                     VALUES (?1, ?2, ?3, ?4)",
-                )
-                .map_err(sqlite("preparing message insert"))?;
-            stmt.execute(params![session, role, content_json, now])
-                .map_err(sqlite("inserting message"))?;
-            tx.last_insert_rowid()
-        };
+        let id = append_message_in(&tx, session, role, content_json, now)?;
         tx.commit().map_err(sqlite("committing message append"))?;
         Ok(id)
     }
@@ -394,21 +397,10 @@ impl Store {
     }
 
     /// Replaces the session's opaque state (loop guard counters etc.).
+    /// Whoever runs the session under a lease saves with
+    /// [`Store::save_state_leased`] instead, which checks the lease.
     pub fn save_state(&self, session: &str, state_json: &str) -> Result<(), StoreError> {
-        let conn = self.lock()?;
-        let mut stmt = conn
-            .prepare_cached(
-                "UPDATE sessions SET state_json = ?2, updated_ms = max(updated_ms, ?3) \
-                 WHERE id = ?1",
-            )
-            .map_err(sqlite("preparing state save"))?;
-        let changed = stmt
-            .execute(params![session, state_json, now_ms()])
-            .map_err(sqlite("saving session state"))?;
-        if changed == 0 {
-            return Err(StoreError::NotFound(format!("session {session:?}")));
-        }
-        Ok(())
+        save_state_in(&*self.lock()?, session, state_json, now_ms())
     }
 
     /// Records the tokens one model call of `session` used, under the
@@ -444,6 +436,46 @@ impl Store {
     pub fn audit_sink(&self) -> SqliteAuditSink {
         SqliteAuditSink::new(self.clone())
     }
+}
+
+/// Appends one message in the caller's transaction; its id.
+pub(crate) fn append_message_in(
+    conn: &Connection,
+    session: &str,
+    role: &str,
+    content_json: &str,
+    now: i64,
+) -> Result<i64, StoreError> {
+    touch_session(conn, session, now)?;
+    conn.prepare_cached(
+        "INSERT INTO messages (session_id, role, content_json, created_ms) \
+         VALUES (?1, ?2, ?3, ?4)",
+    )
+    .map_err(sqlite("preparing message insert"))?
+    .execute(params![session, role, content_json, now])
+    .map_err(sqlite("inserting message"))?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// Replaces the session's state, or reports the session missing.
+pub(crate) fn save_state_in(
+    conn: &Connection,
+    session: &str,
+    state_json: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE sessions SET state_json = ?2, updated_ms = max(updated_ms, ?3) \
+             WHERE id = ?1",
+        )
+        .map_err(sqlite("preparing state save"))?
+        .execute(params![session, state_json, now])
+        .map_err(sqlite("saving session state"))?;
+    if changed == 0 {
+        return Err(StoreError::NotFound(format!("session {session:?}")));
+    }
+    Ok(())
 }
 
 /// Bumps `updated_ms` (monotonically) or reports the session missing.

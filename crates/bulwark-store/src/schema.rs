@@ -310,6 +310,18 @@ const MIGRATIONS: &[&str] = &[
         SELECT RAISE(ABORT, 'audit cosignatures are append-only');
     END;
     "#,
+    // v7: session leases (see `lease.rs`): the one process allowed to run a
+    // session. No foreign key: a new session is leased before it is stored.
+    r#"
+    CREATE TABLE session_leases (
+        session      TEXT    NOT NULL PRIMARY KEY,
+        holder       TEXT    NOT NULL,
+        pid          INTEGER NOT NULL CHECK (pid >= 0),
+        acquired_ms  INTEGER NOT NULL,
+        renewed_ms   INTEGER NOT NULL,
+        expires_ms   INTEGER NOT NULL
+    ) STRICT, WITHOUT ROWID;
+    "#,
 ];
 
 /// Rust steps of migrations, by the version they migrate to.

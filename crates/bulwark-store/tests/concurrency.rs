@@ -6,6 +6,9 @@ use bulwark_store::{NewSession, Store};
 use std::collections::HashSet;
 use std::sync::{Arc, Barrier};
 
+#[path = "concurrency/lease.rs"]
+mod lease;
+
 fn audit(session: &str, n: u64) -> AuditRecord {
     AuditRecord {
         time_ms: n as i64,

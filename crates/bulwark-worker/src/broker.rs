@@ -5,10 +5,11 @@ use crate::protocol::MAX_SHORT_CHARS;
 use crate::store_ipc::{AuditEntry, LedgerReceipt, StoreFailure, StoreReply, StoreRequest};
 use bulwark_audit::{AuditRecord, AuditSink};
 use bulwark_store::{
-    AccountKind, Actor, Budget, HoldId, HoldRequest, LedgerError, NewSession, SqliteAuditSink,
-    Store, StoreError, TransferRequest,
+    AccountKind, Actor, Budget, HoldId, HoldRequest, LeaseHolder, LedgerError, NewSession,
+    SessionLease, SqliteAuditSink, Store, StoreError, TransferRequest,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
 
 /// The most holds one worker may have open at once. A session holds one
 /// per model call in flight and one per priced tool call; the bound keeps
@@ -23,6 +24,10 @@ pub struct BrokerScope {
     pub agent: String,
     /// The session, once the worker created or resumed it.
     pub session: Option<String>,
+    /// The server's lease on that session, held for this worker (see
+    /// `bulwark_store::lease`): its writes to the session are refused
+    /// once another process has taken the session over.
+    lease: Option<LeaseHolder>,
     /// The holds the server made for this worker and it has not closed,
     /// with their amounts: the only ones it may settle or release, and
     /// those charged when it ends. Private, so only the broker adds to it.
@@ -38,6 +43,7 @@ impl BrokerScope {
             user: user.into(),
             agent: agent.into(),
             session: None,
+            lease: None,
             holds: BTreeMap::new(),
             wallet_open: false,
         }
@@ -98,6 +104,9 @@ pub struct DatabaseBroker {
     store: Store,
     audit: SqliteAuditSink,
     limits: Option<LimitsLookup>,
+    /// The session leases held for running workers, by holder id; dropped
+    /// (released) when the worker ends.
+    leases: Mutex<HashMap<String, SessionLease>>,
 }
 
 impl DatabaseBroker {
@@ -109,6 +118,7 @@ impl DatabaseBroker {
             store,
             audit,
             limits: None,
+            leases: Mutex::new(HashMap::new()),
         }
     }
 
@@ -142,6 +152,9 @@ fn from_store(result: Result<(), StoreError>) -> StoreReply {
         Ok(()) => StoreReply::Done,
         Err(StoreError::NotFound(what)) => failed(StoreFailure::NotFound, what),
         Err(StoreError::Conflict(what)) => failed(StoreFailure::Forbidden, what),
+        Err(err @ (StoreError::LeaseHeld(_) | StoreError::LeaseLost { .. })) => {
+            failed(StoreFailure::Leased, clamp(err.to_string()))
+        }
         Err(err) => internal(&err),
     }
 }
@@ -197,9 +210,26 @@ impl StoreBroker for DatabaseBroker {
         match request {
             StoreRequest::Resume { session } => match self.store.session(&session) {
                 Ok(Some(row)) if row.user == scope.user && row.agent == scope.agent => {
-                    scope.session = Some(session);
-                    StoreReply::Resumed {
-                        state_json: row.state_json,
+                    if let Err(refused) = self.take_lease(scope, &session) {
+                        return refused;
+                    }
+                    // The state as of the lease: no other process can
+                    // save over it from here on.
+                    match self.store.session(&session) {
+                        Ok(Some(row)) => {
+                            scope.session = Some(session);
+                            StoreReply::Resumed {
+                                state_json: row.state_json,
+                            }
+                        }
+                        Ok(None) => {
+                            self.drop_lease(scope);
+                            failed(StoreFailure::NotFound, format!("no session `{session}`"))
+                        }
+                        Err(err) => {
+                            self.drop_lease(scope);
+                            internal(&err)
+                        }
                     }
                 }
                 // Someone else's and absent look alike.
@@ -221,6 +251,22 @@ impl StoreBroker for DatabaseBroker {
                         "a session id is letters, digits, `-`, `_` and `.`",
                     );
                 }
+                // An id that exists is refused before the lease is asked
+                // for: whether someone runs another user's session is
+                // not this worker's to learn.
+                match self.store.session(&session) {
+                    Ok(None) => {}
+                    Ok(Some(_)) => {
+                        return failed(
+                            StoreFailure::Forbidden,
+                            format!("session {session:?} already exists"),
+                        );
+                    }
+                    Err(err) => return internal(&err),
+                }
+                if let Err(refused) = self.take_lease(scope, &session) {
+                    return refused;
+                }
                 let created = self.store.create_session(&NewSession {
                     id: session.clone(),
                     agent: scope.agent.clone(),
@@ -228,6 +274,8 @@ impl StoreBroker for DatabaseBroker {
                 });
                 if created.is_ok() {
                     scope.session = Some(session);
+                } else {
+                    self.drop_lease(scope);
                 }
                 from_store(created)
             }
@@ -251,6 +299,7 @@ impl StoreBroker for DatabaseBroker {
     /// exiting (or getting itself killed) before it settles. The budget
     /// keeps counting what was charged.
     fn end(&self, scope: &BrokerScope) {
+        self.drop_lease(scope);
         let Some(session) = scope.session.as_deref() else {
             return;
         };
@@ -284,6 +333,52 @@ pub fn key_prefix(session: &str) -> String {
 }
 
 impl DatabaseBroker {
+    fn leases(&self) -> std::sync::MutexGuard<'_, HashMap<String, SessionLease>> {
+        self.leases.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes `session`'s lease for the worker of `scope`. Another process
+    /// running it is refused (and audited): the worker's user is told who
+    /// runs it (only a session of theirs gets this far).
+    fn take_lease(&self, scope: &mut BrokerScope, session: &str) -> Result<(), StoreReply> {
+        match SessionLease::acquire(&self.store, session) {
+            Ok(lease) => {
+                let holder = lease.holder().clone();
+                self.leases().insert(holder.id.clone(), lease);
+                scope.lease = Some(holder);
+                Ok(())
+            }
+            Err(StoreError::LeaseHeld(conflict)) => {
+                let record = conflict.audit_record(&scope.agent, &scope.user);
+                if let Err(err) = self.audit.record(&record).and_then(|()| self.audit.flush()) {
+                    tracing::error!(error = %err, "cannot audit a refused session lease");
+                }
+                Err(failed(StoreFailure::Leased, clamp(conflict.to_string())))
+            }
+            Err(err) => Err(internal(&err)),
+        }
+    }
+
+    /// Releases the lease held for the worker of `scope`, if any.
+    fn drop_lease(&self, scope: &BrokerScope) {
+        let Some(holder) = &scope.lease else {
+            return;
+        };
+        let lease = self.leases().remove(&holder.id);
+        // Released outside the map's lock: releasing waits for the
+        // renewal thread and the database.
+        drop(lease);
+    }
+
+    /// The lease held for `scope`'s worker; a session opened without one
+    /// cannot be written to.
+    fn holder<'a>(&self, scope: &'a BrokerScope) -> Result<&'a LeaseHolder, StoreReply> {
+        scope
+            .lease
+            .as_ref()
+            .ok_or_else(|| failed(StoreFailure::Forbidden, "no session is open yet"))
+    }
+
     fn in_session(
         &self,
         scope: &mut BrokerScope,
@@ -295,9 +390,13 @@ impl DatabaseBroker {
                 if !is_json(&content_json) {
                     return failed(StoreFailure::Forbidden, "a message must be JSON");
                 }
+                let holder = match self.holder(scope) {
+                    Ok(holder) => holder,
+                    Err(refused) => return refused,
+                };
                 from_store(
                     self.store
-                        .append_message(session, role.as_str(), &content_json)
+                        .append_message_leased(session, holder, role.as_str(), &content_json)
                         .map(|_| ()),
                 )
             }
@@ -309,7 +408,11 @@ impl DatabaseBroker {
                 if !is_json(&state_json) {
                     return failed(StoreFailure::Forbidden, "a session state must be JSON");
                 }
-                from_store(self.store.save_state(session, &state_json))
+                let holder = match self.holder(scope) {
+                    Ok(holder) => holder,
+                    Err(refused) => return refused,
+                };
+                from_store(self.store.save_state_leased(session, holder, &state_json))
             }
             StoreRequest::RecordTokens { tokens } => {
                 from_store(self.store.record_tokens(session, &scope.user, tokens))

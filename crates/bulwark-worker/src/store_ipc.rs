@@ -202,6 +202,9 @@ pub enum StoreFailure {
     NotFound,
     /// The database failed.
     Internal,
+    /// Another process runs the session (it holds the session's lease),
+    /// or took it over from this worker: nothing was done.
+    Leased,
 }
 
 fn bound(field: &'static str, value: &str, max: usize) -> Result<(), TooLong> {

@@ -13,6 +13,9 @@ use bulwark_worker::store_ipc::{
 };
 use bulwark_worker::{BrokerScope, CreditLimits, DatabaseBroker, MAX_OPEN_HOLDS, StoreBroker};
 
+#[path = "broker/lease.rs"]
+mod lease;
+
 fn scope(user: &str, agent: &str) -> BrokerScope {
     BrokerScope::new(user, agent)
 }
@@ -212,7 +215,9 @@ fn what_is_stored_must_be_json_and_within_bounds() {
         assert_eq!(refused(&reply), Some(StoreFailure::Forbidden), "{reply:?}");
     }
     assert!(store.messages("a1").unwrap().is_empty());
-    // A resumed session of her own is hers to continue.
+    // A resumed session of her own is hers to continue, once the worker
+    // that ran it has ended (it held the session's lease).
+    broker.end(&alice);
     let mut again = scope("alice", "helper");
     let reply = broker.handle(
         &mut again,
