@@ -62,7 +62,9 @@ impl SqliteAuditSink {
     /// stored checkpoint the rows do not reproduce. It cannot detect a
     /// truncation that also removed the checkpoints covering the removed
     /// rows, or a consistent rewrite of rows and checkpoints: only a
-    /// checkpoint kept elsewhere can ([`verify_against`](Self::verify_against)).
+    /// checkpoint kept elsewhere can ([`verify_against`](Self::verify_against),
+    /// [`verify_trusted`](Self::verify_trusted)). Stored checkpoints are
+    /// taken as stored: their signatures are checked by `verify_trusted`.
     /// O(records): about a second per million records on two cores.
     pub fn verify(&self) -> Result<VerifyReport, StoreError> {
         self.batches.flush()?;

@@ -478,7 +478,7 @@ fn verify_trusted_counts_a_badly_signed_checkpoint_as_a_problem_never_as_matchin
     assert_eq!((ok.checkpoints_checked, ok.bad_signatures), (2, 0));
 
     // Re-signed by another key: the roots still match, the signature not.
-    let (other, _) = key();
+    let (other, _) = crate::key();
     let forged = bulwark_audit::sign(
         &Checkpoint::new(
             ORIGIN,
