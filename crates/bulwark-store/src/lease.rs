@@ -402,7 +402,8 @@ impl SessionLease {
         &self.holder
     }
 
-    /// The renewal found the lease taken by someone else.
+    /// The lease is no longer this guard's: the renewal found it taken
+    /// by someone else, or it was released.
     pub fn is_lost(&self) -> bool {
         self.lost.load(Ordering::SeqCst)
     }
