@@ -11,9 +11,9 @@ use crate::{ChatArgs, Failure, RunArgs, usage_error};
 use anyhow::{Context, anyhow};
 use bulwark_audit::{AuditRecord, Decision};
 use bulwark_kernel::{
-    AgentRuntime, AgentSetup, Approver, ConversationStore, Door, Home, Kernel, KernelError, PolicyContext,
-    PreApproved, Session, SessionIdentity, SessionState, ToolLimits, ToolRegistry, TurnEnd,
-    build_session, effective_policy, load_secrets, resolve_model, resolve_model_with,
+    AgentRuntime, AgentSetup, Approver, ConversationStore, Door, Home, Kernel, KernelError,
+    PolicyContext, PreApproved, Session, SessionIdentity, SessionState, ToolLimits, ToolRegistry,
+    TurnEnd, build_session, effective_policy, load_secrets, resolve_model, resolve_model_with,
 };
 use bulwark_llm::Message;
 use bulwark_trust::TrustError;

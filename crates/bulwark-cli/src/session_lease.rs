@@ -36,9 +36,10 @@ pub(crate) fn take(
                 error: anyhow!("{reason}"),
             })
         }
-        Err(other) => Err(Failure::from(anyhow::Error::new(other).context(format!(
-            "cannot take the lease on session `{session}`"
-        )))),
+        Err(other) => Err(Failure::from(
+            anyhow::Error::new(other)
+                .context(format!("cannot take the lease on session `{session}`")),
+        )),
     }
 }
 

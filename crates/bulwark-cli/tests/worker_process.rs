@@ -568,9 +568,11 @@ async fn a_spent_daily_token_budget_refuses_the_next_turn() {
 }
 
 /// A served conversation holds its session's lease in the server (the
-/// worker never opens the database): a second conversation on the session
-/// and a `bulwark run --session` beside it are refused, saying why; once
-/// the conversation ends, both work.
+/// worker never opens the database): a `bulwark run --session` beside it,
+/// and another server's conversation on the session, are refused, saying
+/// why; once the conversation ends, both work. (Within one server, a
+/// second open of the session replaces the first worker, which ends
+/// before the new one starts.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_served_session_runs_in_one_place_at_a_time() {
     let bw = Bw::empty();
@@ -579,13 +581,17 @@ async fn a_served_session_runs_in_one_place_at_a_time() {
         &scripted("talker", ""),
         Some("{\"text\": \"one\"}\n{\"text\": \"two\"}\n{\"text\": \"three\"}\n"),
     );
-    let supervisor = supervisor(&bw);
-    let mut c = supervisor.open(open("local", "talker", None)).await.unwrap();
+    let (server, other_server) = (supervisor(&bw), supervisor(&bw));
+    let mut c = server.open(open("local", "talker", None)).await.unwrap();
     let session = c.session_id.clone();
     say(&c, 1, "hello").await;
     turn(&mut c, 1).await;
 
-    match supervisor
+    let out = bw.run(&["run", "talker", "beside", "--session", &session]);
+    out.expect_code(1);
+    let expected = format!("session `{session}` is being run by another process");
+    assert!(out.stderr.contains(&expected), "{}", out.stderr);
+    match other_server
         .open(open("local", "talker", Some(&session)))
         .await
         .err()
@@ -593,27 +599,15 @@ async fn a_served_session_runs_in_one_place_at_a_time() {
     {
         SupervisorError::Refused { code, message } => {
             assert_eq!(code, ErrorCode::Busy);
-            assert!(
-                message.contains(&format!(
-                    "session `{session}` is being run by another process"
-                )),
-                "{message}"
-            );
+            assert!(message.contains(&expected), "{message}");
         }
         other => panic!("{other:?}"),
     }
-    let out = bw.run(&["run", "talker", "beside", "--session", &session]);
-    out.expect_code(1);
-    assert!(
-        out.stderr.contains("is being run by another process"),
-        "{}",
-        out.stderr
-    );
 
     shut_down(c).await;
     bw.run(&["run", "talker", "after", "--session", &session])
         .ok();
-    let c = supervisor
+    let c = other_server
         .open(open("local", "talker", Some(&session)))
         .await
         .unwrap();

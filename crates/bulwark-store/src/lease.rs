@@ -122,7 +122,10 @@ fn utc(ms: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp(ms.div_euclid(1000))
         .ok()
         .and_then(|t| t.format(&format).ok())
-        .map_or_else(|| format!("{ms} ms after the epoch"), |t| format!("{t} UTC"))
+        .map_or_else(
+            || format!("{ms} ms after the epoch"),
+            |t| format!("{t} UTC"),
+        )
 }
 
 fn ttl_ms(ttl: Duration) -> i64 {
@@ -213,7 +216,8 @@ impl Store {
             lease.expires_ms
         ])
         .map_err(sqlite("writing lease"))?;
-        tx.commit().map_err(sqlite("committing lease acquisition"))?;
+        tx.commit()
+            .map_err(sqlite("committing lease acquisition"))?;
         Ok(lease)
     }
 
@@ -300,7 +304,8 @@ impl Store {
             .map_err(sqlite("starting leased message append"))?;
         check_held(&tx, session, &holder.id)?;
         let id = crate::append_message_in(&tx, session, role, content_json, now_ms())?;
-        tx.commit().map_err(sqlite("committing leased message append"))?;
+        tx.commit()
+            .map_err(sqlite("committing leased message append"))?;
         Ok(id)
     }
 }
@@ -345,8 +350,12 @@ impl SessionLease {
         let lost = Arc::new(AtomicBool::new(false));
         let (stop, stopped) = channel::<()>();
         let thread = {
-            let (store, session, holder, lost) =
-                (store.clone(), session.to_owned(), holder.clone(), lost.clone());
+            let (store, session, holder, lost) = (
+                store.clone(),
+                session.to_owned(),
+                holder.clone(),
+                lost.clone(),
+            );
             std::thread::Builder::new()
                 .name("bulwark-lease".into())
                 .spawn(move || {
@@ -393,7 +402,8 @@ impl SessionLease {
         &self.holder
     }
 
-    /// The renewal found the lease taken by someone else.
+    /// The lease is no longer this guard's: the renewal found it taken
+    /// by someone else, or it was released.
     pub fn is_lost(&self) -> bool {
         self.lost.load(Ordering::SeqCst)
     }

@@ -492,7 +492,15 @@ fn touch_session(conn: &Connection, session: &str, now: i64) -> Result<(), Store
 }
 
 /// Creates the database file owner-only if it does not exist and tightens it
-/// if it does. Not `create_new`: two processes may open a fresh store at once.
+/// if it does.
+///
+/// An existing file is never opened here: closing a descriptor of a file
+/// drops every POSIX lock this process holds on it, including those of a
+/// connection already open on it (a second `Store` in the server, say).
+/// Without its shared lock, another process closing its connection thinks
+/// it is the last one and deletes the WAL under this one (seen as "disk
+/// I/O error" and stale reads). A file another process creates meanwhile
+/// is fine: it exists, and is tightened below.
 #[cfg(unix)]
 fn create_private_file(path: &Path) -> Result<(), StoreError> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -500,14 +508,19 @@ fn create_private_file(path: &Path) -> Result<(), StoreError> {
         let context = format!("{context} {}", path.display());
         move |source| StoreError::Io { context, source }
     };
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(path)
-        .map_err(io("creating"))?;
+    if !path.exists() {
+        match std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+        {
+            Ok(_) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(err) => return Err(io("creating")(err)),
+        }
+    }
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(io("restricting permissions of"))
 }

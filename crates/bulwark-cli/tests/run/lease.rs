@@ -100,7 +100,11 @@ fn a_second_process_on_a_running_session_is_refused() {
     out.expect_code(1);
     let expected = format!("session `{id}` is being run by another process (pid {pid} since ");
     assert!(out.stderr.contains(&expected), "{}", out.stderr);
-    assert!(out.stderr.contains("wait for it to finish"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("wait for it to finish"),
+        "{}",
+        out.stderr
+    );
     assert!(!out.stdout.contains("reply"), "nothing ran: {}", out.stdout);
 
     let out = bw
@@ -109,7 +113,11 @@ fn a_second_process_on_a_running_session_is_refused() {
         .run();
     out.expect_code(1);
     assert!(out.stderr.contains(&expected), "{}", out.stderr);
-    assert_eq!(messages(&bw, &id), 2, "the refused processes stored nothing");
+    assert_eq!(
+        messages(&bw, &id),
+        2,
+        "the refused processes stored nothing"
+    );
 
     // Another session is not held up.
     bw.run(&["run", "talker", "elsewhere"]).ok();
@@ -152,10 +160,16 @@ fn a_dead_holders_lease_expires_and_the_session_runs() {
         .as_millis() as i64;
     let ttl = bulwark_store::LEASE_TTL;
     let live = LeaseHolder::new();
-    store.acquire_lease(&id, &live, now, ttl).expect("a free lease");
+    store
+        .acquire_lease(&id, &live, now, ttl)
+        .expect("a free lease");
     let out = bw.run(&["run", "talker", "again", "--session", &id]);
     out.expect_code(1);
-    assert!(out.stderr.contains("is being run by another process"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("is being run by another process"),
+        "{}",
+        out.stderr
+    );
 
     // The same holder, as if it had crashed a TTL ago.
     let dead = LeaseHolder::new();
@@ -165,5 +179,9 @@ fn a_dead_holders_lease_expires_and_the_session_runs() {
         .expect("a free lease");
     bw.run(&["run", "talker", "again", "--session", &id]).ok();
     assert_eq!(messages(&bw, &id), 4);
-    assert_eq!(store.lease(&id).expect("readable"), None, "released at the end");
+    assert_eq!(
+        store.lease(&id).expect("readable"),
+        None,
+        "released at the end"
+    );
 }

@@ -1,8 +1,6 @@
 //! Session leases: one process runs a session at a time (issue 17 item 15).
 
-use bulwark_store::{
-    LeaseHolder, NewSession, SessionLease, Store, StoreError,
-};
+use bulwark_store::{LeaseHolder, NewSession, SessionLease, Store, StoreError};
 use proptest::prelude::*;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
@@ -58,10 +56,16 @@ fn racing_acquirers_exactly_one_wins() {
             };
             assert_eq!(conflict.session, session);
             assert_eq!(conflict.pid, std::process::id());
-            assert_eq!((conflict.since_ms, conflict.expires_ms), (held.acquired_ms, held.expires_ms));
+            assert_eq!(
+                (conflict.since_ms, conflict.expires_ms),
+                (held.acquired_ms, held.expires_ms)
+            );
             let message = refused.to_string();
             assert!(
-                message.contains(&format!("session `{session}` is being run by another process (pid {}", std::process::id())),
+                message.contains(&format!(
+                    "session `{session}` is being run by another process (pid {}",
+                    std::process::id()
+                )),
                 "{message}"
             );
         }
@@ -77,16 +81,28 @@ fn an_expired_lease_of_a_dead_holder_is_taken_over() {
     with_session(&store, "s");
     let (dead, next) = (LeaseHolder::new(), LeaseHolder::new());
     store.acquire_lease("s", &dead, 1_000, TTL).unwrap();
-    let err = store.acquire_lease("s", &next, 1_000 + TTL_MS - 1, TTL).unwrap_err();
+    let err = store
+        .acquire_lease("s", &next, 1_000 + TTL_MS - 1, TTL)
+        .unwrap_err();
     assert!(
         matches!(&err, StoreError::LeaseHeld(c) if c.since_ms == 1_000 && c.expires_ms == 1_000 + TTL_MS),
         "{err:?}"
     );
-    let taken = store.acquire_lease("s", &next, 1_000 + TTL_MS, TTL).unwrap();
-    assert_eq!((taken.holder, taken.acquired_ms), (next.id.clone(), 1_000 + TTL_MS));
-    let err = store.renew_lease("s", &dead, 1_000 + TTL_MS, TTL).unwrap_err();
+    let taken = store
+        .acquire_lease("s", &next, 1_000 + TTL_MS, TTL)
+        .unwrap();
+    assert_eq!(
+        (taken.holder, taken.acquired_ms),
+        (next.id.clone(), 1_000 + TTL_MS)
+    );
+    let err = store
+        .renew_lease("s", &dead, 1_000 + TTL_MS, TTL)
+        .unwrap_err();
     assert!(matches!(err, StoreError::LeaseLost { .. }), "{err:?}");
-    assert!(!store.release_lease("s", &dead).unwrap(), "not the dead holder's to release");
+    assert!(
+        !store.release_lease("s", &dead).unwrap(),
+        "not the dead holder's to release"
+    );
     assert_eq!(store.lease("s").unwrap().unwrap().holder, next.id);
 }
 
@@ -107,9 +123,14 @@ fn renewal_keeps_a_long_sessions_lease() {
             (now.expires_ms > first.expires_ms).then_some(now)
         })
         .expect("the lease is renewed");
-    assert_eq!((renewed.holder.as_str(), renewed.acquired_ms), (lease.holder().id.as_str(), first.acquired_ms));
+    assert_eq!(
+        (renewed.holder.as_str(), renewed.acquired_ms),
+        (lease.holder().id.as_str(), first.acquired_ms)
+    );
     let other = LeaseHolder::new();
-    let err = store.acquire_lease("s", &other, first.expires_ms, ttl).unwrap_err();
+    let err = store
+        .acquire_lease("s", &other, first.expires_ms, ttl)
+        .unwrap_err();
     assert!(matches!(err, StoreError::LeaseHeld(_)), "{err:?}");
     assert!(!lease.is_lost());
 }
@@ -123,21 +144,31 @@ fn a_holder_that_lost_its_lease_cannot_save() {
     with_session(&store, "s");
     let (paused, next) = (LeaseHolder::new(), LeaseHolder::new());
     store.acquire_lease("s", &paused, 0, TTL).unwrap();
-    store.save_state_leased("s", &paused, r#"{"guard":1}"#).unwrap();
+    store
+        .save_state_leased("s", &paused, r#"{"guard":1}"#)
+        .unwrap();
     store.acquire_lease("s", &next, TTL_MS + 1, TTL).unwrap();
-    store.save_state_leased("s", &next, r#"{"guard":7}"#).unwrap();
+    store
+        .save_state_leased("s", &next, r#"{"guard":7}"#)
+        .unwrap();
 
-    let err = store.save_state_leased("s", &paused, r#"{"guard":2}"#).unwrap_err();
+    let err = store
+        .save_state_leased("s", &paused, r#"{"guard":2}"#)
+        .unwrap_err();
     assert!(matches!(err, StoreError::LeaseLost { .. }), "{err:?}");
     assert!(err.to_string().contains("nothing was saved"), "{err}");
-    let err = store.append_message_leased("s", &paused, "user", "{}").unwrap_err();
+    let err = store
+        .append_message_leased("s", &paused, "user", "{}")
+        .unwrap_err();
     assert!(matches!(err, StoreError::LeaseLost { .. }), "{err:?}");
     assert_eq!(state(&store, "s").as_deref(), Some(r#"{"guard":7}"#));
     assert_eq!(store.messages("s").unwrap().len(), 0);
 
     // The new holder finished: the row is gone, and still not the paused one's.
     assert!(store.release_lease("s", &next).unwrap());
-    let err = store.save_state_leased("s", &paused, r#"{"guard":2}"#).unwrap_err();
+    let err = store
+        .save_state_leased("s", &paused, r#"{"guard":2}"#)
+        .unwrap_err();
     assert!(matches!(err, StoreError::LeaseLost { .. }), "{err:?}");
     assert_eq!(state(&store, "s").as_deref(), Some(r#"{"guard":7}"#));
 }
@@ -147,15 +178,24 @@ fn a_holder_that_lost_its_lease_cannot_save() {
 fn a_guard_whose_lease_was_taken_cannot_save() {
     let store = Store::open_in_memory().unwrap();
     with_session(&store, "s");
-    let short = SessionLease::acquire_with(&store, "s", Duration::from_millis(1), Duration::from_secs(3600))
-        .unwrap();
+    let short = SessionLease::acquire_with(
+        &store,
+        "s",
+        Duration::from_millis(1),
+        Duration::from_secs(3600),
+    )
+    .unwrap();
     std::thread::sleep(Duration::from_millis(5));
     let taker = SessionLease::acquire(&store, "s").unwrap();
     taker.save_state(r#"{"by":"taker"}"#).unwrap();
     let err = short.save_state(r#"{"by":"short"}"#).unwrap_err();
     assert!(matches!(err, StoreError::LeaseLost { .. }), "{err:?}");
     drop(short);
-    assert_eq!(store.lease("s").unwrap().unwrap().holder, taker.holder().id, "dropping the loser releases nothing of the taker's");
+    assert_eq!(
+        store.lease("s").unwrap().unwrap().holder,
+        taker.holder().id,
+        "dropping the loser releases nothing of the taker's"
+    );
     assert_eq!(state(&store, "s").as_deref(), Some(r#"{"by":"taker"}"#));
 }
 
@@ -183,7 +223,10 @@ fn sequential_runs_and_different_sessions_are_allowed() {
     let holder = LeaseHolder::new();
     let first = store.acquire_lease("u", &holder, 10, TTL).unwrap();
     let again = store.acquire_lease("u", &holder, 20, TTL).unwrap();
-    assert_eq!((again.acquired_ms, again.expires_ms), (first.acquired_ms, 20 + TTL_MS));
+    assert_eq!(
+        (again.acquired_ms, again.expires_ms),
+        (first.acquired_ms, 20 + TTL_MS)
+    );
 }
 
 #[derive(Debug, Clone)]

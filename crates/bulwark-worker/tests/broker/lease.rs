@@ -58,7 +58,11 @@ fn a_second_worker_on_a_served_session_is_refused_until_the_first_ends() {
     assert_eq!(lease.len(), 1, "{audited:#?}");
     let record = &lease[0].record;
     assert_eq!(
-        (record.operation.as_str(), record.user.as_str(), record.agent.as_str()),
+        (
+            record.operation.as_str(),
+            record.user.as_str(),
+            record.agent.as_str()
+        ),
         ("refused", "bob", "helper")
     );
     assert_eq!(record.session, "");
@@ -85,7 +89,10 @@ fn a_second_worker_on_a_served_session_is_refused_until_the_first_ends() {
         },
     );
     assert_eq!(reply, StoreReply::Done);
-    assert!(store.lease("b2").unwrap().is_some(), "a new session is leased");
+    assert!(
+        store.lease("b2").unwrap().is_some(),
+        "a new session is leased"
+    );
     broker.end(&first);
     broker.end(&other);
     assert_eq!(store.lease("bobs").unwrap(), None);
@@ -122,7 +129,9 @@ fn a_worker_whose_lease_was_taken_over_cannot_save() {
     assert!(matches!(reply, StoreReply::Resumed { .. }), "{reply:?}");
     let later = store.lease("bobs").unwrap().unwrap().expires_ms;
     let taker = LeaseHolder::new();
-    store.acquire_lease("bobs", &taker, later, LEASE_TTL).unwrap();
+    store
+        .acquire_lease("bobs", &taker, later, LEASE_TTL)
+        .unwrap();
     store
         .save_state_leased("bobs", &taker, r#"{"by":"taker"}"#)
         .unwrap();
@@ -137,7 +146,10 @@ fn a_worker_whose_lease_was_taken_over_cannot_save() {
     ] {
         let reply = broker.handle(&mut worker, request);
         assert_eq!(refused(&reply), Some(StoreFailure::Leased), "{reply:?}");
-        assert!(message(&reply).contains("no longer holds the lease"), "{reply:?}");
+        assert!(
+            message(&reply).contains("no longer holds the lease"),
+            "{reply:?}"
+        );
     }
     let row = store.session("bobs").unwrap().unwrap();
     assert_eq!(row.state_json.as_deref(), Some(r#"{"by":"taker"}"#));
