@@ -5,7 +5,12 @@
 //! HMAC of it under `keys/server.secret`, so neither file lets anyone sign
 //! in, and `list` has nothing secret to show. Edits keep the file's
 //! comments and other users, and replace it atomically (0600).
+//!
+//! Every edit is an `access_change` record in the audit log (user `local`,
+//! the user's name and the token's ID, never the token); an edit whose
+//! record cannot be written is undone (see [`crate::admin_audit`]).
 
+use crate::admin_audit::{self, Event, Snapshot};
 use crate::{Failure, usage_error};
 use bulwark_kernel::Home;
 use bulwark_policy::UserRole;
@@ -55,7 +60,37 @@ pub fn create(
             )));
         }
     };
+    let audit = admin_audit::open(home)?;
+    let before = Snapshot::take(&home.access_path())?;
     let created = editor(home).create(user, role, agents).map_err(failure)?;
+    let role_name = match role.unwrap_or_default() {
+        UserRole::User => "user",
+        UserRole::Admin => "admin",
+    };
+    audit.commit(
+        &Event {
+            action: "access_change",
+            operation: "create",
+            agent: String::new(),
+            what: serde_json::json!({
+                "user": user,
+                "role": role_name,
+                "agents": agents,
+                "token_id": created.token.id,
+                "new_entry": created.new_entry,
+            }),
+            detail: format!(
+                "issued token {} to user {user:?} (role {role_name}{})",
+                created.token.id,
+                if created.new_entry {
+                    ", new entry"
+                } else {
+                    ", existing entry kept"
+                }
+            ),
+        },
+        &[before],
+    )?;
     if created.new_entry {
         let agents = match agents {
             Some(list) => list.join(", "),
@@ -81,7 +116,22 @@ pub fn create(
 
 /// `bulwark access rotate USER`
 pub fn rotate(home: &Home, user: &str) -> Result<(), Failure> {
+    let audit = admin_audit::open(home)?;
+    let before = Snapshot::take(&home.access_path())?;
     let (token, replaced) = editor(home).rotate(user).map_err(failure)?;
+    audit.commit(
+        &Event {
+            action: "access_change",
+            operation: "rotate",
+            agent: String::new(),
+            what: serde_json::json!({"user": user, "token_id": token.id, "replaced": replaced}),
+            detail: format!(
+                "replaced {replaced} token(s) of user {user:?} by token {}",
+                token.id
+            ),
+        },
+        &[before],
+    )?;
     println!(
         "replaced {replaced} token(s) of `{user}`: the old one stops working within a second, and its open connections are closed"
     );
@@ -91,7 +141,21 @@ pub fn rotate(home: &Home, user: &str) -> Result<(), Failure> {
 
 /// `bulwark access revoke USER`
 pub fn revoke(home: &Home, user: &str) -> Result<(), Failure> {
+    let audit = admin_audit::open(home)?;
+    let before = Snapshot::take(&home.access_path())?;
     let removed = editor(home).revoke(user).map_err(failure)?;
+    if removed > 0 {
+        audit.commit(
+            &Event {
+                action: "access_change",
+                operation: "revoke",
+                agent: String::new(),
+                what: serde_json::json!({"user": user, "revoked": removed}),
+                detail: format!("revoked {removed} token(s) of user {user:?}"),
+            },
+            &[before],
+        )?;
+    }
     if removed == 0 {
         println!("`{user}` had no token; nothing changed");
     } else {

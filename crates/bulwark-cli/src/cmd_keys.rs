@@ -7,6 +7,7 @@
 //! file of the agent is what a trusted person signed. Verification uses the
 //! trust store only: the signature names its key, it never supplies it.
 
+use crate::admin_audit::{self, Event, Snapshot};
 use crate::{Failure, usage_error};
 use anyhow::anyhow;
 use bulwark_kernel::Home;
@@ -14,6 +15,7 @@ use bulwark_trust::{
     Keyring, TrustError, TrustStore, Trusted, VerifiedAgent, VerifierKey, VersionFloors,
     sign_agent_version, verify_bundle,
 };
+use sha2::Digest as _;
 use std::sync::Arc;
 
 /// Whether an agent's signature checks out, for the run path to act on.
@@ -221,14 +223,22 @@ pub fn keys_gen(home: &Home, name: &str) -> Result<(), Failure> {
 
 /// `bulwark keys trust VKEY-OR-FILE`
 pub fn keys_trust(home: &Home, vkey_or_path: &str) -> Result<(), Failure> {
+    let audit = admin_audit::open(home)?;
     let mut store = TrustStore::load_from_home(home.root()).map_err(key_failure)?;
+    // The file a new key lands in is known only once the key is parsed;
+    // any name it can have is a file of the trust directory that does not
+    // exist yet (an existing one is refused or left as it is).
     match store.trust(vkey_or_path).map_err(key_failure)? {
-        Trusted::Added(key) => println!(
-            "trusted `{}` (key ID {:08x}): agents it signs verify on this machine ({})",
-            key.name(),
-            key.key_id(),
-            store.path_for(key.name()).display()
-        ),
+        Trusted::Added(key) => {
+            let path = store.path_for(key.name());
+            audit.commit(&key_event("trust", &key), &[Snapshot::absent(&path)])?;
+            println!(
+                "trusted `{}` (key ID {:08x}): agents it signs verify on this machine ({})",
+                key.name(),
+                key.key_id(),
+                path.display()
+            )
+        }
         Trusted::AlreadyTrusted(key) => println!(
             "`{}` (key ID {:08x}) is already trusted; nothing changed",
             key.name(),
@@ -238,10 +248,26 @@ pub fn keys_trust(home: &Home, vkey_or_path: &str) -> Result<(), Failure> {
     Ok(())
 }
 
+/// The `key_trust` record of trusting or untrusting `key`: its name and ID
+/// (a public key's identity, nothing secret).
+fn key_event(operation: &'static str, key: &VerifierKey) -> Event {
+    let key_id = format!("{:08x}", key.key_id());
+    Event {
+        action: "key_trust",
+        operation,
+        agent: String::new(),
+        what: serde_json::json!({"key": key.name(), "key_id": key_id}),
+        detail: format!("{operation}ed key {:?} (key ID {key_id})", key.name()),
+    }
+}
+
 /// `bulwark keys untrust NAME`
 pub fn keys_untrust(home: &Home, name: &str) -> Result<(), Failure> {
+    let audit = admin_audit::open(home)?;
     let mut store = TrustStore::load_from_home(home.root()).map_err(key_failure)?;
+    let before = Snapshot::take(&store.path_for(name))?;
     let key = store.untrust(name).map_err(key_failure)?;
+    audit.commit(&key_event("untrust", &key), &[before])?;
     println!(
         "untrusted `{}` (key ID {:08x}): agents signed only by it no longer verify",
         key.name(),
@@ -319,9 +345,32 @@ pub fn sign(home: &Home, agent: &str, key: Option<&str>) -> Result<(), Failure> 
     let version = bulwark_trust::previous_version(&loaded.dir)
         .max(floors.highest(agent, &verifier))
         .saturating_add(1);
+    let audit = admin_audit::open(home)?;
+    let before = Snapshot::take(&loaded.dir.join(bulwark_trust::SIGNATURE_FILE))?;
     let signed =
         sign_agent_version(&loaded.dir, agent, &signing_key, version).map_err(key_failure)?;
     drop(signing_key);
+    let key_id = format!("{:08x}", verifier.key_id());
+    let listing_digest = hex::encode(sha2::Sha256::digest(signed.listing.text().as_bytes()));
+    audit.commit(
+        &Event {
+            action: "agent_sign",
+            operation: "sign",
+            agent: agent.to_owned(),
+            what: serde_json::json!({
+                "agent": agent,
+                "version": version,
+                "key": name,
+                "key_id": key_id,
+                "listing_sha256": listing_digest,
+            }),
+            detail: format!(
+                "signed agent {agent:?} version {version} with key {name:?} (key ID {key_id}); listing sha256 {listing_digest}, {} file(s)",
+                signed.listing.files.len()
+            ),
+        },
+        &[before],
+    )?;
     println!(
         "signed agent `{agent}` version {version} as {}: {} file(s) covered, signature in {}",
         signed.signer,

@@ -1,6 +1,7 @@
 //! `bulwark`: run LLM agents that stay inside what they were granted.
 #![forbid(unsafe_code)]
 
+mod admin_audit;
 mod approver;
 mod checkpoints;
 mod cmd_access;

@@ -208,3 +208,107 @@ fn list_without_a_file() {
     out.ok();
     assert!(out.stdout.contains("no users"), "{}", out.stdout);
 }
+
+/// Every audit record of `action`.
+fn records_of(bw: &Bw, action: &str) -> Vec<serde_json::Value> {
+    common::with_action(&bw.audit(), action)
+        .into_iter()
+        .cloned()
+        .collect()
+}
+
+/// Makes every later audit write fail, as a full or damaged database would.
+fn refuse_audit_writes(bw: &Bw) {
+    let db = rusqlite::Connection::open(bw.path("bulwark.db")).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER refuse_audit BEFORE INSERT ON audit \
+         BEGIN SELECT RAISE(ABORT, 'the test refuses audit writes'); END;",
+    )
+    .unwrap();
+}
+
+/// The whole database file and the `audit export` output, to grep for
+/// secrets.
+fn everything_recorded(bw: &Bw) -> String {
+    let export = bw.run(&["audit", "export"]);
+    export.ok();
+    let db = std::fs::read(bw.path("bulwark.db")).unwrap();
+    format!("{}\n{}", String::from_utf8_lossy(&db), export.stdout)
+}
+
+#[test]
+fn each_access_change_leaves_one_record_without_the_token() {
+    let bw = Bw::empty();
+    let out = bw.run(&["access", "create", "alice", "--agents", "demo"]);
+    out.ok();
+    let first = token_of(&out.stdout);
+    let out = bw.run(&["access", "rotate", "alice"]);
+    out.ok();
+    let second = token_of(&out.stdout);
+    bw.run(&["access", "revoke", "alice"]).ok();
+    // Nothing to revoke: nothing changed, nothing recorded.
+    bw.run(&["access", "revoke", "alice"]).ok();
+
+    let records = records_of(&bw, "access_change");
+    let ops: Vec<&str> = records
+        .iter()
+        .map(|r| common::field(r, "operation"))
+        .collect();
+    assert_eq!(ops, ["create", "rotate", "revoke"], "{records:?}");
+    for r in &records {
+        assert_eq!(common::field(r, "user"), "local", "{r}");
+        assert_eq!(common::field(r, "decision"), "allowed", "{r}");
+        assert!(common::field(r, "detail").contains("\"alice\""), "{r}");
+        assert_eq!(common::field(r, "args_digest").len(), 64, "{r}");
+    }
+    // The token's ID is named, the token never.
+    let first_id = first.split('_').nth(1).unwrap_or_default();
+    assert!(
+        !first_id.is_empty() && common::field(&records[0], "detail").contains(first_id),
+        "{first_id}: {}",
+        records[0]
+    );
+    let all = everything_recorded(&bw);
+    for token in [&first, &second] {
+        assert!(!all.contains(token.as_str()), "a token reached the log");
+        let secret_part = token.splitn(3, '_').nth(2).unwrap_or_default();
+        assert!(secret_part.len() >= 16, "{token}");
+        assert!(
+            !all.contains(secret_part),
+            "a token's secret reached the log"
+        );
+    }
+}
+
+#[test]
+fn an_access_change_whose_record_fails_is_undone() {
+    let bw = Bw::empty();
+    bw.run(&["access", "create", "alice"]).ok();
+    let before = std::fs::read(bw.path("access.toml")).unwrap();
+    refuse_audit_writes(&bw);
+    for args in [
+        &["access", "create", "bob"][..],
+        &["access", "rotate", "alice"],
+        &["access", "revoke", "alice"],
+    ] {
+        let out = bw.run(args);
+        out.expect_code(1);
+        assert!(out.stderr.contains("audit log"), "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains("undone"), "{args:?}: {}", out.stderr);
+        assert!(!out.stdout.contains("bwk_"), "{args:?}: {}", out.stdout);
+        assert_eq!(
+            std::fs::read(bw.path("access.toml")).unwrap(),
+            before,
+            "{args:?} changed access.toml without its record"
+        );
+    }
+
+    // A database that cannot even be opened: nothing is changed.
+    let other = Bw::empty();
+    std::fs::create_dir_all(other.path("bulwark.db")).unwrap();
+    let out = other.run(&["access", "create", "bob"]);
+    out.expect_code(1);
+    assert!(out.stderr.contains("nothing was changed"), "{}", out.stderr);
+    assert!(!other.path("access.toml").exists());
+    assert!(!out.stdout.contains("bwk_"));
+}

@@ -569,3 +569,34 @@ fn account_names_outside_the_name_rule_are_refused() {
     bw.run(&["credits", "mint", &long_ok, "1"]).ok();
     assert_eq!(balance(&bw, &long_ok), (1, 0));
 }
+
+/// `credits policy` was already audited by the ledger, in the transaction
+/// that changes the policy (action `ledger`, operation `policy`): one record
+/// per change under the local operator, and a change whose record cannot
+/// be written is not made.
+#[test]
+fn each_policy_change_is_one_record_and_none_without_it() {
+    let bw = funded("1000");
+    bw.run(&["credits", "policy", "user:alice", "--daily-cap", "500"])
+        .ok();
+    let records = bw.audit();
+    let changes: Vec<_> = with_action(&records, "ledger")
+        .into_iter()
+        .filter(|r| field(r, "operation") == "policy")
+        .collect();
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert_eq!(field(changes[0], "user"), "local");
+    assert!(field(changes[0], "detail").contains("user:alice"));
+
+    let db = rusqlite::Connection::open(bw.path("bulwark.db")).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER refuse_audit BEFORE INSERT ON audit \
+         BEGIN SELECT RAISE(ABORT, 'the test refuses audit writes'); END;",
+    )
+    .unwrap();
+    drop(db);
+    let out = bw.run(&["credits", "policy", "user:alice", "--daily-cap", "9"]);
+    assert_ne!(out.code, Some(0), "{}", out.stderr);
+    let p = json(&bw.run(&["credits", "policy", "user:alice", "--json"]))["policy"].clone();
+    assert_eq!(p["daily_cap"], 500, "the policy changed without its record");
+}

@@ -3,6 +3,8 @@
 //! kind of tampering reported with the file it touched.
 
 mod common;
+#[path = "signed_agents/records.rs"]
+mod records;
 
 use common::{Bw, Out};
 use std::os::unix::fs::PermissionsExt;
@@ -315,7 +317,16 @@ fn require_signed_gates_run_and_chat() {
     assert!(out.stderr.contains("bulwark sign demo"), "{}", out.stderr);
     let out = bw.cmd(&["chat", "demo"]).stdin("hi\n").run();
     fails_with(&out, "is not signed");
-    assert!(!bw.path("bulwark.db").exists(), "nothing was stored");
+    // Nothing of the refused runs was stored: the log holds only the
+    // record of trusting alice's key.
+    let records = bw.audit();
+    assert!(
+        records
+            .iter()
+            .all(|r| common::field(r, "action") == "key_trust"),
+        "{records:#?}"
+    );
+    assert!(bw.sessions().is_empty(), "nothing was stored");
     let out = bw.run(&["preflight", "demo"]);
     assert!(out.stdout.contains("FAIL  signature"), "{}", out.stdout);
 

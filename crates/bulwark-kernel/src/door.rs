@@ -391,6 +391,23 @@ impl Door {
             }
         }
 
+        // econ_spend: a priced tool above the per-call limit is refused
+        // before anyone is asked to approve it.
+        if let Some(credits) = &session.credits {
+            let price = credits.prices.tool_cost(domain);
+            if !session.policy.call_limits.spend_allowed(price) {
+                let message = format!(
+                    "the tool costs {price} credits and agent {} may reserve at most {} per call (econ_spend)",
+                    session.identity.agent,
+                    session.policy.call_limits.max_spend.unwrap_or(0)
+                );
+                return self.finish(
+                    &audit,
+                    Outcome::denied("capability", message.clone(), message),
+                );
+            }
+        }
+
         // Taint and approval.
         let approval_key = format!("{domain}:{operation}");
         let taint_why = taint_needs_approval(&session.state.taint, domain, operation);
@@ -447,20 +464,6 @@ impl Door {
         let credentials_used = Arc::new(Mutex::new(Vec::new()));
         let sandbox_warnings = Arc::new(Mutex::new(Vec::new()));
         // A tool with a cost reserves it first: no credits, no call.
-        if let Some(credits) = &session.credits {
-            let price = credits.prices.tool_cost(domain);
-            if !session.policy.call_limits.spend_allowed(price) {
-                let message = format!(
-                    "the tool costs {price} credits and agent {} may reserve at most {} per call (econ_spend)",
-                    session.identity.agent,
-                    session.policy.call_limits.max_spend.unwrap_or(0)
-                );
-                return self.finish(
-                    &audit,
-                    Outcome::denied("capability", message.clone(), message),
-                );
-            }
-        }
         let cost = match &session.credits {
             Some(credits) => match credits.reserve("tool", credits.prices.tool_cost(domain)) {
                 Ok(reserved) => reserved,
