@@ -59,10 +59,9 @@ pub(crate) fn open(home: &Home) -> Result<AdminAudit, Failure> {
             db.display()
         ),
     })?;
-    Ok(AdminAudit {
-        sink: store.audit_sink(),
-        db,
-    })
+    let sink = store.audit_sink();
+    crate::cmd_audit::ensure_key_of_fresh_log(home, &sink)?;
+    Ok(AdminAudit { sink, db })
 }
 
 impl AdminAudit {

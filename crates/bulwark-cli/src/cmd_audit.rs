@@ -94,6 +94,19 @@ pub fn audit_key(home: &Home, sink: &SqliteAuditSink) -> Result<SigningKey, Fail
     Ok(key)
 }
 
+/// Makes the audit key of a fresh home (no records, no checkpoint), as the
+/// first `run` would, so that a record written before any agent ran (an
+/// operator's `access create`, `keys trust`) does not leave a log without
+/// a key, which `run` would then rightly refuse to make. A home whose key
+/// exists or whose log is not fresh is left alone: that is `run`'s check.
+pub(crate) fn ensure_key_of_fresh_log(home: &Home, sink: &SqliteAuditSink) -> Result<(), Failure> {
+    if std::fs::symlink_metadata(key_path(home)).is_ok() || existing_evidence(home, sink)?.is_some()
+    {
+        return Ok(());
+    }
+    audit_key(home, sink).map(|_| ())
+}
+
 /// Writes `key` owner-only to `path`, synced; `replace` truncates a file
 /// left there, otherwise an existing file is an error.
 fn write_key(path: &Path, key: &SigningKey, replace: bool) -> Result<(), Failure> {
