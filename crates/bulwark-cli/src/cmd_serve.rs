@@ -14,8 +14,8 @@ use anyhow::{Context, anyhow};
 use async_trait::async_trait;
 use bulwark_kernel::Home;
 use bulwark_server::{
-    AppState, Backend, BackendError, BackendStats, Conversation, ConversationControl, OpenRequest,
-    ServerConfig,
+    AppState, Backend, BackendError, BackendStats, ConnectionLimits, Conversation,
+    ConversationControl, OpenRequest, ServerConfig,
 };
 use bulwark_store::Store;
 use bulwark_worker::protocol::ErrorCode;
@@ -55,6 +55,61 @@ pub struct ServeArgs {
     /// Seconds a worker may sit without a command or a running turn.
     #[arg(long, default_value_t = 900)]
     pub idle_timeout_secs: u64,
+    /// Open connections, all clients together (default 4096, or what the
+    /// open-file limit allows). Needs this many open files plus 512.
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Connections that have not yet signed in or asked for /health; when
+    /// full, the oldest of them is closed to make room.
+    #[arg(long, default_value_t = 1024, value_name = "N")]
+    pub max_pending_connections: usize,
+    /// Open connections from one client address.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    pub max_connections_per_address: usize,
+    /// Seconds a client gets to send a request's headers (and the longest
+    /// a kept-alive connection may sit idle).
+    #[arg(long, default_value_t = 10, value_name = "SECS")]
+    pub header_timeout_secs: u64,
+    /// Seconds a client gets to send a request's body.
+    #[arg(long, default_value_t = 30, value_name = "SECS")]
+    pub body_timeout_secs: u64,
+    /// A reverse proxy (address or CIDR network) whose Forwarded /
+    /// X-Forwarded-For headers name the client; repeatable. Without it
+    /// those headers are ignored.
+    #[arg(long = "trust-proxy", value_name = "CIDR")]
+    pub trust_proxies: Vec<String>,
+}
+
+/// The smallest connection table `bulwark serve` fits itself to when the
+/// open-file limit is too low for the default.
+const MIN_CONNECTIONS: usize = 64;
+
+/// The connection limits of `args`, with the open-file limit raised to
+/// fit them. A `--max-connections` that does not fit is refused; the
+/// default shrinks to what fits (with a note).
+fn connection_limits(args: &ServeArgs) -> Result<ConnectionLimits, Failure> {
+    let mut limits = ConnectionLimits {
+        max: args
+            .max_connections
+            .unwrap_or(ConnectionLimits::default().max)
+            .max(1),
+        max_pending: args.max_pending_connections.max(1),
+        per_address: args.max_connections_per_address.max(1),
+        header_timeout: Duration::from_secs(args.header_timeout_secs.max(1)),
+        body_timeout: Duration::from_secs(args.body_timeout_secs.max(1)),
+    };
+    match bulwark_server::raise_fd_limit(&limits) {
+        Ok(_) => Ok(limits),
+        Err(e) if args.max_connections.is_none() && e.fits as usize >= MIN_CONNECTIONS => {
+            eprintln!(
+                "note: the open-file limit is {}, so at most {} connections are served (raise it with `ulimit -n {}` for the default {})",
+                e.limit, e.fits, e.needed, limits.max
+            );
+            limits.max = e.fits as usize;
+            Ok(limits)
+        }
+        Err(e) => Err(usage_error(anyhow!("{e}"))),
+    }
 }
 
 /// The supervisor as the server's [`Backend`].
@@ -178,6 +233,13 @@ fn worker_environment(home: &Home) -> Result<WorkerEnv, Failure> {
 }
 
 pub async fn serve(home: &Home, args: ServeArgs) -> Result<(), Failure> {
+    let connections = connection_limits(&args)?;
+    let trusted_proxies = args
+        .trust_proxies
+        .iter()
+        .map(|t| bulwark_server::proxy::parse_trusted(t))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| usage_error(anyhow!("--trust-proxy: {e}")))?;
     if !home.access_path().is_file() {
         eprintln!(
             "note: {} does not exist, so nobody can sign in; create a user with `bulwark access create <name>`",
@@ -233,6 +295,8 @@ pub async fn serve(home: &Home, args: ServeArgs) -> Result<(), Failure> {
     config.allowed_hosts = args.allow_hosts;
     config.allowed_origins = args.allow_origins;
     config.tls = args.tls;
+    config.trusted_proxies = trusted_proxies;
+    config.limits.connections = connections;
     let backend = Arc::new(WorkerBackend {
         supervisor: supervisor.clone(),
     });

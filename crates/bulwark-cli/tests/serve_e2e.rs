@@ -160,3 +160,6 @@ async fn http_get(addr: &str, path: &str, token: Option<&str>) -> (u16, String) 
         .unwrap_or_default();
     (status, body)
 }
+
+#[path = "serve_e2e/revocation.rs"]
+mod revocation;

@@ -712,3 +712,6 @@ async fn thousands_of_idle_sockets_and_tens_of_conversations() {
     );
     drop(server);
 }
+
+#[path = "serve_load/half_open.rs"]
+mod half_open;

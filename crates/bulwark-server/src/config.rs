@@ -210,6 +210,7 @@ pub struct ConnectionLimits {
     /// Connections that have not yet authenticated or asked for `/health`
     /// ("pending"). When full, the oldest pending connection is closed to
     /// make room, so `max - max_pending` slots stay for signed-in users.
+    /// At most three quarters of `max` (a larger value is lowered to that).
     pub max_pending: usize,
     /// Open connections from one client address (a trusted proxy is exempt).
     pub per_address: usize,

@@ -71,9 +71,11 @@ fn lock(m: &Mutex<Table>) -> MutexGuard<'_, Table> {
 
 impl ConnTracker {
     pub fn new(limits: ConnectionLimits) -> Self {
+        let max = limits.max.max(1);
         let limits = ConnectionLimits {
-            max: limits.max.max(1),
-            max_pending: limits.max_pending.clamp(1, limits.max.max(1)),
+            max,
+            // At least a quarter of the table stays headroom.
+            max_pending: limits.max_pending.clamp(1, (max - max / 4).max(1)),
             per_address: limits.per_address.max(1),
             ..limits
         };
