@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::cmd_audit::{KEY_NAME, ORIGIN, audit_key};
+use crate::cmd_audit::{KEY_NAME, audit_key};
 use crate::{Failure, evidence};
 use anyhow::anyhow;
 use bulwark_audit::SigningKey;
@@ -42,6 +42,8 @@ pub fn leave_signing_to_the_server() {
 pub struct Checkpointer {
     home: Home,
     sink: SqliteAuditSink,
+    /// The log's origin and witnesses.
+    audit: AuditSection,
     task: Option<tokio::task::JoinHandle<()>>,
     finished: Arc<AtomicBool>,
 }
@@ -55,6 +57,7 @@ impl Checkpointer {
             return Self {
                 home: home.clone(),
                 sink,
+                audit: config.clone(),
                 task: None,
                 finished: Arc::new(AtomicBool::new(true)),
             };
@@ -65,6 +68,7 @@ impl Checkpointer {
         let task = tokio::spawn(periodic(
             home.clone(),
             sink.clone(),
+            config.clone(),
             interval,
             every,
             finished.clone(),
@@ -72,6 +76,7 @@ impl Checkpointer {
         Self {
             home: home.clone(),
             sink,
+            audit: config.clone(),
             task: Some(task),
             finished,
         }
@@ -91,7 +96,7 @@ impl Checkpointer {
         if let Some(task) = self.task.take() {
             task.abort();
         }
-        if let Err(err) = sign(&self.home, &self.sink) {
+        if let Err(err) = sign(&self.home, &self.sink, &self.audit) {
             eprintln!("warning: no audit checkpoint was signed at exit: {err:#}");
         }
     }
@@ -107,14 +112,14 @@ impl Drop for Checkpointer {
 /// one this key signed; a full verification when there is none) and
 /// publishes it. Nothing is signed when no record was added since the
 /// latest stored checkpoint (it was published when it was signed).
-fn sign(home: &Home, sink: &SqliteAuditSink) -> anyhow::Result<()> {
+fn sign(home: &Home, sink: &SqliteAuditSink, audit: &AuditSection) -> anyhow::Result<()> {
     if sink.records_since_latest_checkpoint()? == 0 && sink.latest_checkpoint()?.is_some() {
         return Ok(());
     }
     file_kept(home, sink)?;
     let key = audit_key(home, sink).map_err(|f| f.error)?;
-    let note = sink.checkpoint_incremental(&key, ORIGIN, KEY_NAME)?;
-    publish(home, sink, &key, &note)
+    let note = sink.checkpoint_incremental(&key, audit.origin(), KEY_NAME)?;
+    publish(home, sink, &key, &note, audit)
 }
 
 /// Signs a checkpoint after the full verification and publishes it
@@ -123,10 +128,11 @@ pub(crate) fn sign_full(
     home: &Home,
     sink: &SqliteAuditSink,
     key: &SigningKey,
+    audit: &AuditSection,
 ) -> Result<String, Failure> {
     file_kept(home, sink)?;
-    let note = sink.checkpoint(key, ORIGIN, KEY_NAME)?;
-    publish(home, sink, key, &note)?;
+    let note = sink.checkpoint(key, audit.origin(), KEY_NAME)?;
+    publish(home, sink, key, &note, audit)?;
     Ok(note)
 }
 
@@ -158,6 +164,7 @@ pub(crate) fn publish(
     sink: &SqliteAuditSink,
     key: &SigningKey,
     note: &str,
+    audit: &AuditSection,
 ) -> anyhow::Result<()> {
     let path = evidence::file_path(home);
     let present = std::fs::metadata(&path).is_ok_and(|m| m.len() > 0);
@@ -170,9 +177,30 @@ pub(crate) fn publish(
                 path.display()
             ));
         }
-        Some(note_file::sign_introduction(ORIGIN, key, KEY_NAME)?)
+        Some(note_file::sign_introduction(audit.origin(), key, KEY_NAME)?)
     };
-    evidence::append(home, introduction.as_deref(), &format!("{note}\n"))
+    evidence::append(home, introduction.as_deref(), &format!("{note}\n"))?;
+    witness(sink, note, audit);
+    Ok(())
+}
+
+/// Sends a newly signed checkpoint to the `[audit] witnesses` and keeps
+/// their cosignatures. A witness that cannot be reached or refuses is a
+/// warning, not a failure: the checkpoint is signed and kept locally
+/// either way, and `[audit] require_witnesses` is what makes a missing
+/// cosignature stop agents (at their next start).
+fn witness(sink: &SqliteAuditSink, note: &str, audit: &AuditSection) {
+    if audit.witnesses.is_empty() {
+        return;
+    }
+    match crate::witnessing::witness_checkpoint_blocking(audit, sink, note) {
+        Ok(report) => {
+            for failure in report.failures() {
+                eprintln!("warning: {failure}");
+            }
+        }
+        Err(err) => eprintln!("warning: the checkpoint was not sent to witnesses: {err:#}"),
+    }
 }
 
 /// Re-creates a missing checkpoint file from the stored checkpoints, each
@@ -183,6 +211,7 @@ pub(crate) fn rebuild_file(
     home: &Home,
     sink: &SqliteAuditSink,
     key: &SigningKey,
+    origin: &str,
 ) -> Result<(), Failure> {
     let path = evidence::file_path(home);
     if std::fs::metadata(&path).is_ok_and(|m| m.len() > 0) {
@@ -196,7 +225,8 @@ pub(crate) fn rebuild_file(
         verifier,
         until: None,
     }];
-    let report = sink.verify_trusted(&|note| evidence::open_checkpoint(&keys, note), &[])?;
+    let report =
+        sink.verify_trusted(&|note| evidence::open_checkpoint(origin, &keys, note), &[])?;
     if let Some(problem) = report.problem {
         return Err(Failure {
             code: 1,
@@ -212,7 +242,7 @@ pub(crate) fn rebuild_file(
         text.push('\n');
     }
     let introduction =
-        note_file::sign_introduction(ORIGIN, key, KEY_NAME).map_err(|e| anyhow!("{e}"))?;
+        note_file::sign_introduction(origin, key, KEY_NAME).map_err(|e| anyhow!("{e}"))?;
     evidence::append(home, Some(&introduction), &text)?;
     eprintln!(
         "re-created {} from {} stored checkpoint(s)",
@@ -225,6 +255,7 @@ pub(crate) fn rebuild_file(
 async fn periodic(
     home: Home,
     sink: SqliteAuditSink,
+    audit: AuditSection,
     interval: Duration,
     every: u64,
     finished: Arc<AtomicBool>,
@@ -250,8 +281,8 @@ async fn periodic(
         if !due {
             continue;
         }
-        let (home, sink) = (home.clone(), sink.clone());
-        let signed = tokio::task::spawn_blocking(move || sign(&home, &sink)).await;
+        let (home, sink, audit) = (home.clone(), sink.clone(), audit.clone());
+        let signed = tokio::task::spawn_blocking(move || sign(&home, &sink, &audit)).await;
         match signed {
             Ok(Ok(())) => {
                 last = Instant::now();

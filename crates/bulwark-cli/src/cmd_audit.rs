@@ -14,8 +14,11 @@ use bulwark_audit::{SigningKey, VerifierKey, generate_signing_key, parse_and_ver
 use bulwark_kernel::Home;
 use bulwark_store::{AuditQuery, ExternalCheckpoint, SqliteAuditSink, Store};
 
-/// The origin line of this log's checkpoints.
-pub(crate) const ORIGIN: &str = "bulwark.local/audit";
+/// The `[audit]` section of config.toml: the log's origin (which its
+/// checkpoints, checkpoint file and key statements name) and witnesses.
+pub(crate) fn audit_section(home: &Home) -> Result<bulwark_policy::AuditSection, Failure> {
+    Ok(home.load_global()?.audit)
+}
 /// The signer name on checkpoints.
 pub(crate) const KEY_NAME: &str = "bulwark-audit";
 
@@ -176,8 +179,10 @@ fn machine_verifier(home: &Home) -> Result<Option<VerifierKey>, Failure> {
 /// and `checkpoint` if given; 1 when it does not, naming the first bad
 /// index.
 pub fn verify(home: &Home, checkpoint: Option<&Path>, vkey: Option<&str>) -> Result<(), Failure> {
+    let audit = audit_section(home)?;
+    let origin = audit.origin();
     if !home.db_path().exists()
-        && let Some(file) = crate::evidence::read(home)?
+        && let Some(file) = crate::evidence::read(home, origin)?
         && file.largest() > 0
     {
         println!(
@@ -212,7 +217,7 @@ pub fn verify(home: &Home, checkpoint: Option<&Path>, vkey: Option<&str>) -> Res
                     })?
                 }
                 None => {
-                    let keys = match crate::evidence::read(home)? {
+                    let keys = match crate::evidence::read(home, origin)? {
                         Some(f) => f.keys,
                         None => machine
                             .iter()
@@ -222,7 +227,7 @@ pub fn verify(home: &Home, checkpoint: Option<&Path>, vkey: Option<&str>) -> Res
                             })
                             .collect(),
                     };
-                    crate::evidence::open_checkpoint(&keys, &note).map_err(|e| {
+                    crate::evidence::open_checkpoint(origin, &keys, &note).map_err(|e| {
                         usage_error(anyhow!(
                             "{} is not a checkpoint signed by this log's key ({e})",
                             file.display()
@@ -238,7 +243,7 @@ pub fn verify(home: &Home, checkpoint: Option<&Path>, vkey: Option<&str>) -> Res
         }
         None => None,
     };
-    let local = crate::evidence::verify_local(home, &sink, machine.as_ref(), exported)?;
+    let local = crate::evidence::verify_local(home, origin, &sink, machine.as_ref(), exported)?;
     let report = &local.report;
     let file_note = match &local.file {
         Some(f) => format!(
@@ -256,7 +261,7 @@ pub fn verify(home: &Home, checkpoint: Option<&Path>, vkey: Option<&str>) -> Res
                 local.stored_matching(),
                 hex::encode(report.root)
             );
-            Ok(())
+            print_cosigners(&audit, &sink)
         }
         Some(problem) => {
             println!("TAMPERED: {problem}");
@@ -277,17 +282,45 @@ pub fn verify(home: &Home, checkpoint: Option<&Path>, vkey: Option<&str>) -> Res
     }
 }
 
+/// The witnesses' part of `audit verify`: who cosigned the latest
+/// checkpoint (nothing when no witness is configured).
+fn print_cosigners(
+    audit: &bulwark_policy::AuditSection,
+    sink: &SqliteAuditSink,
+) -> Result<(), Failure> {
+    if audit.witnesses.is_empty() {
+        return Ok(());
+    }
+    match crate::witnessing::cosigners_of_latest(audit, sink)? {
+        Some(cosigners) => {
+            for line in cosigners.describe() {
+                println!("{line}");
+            }
+        }
+        None => println!("witnesses: no checkpoint is stored yet"),
+    }
+    Ok(())
+}
+
 /// Sign a checkpoint of the current log; print it and optionally write it
 /// to `out` so it can be kept elsewhere. With `rebuild_file`, first
 /// re-create a missing checkpoint file from the stored checkpoints.
 pub fn checkpoint(home: &Home, out: Option<&Path>, rebuild_file: bool) -> Result<(), Failure> {
+    let audit = audit_section(home)?;
     let sink = open_sink(home)?;
     let key = audit_key(home, &sink)?;
     if rebuild_file {
-        crate::checkpoints::rebuild_file(home, &sink, &key)?;
+        crate::checkpoints::rebuild_file(home, &sink, &key, audit.origin())?;
     }
-    let note = crate::checkpoints::sign_full(home, &sink, &key)?;
+    let note = crate::checkpoints::sign_full(home, &sink, &key, &audit)?;
     print!("{note}");
+    if !audit.witnesses.is_empty()
+        && let Some(cosigners) = crate::witnessing::cosigners_of_latest(&audit, &sink)?
+    {
+        for line in cosigners.describe() {
+            eprintln!("{line}");
+        }
+    }
     if let Some(out) = out {
         std::fs::write(out, &note).with_context(|| format!("cannot write {}", out.display()))?;
         eprintln!("written to {}", out.display());
@@ -364,17 +397,20 @@ pub fn acknowledged(home: &Home, problem: &str) -> bool {
 /// others, unreadable, malformed, missing while a log exists, or not the
 /// key the checkpoint file's chain ends with): nothing would be signed.
 pub fn require_verified(home: &Home, sink: &SqliteAuditSink) -> Result<(), Failure> {
+    let audit = audit_section(home)?;
     let key = audit_key(home, sink)?;
-    let report = crate::evidence::verify_local(home, sink, Some(&verifier(&key)?), None)?.report;
+    let report =
+        crate::evidence::verify_local(home, audit.origin(), sink, Some(&verifier(&key)?), None)?
+            .report;
     let Some(problem) = report.problem else {
-        return Ok(());
+        return crate::witnessing::require_witnesses(&audit, sink);
     };
     let seen = problem.to_string();
     if acknowledged(home, &seen) {
         eprintln!(
             "warning: the audit log does not verify ({seen}); an operator acknowledged this, continuing"
         );
-        return Ok(());
+        return crate::witnessing::require_witnesses(&audit, sink);
     }
     Err(Failure {
         code: 1,
@@ -388,9 +424,11 @@ pub fn require_verified(home: &Home, sink: &SqliteAuditSink) -> Result<(), Failu
 /// Record that an operator has seen the log's current problem and lets
 /// agents run again; the damaged records stay as evidence.
 pub fn acknowledge(home: &Home) -> Result<(), Failure> {
+    let origin = audit_section(home)?.origin().to_owned();
     let sink = open_sink(home)?;
     let machine = machine_verifier(home)?;
-    let report = crate::evidence::verify_local(home, &sink, machine.as_ref(), None)?.report;
+    let report =
+        crate::evidence::verify_local(home, &origin, &sink, machine.as_ref(), None)?.report;
     let Some(problem) = report.problem else {
         println!("the audit log verifies: nothing to acknowledge");
         return Ok(());
@@ -415,6 +453,8 @@ pub fn acknowledge(home: &Home) -> Result<(), Failure> {
 /// (`audit_key`/`rotate`) and a checkpoint covering that record is signed
 /// with the new key. Run it while no agent runs.
 pub fn rotate_key(home: &Home) -> Result<(), Failure> {
+    let audit = audit_section(home)?;
+    let origin = audit.origin();
     let sink = open_sink(home)?;
     let path = key_path(home);
     if !path.exists() {
@@ -431,7 +471,7 @@ pub fn rotate_key(home: &Home) -> Result<(), Failure> {
     }
     let old = read_key(&path)?;
     let old_vkey = verifier(&old)?;
-    let report = crate::evidence::verify_local(home, &sink, Some(&old_vkey), None)?.report;
+    let report = crate::evidence::verify_local(home, origin, &sink, Some(&old_vkey), None)?.report;
     if let Some(problem) = report.problem {
         return Err(Failure {
             code: 1,
@@ -440,13 +480,13 @@ pub fn rotate_key(home: &Home) -> Result<(), Failure> {
             ),
         });
     }
-    crate::checkpoints::sign_full(home, &sink, &old)?;
+    crate::checkpoints::sign_full(home, &sink, &old, &audit)?;
     let size = sink.record_count()?;
     let new = generate_signing_key();
     let new_vkey = verifier(&new)?;
     let pending = path.with_extension("key.new");
     write_key(&pending, &new, true)?;
-    let handover = bulwark_audit::note_file::sign_handover(ORIGIN, &old, &new, KEY_NAME, size)
+    let handover = bulwark_audit::note_file::sign_handover(origin, &old, &new, KEY_NAME, size)
         .map_err(|e| anyhow!("{e}"))?;
     crate::evidence::append(home, None, &format!("{handover}\n"))?;
     std::fs::rename(&pending, &path).with_context(|| {
@@ -481,7 +521,7 @@ pub fn rotate_key(home: &Home) -> Result<(), Failure> {
         ),
         duration_us: 0,
     })?;
-    crate::checkpoints::sign_full(home, &sink, &new)?;
+    crate::checkpoints::sign_full(home, &sink, &new, &audit)?;
     println!("rotated at log size {size}");
     println!("old key {old_text}");
     println!("new key {new_text}");

@@ -79,7 +79,7 @@ pub fn status(home: &Home) -> Result<(), Failure> {
     models(home, &mut report);
     provider_keys(global.as_ref(), &mut report);
     sandbox(global.as_ref(), &mut report);
-    audit(home, &mut report);
+    audit(home, global.as_ref(), &mut report);
 
     println!();
     if report.blockers.is_empty() {
@@ -323,7 +323,10 @@ fn sandbox(global: Option<&GlobalConfig>, report: &mut Report) {
     }
 }
 
-fn audit(home: &Home, report: &mut Report) {
+fn audit(home: &Home, global: Option<&GlobalConfig>, report: &mut Report) {
+    let origin = global
+        .map(|g| g.audit.origin())
+        .unwrap_or(bulwark_policy::AuditSection::DEFAULT_ORIGIN);
     let db = home.db_path();
     let key = home.root().join("keys").join("audit.key");
     audit_key(&key, report);
@@ -361,7 +364,8 @@ fn audit(home: &Home, report: &mut Report) {
             ),
         );
     }
-    let verified = match crate::evidence::verify_local(home, &sink, machine.as_ref(), None) {
+    let verified = match crate::evidence::verify_local(home, origin, &sink, machine.as_ref(), None)
+    {
         Ok(local) => local.report,
         Err(failure) => {
             report.line(

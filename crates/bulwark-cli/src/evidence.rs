@@ -14,7 +14,6 @@
 use std::path::{Path, PathBuf};
 
 use crate::Failure;
-use crate::cmd_audit::ORIGIN;
 use anyhow::{Context, anyhow};
 use bulwark_audit::note_file::{self, handover_line, introduction_line};
 use bulwark_audit::{Checkpoint, CheckpointError, VerifierKey, parse_and_verify};
@@ -58,12 +57,16 @@ impl CheckpointFile {
 
 /// Opens a checkpoint note signed by one of `keys` (within the size range
 /// it signed for) and of this log's origin.
-pub(crate) fn open_checkpoint(keys: &[ChainKey], note: &str) -> Result<Checkpoint, String> {
+pub(crate) fn open_checkpoint(
+    origin: &str,
+    keys: &[ChainKey],
+    note: &str,
+) -> Result<Checkpoint, String> {
     for key in keys {
         match parse_and_verify(note, std::slice::from_ref(&key.verifier)) {
             Ok(cp) => {
-                if cp.origin != ORIGIN {
-                    return Err(format!("its origin is {:?}, not {ORIGIN:?}", cp.origin));
+                if cp.origin != origin {
+                    return Err(format!("its origin is {:?}, not {origin:?}", cp.origin));
                 }
                 if let Some(until) = key.until
                     && cp.size > until
@@ -86,7 +89,7 @@ pub(crate) fn open_checkpoint(keys: &[ChainKey], note: &str) -> Result<Checkpoin
 /// Parses and verifies the whole file: the introduction first, then
 /// checkpoints (each signed by a key of the chain so far) and handovers
 /// (each signed by the current key and the next).
-pub(crate) fn parse(text: &str) -> Result<CheckpointFile, String> {
+pub(crate) fn parse(origin: &str, text: &str) -> Result<CheckpointFile, String> {
     let notes = note_file::split_notes(text).map_err(|e| e.to_string())?;
     let mut keys: Vec<ChainKey> = Vec::new();
     let mut checkpoints = Vec::new();
@@ -94,10 +97,15 @@ pub(crate) fn parse(text: &str) -> Result<CheckpointFile, String> {
         let n = i + 1;
         let first = note_file::first_line(note);
         let Some(current) = keys.last().map(|k| k.verifier.clone()) else {
-            if first != introduction_line(ORIGIN) {
+            if first != introduction_line(origin) {
+                if let Some(other) = first.strip_suffix(" key") {
+                    return Err(format!(
+                        "this log's origin is {other:?} (entry 1), but [audit] origin in config.toml says {origin:?}: a log keeps its origin for life; set it back, or start a new log deliberately"
+                    ));
+                }
                 return Err("entry 1 is not the introduction of the log's first key".to_owned());
             }
-            let key = note_file::open_introduction(ORIGIN, note)
+            let key = note_file::open_introduction(origin, note)
                 .map_err(|e| format!("entry 1 (the key introduction): {e}"))?;
             keys.push(ChainKey {
                 verifier: key,
@@ -105,12 +113,12 @@ pub(crate) fn parse(text: &str) -> Result<CheckpointFile, String> {
             });
             continue;
         };
-        if first == ORIGIN {
-            let cp = open_checkpoint(&keys, note)
+        if first == origin {
+            let cp = open_checkpoint(origin, &keys, note)
                 .map_err(|e| format!("entry {n} (a checkpoint): {e}"))?;
             checkpoints.push(cp);
-        } else if first == handover_line(ORIGIN) {
-            let handover = note_file::open_handover(ORIGIN, note, &current)
+        } else if first == handover_line(origin) {
+            let handover = note_file::open_handover(origin, note, &current)
                 .map_err(|e| format!("entry {n} (a key handover): {e}"))?;
             if keys.iter().any(|k| k.verifier == handover.new) {
                 return Err(format!(
@@ -124,13 +132,13 @@ pub(crate) fn parse(text: &str) -> Result<CheckpointFile, String> {
                 verifier: handover.new,
                 until: None,
             });
-        } else if first == introduction_line(ORIGIN) {
+        } else if first == introduction_line(origin) {
             return Err(format!(
                 "entry {n} introduces a second first key: a key can only be changed by a handover the old key signs (`bulwark audit rotate-key`)"
             ));
         } else {
             return Err(format!(
-                "entry {n} is neither a checkpoint of {ORIGIN} nor a key statement"
+                "entry {n} is neither a checkpoint of {origin} nor a key statement"
             ));
         }
     }
@@ -140,7 +148,7 @@ pub(crate) fn parse(text: &str) -> Result<CheckpointFile, String> {
 /// The file, parsed and verified; `None` when it does not exist or is
 /// empty. A file that does not parse or verify is an error naming the
 /// entry, with what to do.
-pub(crate) fn read(home: &Home) -> Result<Option<CheckpointFile>, Failure> {
+pub(crate) fn read(home: &Home, origin: &str) -> Result<Option<CheckpointFile>, Failure> {
     let path = file_path(home);
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
@@ -155,7 +163,7 @@ pub(crate) fn read(home: &Home) -> Result<Option<CheckpointFile>, Failure> {
     if text.is_empty() {
         return Ok(None);
     }
-    parse(&text).map(Some).map_err(|what| Failure {
+    parse(origin, &text).map(Some).map_err(|what| Failure {
         code: 1,
         error: anyhow!(
             "{} does not verify: {what}. It is append-only evidence of what this log signed, so it was edited or damaged (a torn last entry means a crash or a full disk while appending). Agents will not run. Keep it as evidence: move it aside (mv {} {}.bad), compare the log with a checkpoint kept elsewhere (`bulwark audit verify --checkpoint FILE --key VKEY`), then rebuild it from the stored checkpoints with `bulwark audit checkpoint --rebuild-file`",
@@ -194,11 +202,12 @@ impl LocalReport {
 /// it must be the key the chain ends with, or someone replaced it.
 pub(crate) fn verify_local(
     home: &Home,
+    origin: &str,
     sink: &SqliteAuditSink,
     machine_key: Option<&VerifierKey>,
     exported: Option<ExternalCheckpoint>,
 ) -> Result<LocalReport, Failure> {
-    let file = read(home)?;
+    let file = read(home, origin)?;
     let keys: Vec<ChainKey> = match &file {
         Some(file) => {
             if let (Some(machine), Some(current)) = (machine_key, file.current())
@@ -236,7 +245,7 @@ pub(crate) fn verify_local(
         }
         report
     } else {
-        sink.verify_trusted(&|note| open_checkpoint(&keys, note), &external)?
+        sink.verify_trusted(&|note| open_checkpoint(origin, &keys, note), &external)?
     };
     if report.problem.is_none() && file.is_none() {
         let stored = sink.checkpoint_count()?;

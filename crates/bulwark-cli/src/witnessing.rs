@@ -8,10 +8,6 @@
 //! checkpoint is signed, [`cosigners_of_latest`] for `audit verify`,
 //! [`require_witnesses`] before an agent starts.
 
-// Until the lead wires these into checkpoints.rs, cmd_audit.rs and the
-// agent start path, only the tests call them.
-#![cfg_attr(not(test), allow(dead_code))]
-
 use crate::Failure;
 use anyhow::{Context, anyhow};
 use bulwark_audit::{Checkpoint, Cosignature, CosignerKey, Hash};
@@ -41,6 +37,7 @@ pub struct WitnessReport {
 
 impl WitnessReport {
     /// How many witnesses cosigned.
+    #[cfg(test)]
     pub fn cosigned(&self) -> usize {
         self.outcomes.iter().filter(|o| o.result.is_ok()).count()
     }

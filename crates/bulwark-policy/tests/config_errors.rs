@@ -478,6 +478,7 @@ fn audit_witnesses_are_validated_with_file_and_field() {
             .to_vkey();
     let e = parse_global_config(&good.replace(&w1, &log_key), "config.toml").unwrap_err();
     assert_eq!(e.field.as_deref(), Some("audit.witnesses[0].key"), "{e}");
+}
 
 #[test]
 fn env_read_no_longer_exists_and_says_so_where() {
