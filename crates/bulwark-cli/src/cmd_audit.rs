@@ -97,6 +97,27 @@ pub fn audit_key(home: &Home, sink: &SqliteAuditSink) -> Result<SigningKey, Fail
     Ok(key)
 }
 
+/// `bulwark init`'s part: a new home gets its audit key at once, so every
+/// record later written into it (by an agent, an operator's command or a
+/// server's worker) is under that key from the first one. A home that
+/// already has a key or a log is left to `run`'s rule. Returns whether a
+/// key was made.
+pub(crate) fn key_for_new_home(home: &Home) -> Result<bool, Failure> {
+    if std::fs::symlink_metadata(key_path(home)).is_ok() {
+        return Ok(false);
+    }
+    if home.db_path().exists() || crate::evidence::file_path(home).exists() {
+        let sink = open_sink(home)?;
+        if existing_evidence(home, &sink)?.is_some() {
+            return Ok(false);
+        }
+    }
+    let dir = home.root().join("keys");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    write_key(&key_path(home), &generate_signing_key(), false)?;
+    Ok(true)
+}
+
 /// Makes the audit key of a fresh home (no records, no checkpoint), as the
 /// first `run` would, so that a record written before any agent ran (an
 /// operator's `access create`, `keys trust`) does not leave a log without

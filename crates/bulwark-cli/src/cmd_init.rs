@@ -65,6 +65,9 @@ pub fn init(home: &Home, force: bool) -> Result<(), Failure> {
             kept.push(*rel);
         }
     }
+    if crate::cmd_audit::key_for_new_home(home)? {
+        written.push("keys/audit.key");
+    }
     for agent in ["assistant", "demo", "offline"] {
         let notes = home.workspace_dir(LOCAL_USER, agent)?.join("notes.txt");
         write_file(&notes, SAMPLE_NOTES, force)?;

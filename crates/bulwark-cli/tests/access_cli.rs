@@ -312,3 +312,31 @@ fn an_access_change_whose_record_fails_is_undone() {
     assert!(!other.path("access.toml").exists());
     assert!(!out.stdout.contains("bwk_"));
 }
+
+/// `bulwark init` makes the audit key (owner-only), so whatever writes the
+/// first records (an agent, an operator's command, a server's worker)
+/// writes them under a key that exists from the start.
+#[test]
+fn init_makes_the_audit_key() {
+    let bw = Bw::init();
+    let key = bw.path("keys/audit.key");
+    let mode = std::fs::metadata(&key).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // A second init keeps it.
+    let before = std::fs::read(&key).unwrap();
+    bw.run(&["init"]).ok();
+    assert_eq!(std::fs::read(&key).unwrap(), before);
+}
+
+/// An operator's record on a home whose log is still empty and has no key
+/// (one made before init made keys) gives it its key, so the first run
+/// accepts the log instead of refusing to make a key for it.
+#[test]
+fn a_record_before_the_first_run_does_not_orphan_the_log() {
+    let bw = Bw::init();
+    std::fs::remove_file(bw.path("keys/audit.key")).unwrap();
+    bw.run(&["access", "create", "bob"]).ok();
+    assert!(bw.path("keys/audit.key").exists());
+    bw.run(&["run", "demo", "show me"]).ok();
+    bw.run(&["audit", "verify"]).ok();
+}

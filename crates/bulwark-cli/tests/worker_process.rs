@@ -575,7 +575,9 @@ async fn a_spent_daily_token_budget_refuses_the_next_turn() {
 /// before the new one starts.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_served_session_runs_in_one_place_at_a_time() {
-    let bw = Bw::empty();
+    // An initialized home (with its audit key), as `serve` requires before
+    // it starts workers: the test's supervisor writes records as it would.
+    let bw = Bw::init();
     bw.agent(
         "talker",
         &scripted("talker", ""),
