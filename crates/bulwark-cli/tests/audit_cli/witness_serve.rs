@@ -431,3 +431,50 @@ fn two_nodes_witness_each_other_and_refuse_a_forked_or_rolled_back_log() {
         refused.stderr
     );
 }
+
+/// A key rotation on a witnessed log: the witness follows the old key, so
+/// the checkpoint the new key signs is refused (403) and `rotate-key` says
+/// what to do; once the witness follows the new key (same state), the log
+/// is cosigned again.
+#[test]
+fn a_rotated_key_is_cosigned_once_the_witness_follows_it() {
+    let node = Node::new("r.test/audit");
+    let witness_home = tempfile::tempdir().unwrap();
+    let follow = |key: &str| format!("r.test/audit={key}");
+    let (witness, url, key) = serve_as(witness_home.path(), "w.test/w", &follow(&node.log_key()));
+    node.witnessed_by(&url, &key);
+    node.bw.run(&["audit", "checkpoint"]).ok();
+    node.run("witnessed").ok();
+
+    let rotated = node.bw.run(&["audit", "rotate-key"]);
+    rotated.ok();
+    assert!(
+        rotated.stderr.contains(&format!(
+            "warning: witness w.test/w ({url}) did not cosign: the witness at {url}/add-checkpoint answered 403"
+        )),
+        "{}",
+        rotated.stderr
+    );
+    let new_key = node.log_key();
+    assert!(
+        rotated
+            .stderr
+            .contains(&format!("have each follow `r.test/audit={new_key}`")),
+        "{}",
+        rotated.stderr
+    );
+    node.run("refused").expect_code(1);
+
+    drop(witness);
+    let (_witness, url, _) = serve_as(witness_home.path(), "w.test/w", &follow(&new_key));
+    node.witnessed_by(&url, &key);
+    let signed = node.bw.run(&["audit", "checkpoint"]);
+    signed.ok();
+    let (_, size) = node.verify();
+    assert!(
+        signed.stderr.contains(&cosigned_by(1, size)),
+        "{}",
+        signed.stderr
+    );
+    node.run("runs again").ok();
+}
