@@ -550,6 +550,11 @@ pub fn rotate_key(home: &Home) -> Result<(), Failure> {
         "back up {} now, and give the new verifier key to whoever checks exported checkpoints",
         path.display()
     );
+    if !audit.witnesses.is_empty() {
+        eprintln!(
+            "the witnesses of [audit] witnesses follow the old key and refuse checkpoints signed by the new one (403): have each follow `{origin}={new_text}` (`bulwark witness serve --log`), then run `bulwark audit checkpoint`; with [audit] require_witnesses, agents do not start until they cosign"
+        );
+    }
     Ok(())
 }
 
