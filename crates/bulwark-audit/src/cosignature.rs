@@ -17,11 +17,13 @@
 //! witness key from ever verifying as a log key and the other way round.
 
 use crate::checkpoint::CheckpointError;
-use crate::note::{is_valid_key_name, parse_signature_line};
+use crate::note::{
+    check_named_key, format_typed_vkey, is_valid_key_name, parse_signature_line, parse_typed_vkey,
+    typed_key_id,
+};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
-use sha2::{Digest, Sha256};
 
 /// The signature-type byte of Ed25519 `cosignature/v1` keys.
 pub const SIGNATURE_TYPE_COSIGNATURE_V1: u8 = 0x04;
@@ -38,12 +40,7 @@ const TIMESTAMPED_SIGNATURE_LEN: usize = 8 + Signature::BYTE_SIZE;
 /// The key ID of a cosigner key:
 /// `SHA-256(name ‖ 0x0A ‖ 0x04 ‖ public key)[:4]` as a big-endian u32.
 pub fn cosigner_key_id(name: &str, key: &VerifyingKey) -> u32 {
-    let mut hasher = Sha256::new();
-    hasher.update(name.as_bytes());
-    hasher.update([b'\n', SIGNATURE_TYPE_COSIGNATURE_V1]);
-    hasher.update(key.as_bytes());
-    let digest = hasher.finalize();
-    u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]])
+    typed_key_id(name, SIGNATURE_TYPE_COSIGNATURE_V1, key)
 }
 
 /// A witness's public key, with the name and key ID its cosignature lines
@@ -58,14 +55,7 @@ pub struct CosignerKey {
 impl CosignerKey {
     /// A cosigner verifier for `key` under `name`.
     pub fn new(name: &str, key: VerifyingKey) -> Result<Self, CheckpointError> {
-        if !is_valid_key_name(name) {
-            return Err(CheckpointError::InvalidKeyName);
-        }
-        if key.is_weak() {
-            return Err(CheckpointError::InvalidVerifierKey(
-                "small-order public key",
-            ));
-        }
+        check_named_key(name, &key)?;
         Ok(Self {
             name: name.to_owned(),
             id: cosigner_key_id(name, &key),
@@ -81,34 +71,11 @@ impl CosignerKey {
     /// Parses `<name>+<8 lowercase hex key ID>+<base64(0x04 ‖ public key)>`
     /// and checks that the key ID is the one the name and key imply.
     pub fn parse(vkey: &str) -> Result<Self, CheckpointError> {
-        let mut parts = vkey.splitn(3, '+');
-        let (Some(name), Some(id_hex), Some(key_b64)) = (parts.next(), parts.next(), parts.next())
-        else {
-            return Err(CheckpointError::InvalidVerifierKey(
-                "missing `+` separators",
-            ));
-        };
-        let lower_hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
-        if id_hex.len() != 8 || !id_hex.bytes().all(lower_hex) {
-            return Err(CheckpointError::InvalidVerifierKey(
-                "key ID is not 8 lowercase hex digits",
-            ));
-        }
-        let id = u32::from_str_radix(id_hex, 16)
-            .map_err(|_| CheckpointError::InvalidVerifierKey("key ID is not 8 hex digits"))?;
-        let key_bytes = BASE64
-            .decode(key_b64)
-            .map_err(|_| CheckpointError::InvalidVerifierKey("key is not standard base64"))?;
-        let Some((&SIGNATURE_TYPE_COSIGNATURE_V1, public)) = key_bytes.split_first() else {
-            return Err(CheckpointError::InvalidVerifierKey(
-                "not an Ed25519 cosignature/v1 key (type 0x04)",
-            ));
-        };
-        let public: [u8; 32] = public
-            .try_into()
-            .map_err(|_| CheckpointError::InvalidVerifierKey("Ed25519 key is not 32 bytes"))?;
-        let key = VerifyingKey::from_bytes(&public)
-            .map_err(|_| CheckpointError::InvalidVerifierKey("not a valid Ed25519 point"))?;
+        let (name, id, key) = parse_typed_vkey(
+            vkey,
+            SIGNATURE_TYPE_COSIGNATURE_V1,
+            "not an Ed25519 cosignature/v1 key (type 0x04)",
+        )?;
         let verifier = Self::new(name, key)?;
         if verifier.id != id {
             return Err(CheckpointError::KeyIdMismatch);
@@ -133,10 +100,12 @@ impl CosignerKey {
 
     /// The vkey text form that [`parse`](Self::parse) reads.
     pub fn to_vkey(&self) -> String {
-        let mut key = Vec::with_capacity(33);
-        key.push(SIGNATURE_TYPE_COSIGNATURE_V1);
-        key.extend_from_slice(self.key.as_bytes());
-        format!("{}+{:08x}+{}", self.name, self.id, BASE64.encode(key))
+        format_typed_vkey(
+            &self.name,
+            self.id,
+            SIGNATURE_TYPE_COSIGNATURE_V1,
+            &self.key,
+        )
     }
 }
 

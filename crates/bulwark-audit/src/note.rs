@@ -37,12 +37,85 @@ pub fn is_valid_key_name(name: &str) -> bool {
 /// The C2SP key ID of an Ed25519 key:
 /// `SHA-256(name ‖ 0x0A ‖ 0x01 ‖ public key)[:4]` as a big-endian u32.
 pub fn key_id(name: &str, key: &VerifyingKey) -> u32 {
+    typed_key_id(name, SIGNATURE_TYPE_ED25519, key)
+}
+
+/// `SHA-256(name ‖ 0x0A ‖ key_type ‖ public key)[:4]`: the key ID of every
+/// C2SP key type; the type byte keeps a key of one type from ever
+/// verifying as another (a witness key as a log key, say).
+pub(crate) fn typed_key_id(name: &str, key_type: u8, key: &VerifyingKey) -> u32 {
     let mut hasher = Sha256::new();
     hasher.update(name.as_bytes());
-    hasher.update([b'\n', SIGNATURE_TYPE_ED25519]);
+    hasher.update([b'\n', key_type]);
     hasher.update(key.as_bytes());
     let digest = hasher.finalize();
     u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]])
+}
+
+/// Checks what every named Ed25519 key must be: a valid key name and not
+/// a small-order point.
+pub(crate) fn check_named_key(name: &str, key: &VerifyingKey) -> Result<(), CheckpointError> {
+    if !is_valid_key_name(name) {
+        return Err(CheckpointError::InvalidKeyName);
+    }
+    if key.is_weak() {
+        return Err(CheckpointError::InvalidVerifierKey(
+            "small-order public key",
+        ));
+    }
+    Ok(())
+}
+
+/// Parses `<name>+<8 lowercase hex digits of key ID>+<base64(key_type ‖
+/// public key)>` into its name, key ID and Ed25519 key; `wrong_type` is
+/// the error for another type byte. The caller checks the key ID against
+/// the one its type derives.
+pub(crate) fn parse_typed_vkey<'a>(
+    vkey: &'a str,
+    key_type: u8,
+    wrong_type: &'static str,
+) -> Result<(&'a str, u32, VerifyingKey), CheckpointError> {
+    // The base64 part may itself contain `+`, so split on the first two.
+    let mut parts = vkey.splitn(3, '+');
+    let (Some(name), Some(id_hex), Some(key_b64)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return Err(CheckpointError::InvalidVerifierKey(
+            "missing `+` separators",
+        ));
+    };
+    // Lowercase only, as written by `to_vkey` and Go's `sumdb/note`, so
+    // each key has a single text form.
+    let lower_hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
+    if id_hex.len() != 8 || !id_hex.bytes().all(lower_hex) {
+        return Err(CheckpointError::InvalidVerifierKey(
+            "key ID is not 8 lowercase hex digits",
+        ));
+    }
+    let id = u32::from_str_radix(id_hex, 16)
+        .map_err(|_| CheckpointError::InvalidVerifierKey("key ID is not 8 hex digits"))?;
+    let key_bytes = BASE64
+        .decode(key_b64)
+        .map_err(|_| CheckpointError::InvalidVerifierKey("key is not standard base64"))?;
+    let Some((&found, public)) = key_bytes.split_first() else {
+        return Err(CheckpointError::InvalidVerifierKey(wrong_type));
+    };
+    if found != key_type {
+        return Err(CheckpointError::InvalidVerifierKey(wrong_type));
+    }
+    let public: [u8; 32] = public
+        .try_into()
+        .map_err(|_| CheckpointError::InvalidVerifierKey("Ed25519 key is not 32 bytes"))?;
+    let key = VerifyingKey::from_bytes(&public)
+        .map_err(|_| CheckpointError::InvalidVerifierKey("not a valid Ed25519 point"))?;
+    Ok((name, id, key))
+}
+
+/// The vkey text of a named key of `key_type`.
+pub(crate) fn format_typed_vkey(name: &str, id: u32, key_type: u8, key: &VerifyingKey) -> String {
+    let mut bytes = Vec::with_capacity(33);
+    bytes.push(key_type);
+    bytes.extend_from_slice(key.as_bytes());
+    format!("{name}+{id:08x}+{}", BASE64.encode(bytes))
 }
 
 /// A fresh signing key from the operating system's CSPRNG (the one place this
@@ -63,14 +136,7 @@ pub struct VerifierKey {
 impl VerifierKey {
     /// A verifier for `key` under `name`, with the recommended key ID.
     pub fn new(name: &str, key: VerifyingKey) -> Result<Self, CheckpointError> {
-        if !is_valid_key_name(name) {
-            return Err(CheckpointError::InvalidKeyName);
-        }
-        if key.is_weak() {
-            return Err(CheckpointError::InvalidVerifierKey(
-                "small-order public key",
-            ));
-        }
+        check_named_key(name, &key)?;
         Ok(Self {
             name: name.to_owned(),
             id: key_id(name, &key),
@@ -86,38 +152,7 @@ impl VerifierKey {
     /// Parses `<name>+<8 lowercase hex digits of key ID>+<base64(0x01 ‖ public key)>`
     /// and checks that the key ID is the one the name and key imply.
     pub fn parse(vkey: &str) -> Result<Self, CheckpointError> {
-        // The base64 part may itself contain `+`, so split on the first two.
-        let (name, rest) = vkey
-            .split_once('+')
-            .ok_or(CheckpointError::InvalidVerifierKey(
-                "missing `+` separators",
-            ))?;
-        let (id_hex, key_b64) = rest
-            .split_once('+')
-            .ok_or(CheckpointError::InvalidVerifierKey(
-                "missing `+` separators",
-            ))?;
-        // Lowercase only, as written by `to_vkey` and Go's `sumdb/note`, so
-        // each key has a single text form.
-        let lower_hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
-        if id_hex.len() != 8 || !id_hex.bytes().all(lower_hex) {
-            return Err(CheckpointError::InvalidVerifierKey(
-                "key ID is not 8 lowercase hex digits",
-            ));
-        }
-        let id = u32::from_str_radix(id_hex, 16)
-            .map_err(|_| CheckpointError::InvalidVerifierKey("key ID is not 8 hex digits"))?;
-        let key_bytes = BASE64
-            .decode(key_b64)
-            .map_err(|_| CheckpointError::InvalidVerifierKey("key is not standard base64"))?;
-        let Some((&SIGNATURE_TYPE_ED25519, public)) = key_bytes.split_first() else {
-            return Err(CheckpointError::InvalidVerifierKey("not an Ed25519 key"));
-        };
-        let public: [u8; 32] = public
-            .try_into()
-            .map_err(|_| CheckpointError::InvalidVerifierKey("Ed25519 key is not 32 bytes"))?;
-        let key = VerifyingKey::from_bytes(&public)
-            .map_err(|_| CheckpointError::InvalidVerifierKey("not a valid Ed25519 point"))?;
+        let (name, id, key) = parse_typed_vkey(vkey, SIGNATURE_TYPE_ED25519, "not an Ed25519 key")?;
         let verifier = Self::new(name, key)?;
         if verifier.id != id {
             return Err(CheckpointError::KeyIdMismatch);
@@ -142,10 +177,7 @@ impl VerifierKey {
 
     /// The vkey text form that [`parse`](Self::parse) reads.
     pub fn to_vkey(&self) -> String {
-        let mut key = Vec::with_capacity(33);
-        key.push(SIGNATURE_TYPE_ED25519);
-        key.extend_from_slice(self.key.as_bytes());
-        format!("{}+{:08x}+{}", self.name, self.id, BASE64.encode(key))
+        format_typed_vkey(&self.name, self.id, SIGNATURE_TYPE_ED25519, &self.key)
     }
 }
 

@@ -9,13 +9,11 @@
 
 use crate::secret::{SecretError, ServerSecret};
 use crate::tokens::{IssuedToken, issue};
-use bulwark_audit::{AuditRecord, AuditSink, Decision};
 use bulwark_policy::{ConfigError, UserRole, parse_access};
 use std::fs::OpenOptions;
 use std::io::{ErrorKind, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use toml_edit::{Array, DocumentMut, InlineTable, Item, Table, Value};
 
 #[derive(Debug, thiserror::Error)]
@@ -52,11 +50,6 @@ pub enum AccessEditError {
     ExistingEntry(String),
     #[error(transparent)]
     Secret(#[from] SecretError),
-    /// The file was changed but the audit log refused the record of it.
-    #[error(
-        "access.toml was changed, but the audit log refused its record ({0}); check the log with `bulwark audit verify`"
-    )]
-    Audit(String),
 }
 
 fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> AccessEditError {
@@ -91,22 +84,6 @@ pub struct Created {
 pub struct AccessEditor {
     path: PathBuf,
     secret: PathBuf,
-    audit: Option<AccessAudit>,
-}
-
-/// Where [`AccessEditor`] records its changes, and who makes them.
-#[derive(Clone)]
-struct AccessAudit {
-    sink: Arc<dyn AuditSink>,
-    actor: String,
-}
-
-impl std::fmt::Debug for AccessAudit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AccessAudit")
-            .field("actor", &self.actor)
-            .finish_non_exhaustive()
-    }
 }
 
 impl AccessEditor {
@@ -114,49 +91,7 @@ impl AccessEditor {
         Self {
             path: access_path.into(),
             secret: secret_path.into(),
-            audit: None,
         }
-    }
-
-    /// Records every `create`, `rotate` and `revoke` in `sink` as an
-    /// `access_change` made by `actor` (`local` for the terminal
-    /// operator): which user, which token id (public), never a token.
-    pub fn with_audit(mut self, sink: Arc<dyn AuditSink>, actor: impl Into<String>) -> Self {
-        self.audit = Some(AccessAudit {
-            sink,
-            actor: actor.into(),
-        });
-        self
-    }
-
-    fn audited(
-        &self,
-        operation: &str,
-        args: serde_json::Value,
-        detail: String,
-    ) -> Result<(), AccessEditError> {
-        let Some(audit) = &self.audit else {
-            return Ok(());
-        };
-        let record = AuditRecord {
-            time_ms: crate::events::now_ms(),
-            session: String::new(),
-            agent: String::new(),
-            user: audit.actor.clone(),
-            action: "access_change".into(),
-            tool: String::new(),
-            operation: operation.into(),
-            args_digest: AuditRecord::digest_args(&args),
-            decision: Decision::Allowed,
-            reason: operation.into(),
-            detail,
-            duration_us: 0,
-        };
-        audit
-            .sink
-            .record(&record)
-            .and_then(|()| audit.sink.flush())
-            .map_err(|e| AccessEditError::Audit(e.to_string()))
     }
 
     /// Every user, sorted by name.
@@ -194,7 +129,7 @@ impl AccessEditor {
                 return Err(AccessEditError::BadAgentName(a.clone()));
             }
         }
-        let created = self.edit(|doc, access, secret| {
+        self.edit(|doc, access, secret| {
             let new_entry = match access.users.get(user) {
                 Some(entry) if !entry.tokens.is_empty() => {
                     return Err(AccessEditError::HasToken(user.into()));
@@ -220,31 +155,14 @@ impl AccessEditor {
             }
             entry.insert("tokens", tokens_item(&token));
             Ok(Created { token, new_entry })
-        })?;
-        let role = role.unwrap_or_default();
-        self.audited(
-            "create",
-            serde_json::json!({
-                "user": user,
-                "role": format!("{role:?}").to_lowercase(),
-                "agents": agents,
-                "token_id": created.token.id.as_str(),
-                "new_entry": created.new_entry,
-            }),
-            format!(
-                "issued token {} to `{user}`{}",
-                created.token.id.as_str(),
-                if created.new_entry { " (new user)" } else { "" }
-            ),
-        )?;
-        Ok(created)
+        })
     }
 
     /// Replaces every token of `user` with one new token; returns it and
     /// how many were replaced.
     pub fn rotate(&self, user: &str) -> Result<(IssuedToken, usize), AccessEditError> {
         check_user(user)?;
-        let rotated = self.edit(|doc, access, secret| {
+        self.edit(|doc, access, secret| {
             let old = access
                 .users
                 .get(user)
@@ -254,24 +172,14 @@ impl AccessEditor {
             let token = issue(secret)?;
             user_table(doc, user, false)?.insert("tokens", tokens_item(&token));
             Ok((token, old))
-        })?;
-        self.audited(
-            "rotate",
-            serde_json::json!({ "user": user, "token_id": rotated.0.id.as_str(), "replaced": rotated.1 }),
-            format!(
-                "replaced {} token(s) of `{user}` with token {}",
-                rotated.1,
-                rotated.0.id.as_str()
-            ),
-        )?;
-        Ok(rotated)
+        })
     }
 
     /// Removes every token of `user` (the entry and its restrictions stay);
     /// returns how many were removed.
     pub fn revoke(&self, user: &str) -> Result<usize, AccessEditError> {
         check_user(user)?;
-        let removed = self.edit(|doc, access, _| {
+        self.edit(|doc, access, _| {
             let old = access
                 .users
                 .get(user)
@@ -280,13 +188,7 @@ impl AccessEditor {
                 .len();
             user_table(doc, user, false)?.remove("tokens");
             Ok(old)
-        })?;
-        self.audited(
-            "revoke",
-            serde_json::json!({ "user": user, "removed": removed }),
-            format!("removed {removed} token(s) of `{user}`"),
-        )?;
-        Ok(removed)
+        })
     }
 
     fn read(&self) -> Result<String, AccessEditError> {

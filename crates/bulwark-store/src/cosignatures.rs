@@ -10,7 +10,6 @@
 use crate::merkle_log::StoredCheckpoint;
 use crate::{SqliteAuditSink, StoreError, now_ms, sqlite, to_u64};
 use bulwark_audit::{Hash, proof};
-use rusqlite::types::ValueRef;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 /// A cosignature to store.
@@ -210,56 +209,8 @@ impl SqliteAuditSink {
         if old_size == 0 || old_size == new_size {
             return Ok(Vec::new());
         }
-        let leaves = self.leaves_up_to(new_size)?;
+        let leaves = self.leaves_up_to(Some(new_size))?;
         Ok(proof::consistency_proof(&leaves, old_size, new_size)?)
-    }
-
-    /// The first `size` leaf hashes, read in chunks so the door's writers
-    /// are not held off for the whole scan.
-    fn leaves_up_to(&self, size: u64) -> Result<Vec<Hash>, StoreError> {
-        const CHUNK: i64 = 4096;
-        let last = to_i64(size, "tree size")?;
-        let mut out: Vec<Hash> = Vec::new();
-        loop {
-            let from = to_i64(out.len() as u64 + 1, "audit seq")?;
-            if from > last {
-                return Ok(out);
-            }
-            let before = out.len();
-            let conn = self.store.lock()?;
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT seq, leaf FROM audit WHERE seq >= ?1 AND seq <= ?2 \
-                     ORDER BY seq ASC LIMIT ?3",
-                )
-                .map_err(sqlite("preparing leaf scan"))?;
-            let mut rows = stmt
-                .query(params![from, last, CHUNK])
-                .map_err(sqlite("scanning leaves"))?;
-            while let Some(row) = rows.next().map_err(sqlite("reading leaf"))? {
-                let seq: i64 = row.get(0).map_err(sqlite("reading leaf seq"))?;
-                let expected = out.len() as u64 + 1;
-                if u64::try_from(seq) != Ok(expected) {
-                    return Err(StoreError::Corrupt(format!(
-                        "audit seq {seq} where {expected} was expected"
-                    )));
-                }
-                match row.get_ref(1) {
-                    Ok(ValueRef::Blob(leaf)) => out.push(to_hash(leaf, "leaf hash")?),
-                    _ => {
-                        return Err(StoreError::Corrupt(format!(
-                            "audit seq {seq} has no leaf hash"
-                        )));
-                    }
-                }
-            }
-            if out.len() == before {
-                return Err(StoreError::Corrupt(format!(
-                    "the log has {} records, fewer than the checkpoint's {size}",
-                    out.len()
-                )));
-            }
-        }
     }
 }
 

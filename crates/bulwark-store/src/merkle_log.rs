@@ -493,19 +493,34 @@ impl SqliteAuditSink {
     /// over a damaged log would be meaningless.
     fn leaves(&self) -> Result<Vec<Hash>, StoreError> {
         self.batches.flush()?;
+        self.leaves_up_to(None)
+    }
+
+    /// The leaf hashes of seq 1 to `last` (all of them for `None`), read a
+    /// chunk at a time so writers are not held off for the whole scan. A
+    /// gap, a missing leaf, or fewer rows than `last` asks for is corrupt.
+    pub(crate) fn leaves_up_to(&self, last: Option<u64>) -> Result<Vec<Hash>, StoreError> {
+        let size_err = || StoreError::Corrupt("audit log size exceeds i64".to_owned());
+        let last = match last {
+            Some(size) => i64::try_from(size).map_err(|_| size_err())?,
+            None => i64::MAX,
+        };
         let mut out: Vec<Hash> = Vec::new();
         loop {
-            let from = i64::try_from(out.len() as u64 + 1)
-                .map_err(|_| StoreError::Corrupt("audit log size exceeds i64".to_owned()))?;
+            let from = i64::try_from(out.len() as u64 + 1).map_err(|_| size_err())?;
+            if from > last {
+                return Ok(out);
+            }
             let before = out.len();
             let conn = self.store.lock()?;
             let mut stmt = conn
                 .prepare_cached(
-                    "SELECT seq, leaf FROM audit WHERE seq >= ?1 ORDER BY seq ASC LIMIT ?2",
+                    "SELECT seq, leaf FROM audit WHERE seq >= ?1 AND seq <= ?2 \
+                     ORDER BY seq ASC LIMIT ?3",
                 )
                 .map_err(sqlite("preparing leaf scan"))?;
             let mut rows = stmt
-                .query(params![from, crate::scan::CHUNK as i64])
+                .query(params![from, last, crate::scan::CHUNK as i64])
                 .map_err(sqlite("scanning leaves"))?;
             while let Some(row) = rows.next().map_err(sqlite("reading leaf"))? {
                 let seq: i64 = row.get(0).map_err(sqlite("reading leaf seq"))?;
@@ -527,8 +542,15 @@ impl SqliteAuditSink {
                 };
                 out.push(leaf);
             }
-            if out.len() - before < crate::scan::CHUNK {
+            let read = out.len() - before;
+            if last == i64::MAX && read < crate::scan::CHUNK {
                 return Ok(out);
+            }
+            if read == 0 {
+                return Err(StoreError::Corrupt(format!(
+                    "the log has {} records, fewer than the {last} asked for",
+                    out.len()
+                )));
             }
         }
     }
