@@ -2,7 +2,7 @@
 //! They run as root in CI, where only the sandbox (not file permissions)
 //! stands between the command and the rest of the machine.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::net::TcpListener;

@@ -1,7 +1,7 @@
 //! Work a sandboxed command must still be able to do, and the mechanics of
 //! the runner and helper (exit codes, caps, strict vs permissive).
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;

@@ -1,0 +1,11 @@
+//! The crate's one integration-test binary: each file beside this one is a
+//! module of it (a binary per file linked the whole dependency tree again).
+
+mod common;
+
+mod process;
+mod sandbox;
+mod sandbox_work;
+mod workspace;
+mod workspace_prop;
+mod workspace_race;
