@@ -752,19 +752,12 @@ fn concurrent_processes_never_overspend() {
     let path = dir.path().join("ledger.db");
     setup_shared(&path);
     let go = dir.path().join("go");
-    let exe = std::env::current_exe().unwrap();
     let children: Vec<_> = (0..PROCESSES)
         .map(|p| {
-            std::process::Command::new(&exe)
+            bulwark_test_support::process::rerun_test(module_path!(), "ledger_child_process")
+                .arg("--ignored")
                 .env(CHILD_GO, &go)
                 .stdout(std::process::Stdio::null())
-                .args([
-                    "--ignored",
-                    "--exact",
-                    "ledger_child_process",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
                 .env(CHILD_DB, &path)
                 .env("BULWARK_LEDGER_CHILD_ID", (100 + p).to_string())
                 .spawn()

@@ -200,8 +200,7 @@ fn crash_mid_append_leaves_a_verifying_log() {
     }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("crash.db");
-    let status = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
+    let status = bulwark_test_support::process::rerun_test(module_path!(), "crash_child")
         .env(CRASH_ENV, &path)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -478,7 +477,7 @@ fn verify_trusted_counts_a_badly_signed_checkpoint_as_a_problem_never_as_matchin
     assert_eq!((ok.checkpoints_checked, ok.bad_signatures), (2, 0));
 
     // Re-signed by another key: the roots still match, the signature not.
-    let (other, _) = crate::key();
+    let (other, _) = self::key();
     let forged = bulwark_audit::sign(
         &Checkpoint::new(
             ORIGIN,

@@ -1,0 +1,11 @@
+//! The crate's one integration-test binary: each file beside this one is a
+//! module of it (a binary per file linked the whole dependency tree again).
+
+mod audit;
+mod concurrency;
+mod ledger;
+mod ledger_budget;
+mod merkle_log;
+mod roundtrip_prop;
+mod store;
+mod tamper;
