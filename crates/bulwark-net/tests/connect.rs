@@ -2,7 +2,7 @@
 //! peer checked before a byte is sent; rebinding, private-resolving names,
 //! misdirected sockets, internal-service overrides.
 
-mod support;
+use crate::support;
 
 use std::net::IpAddr;
 use std::sync::Arc;

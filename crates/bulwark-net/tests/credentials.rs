@@ -2,7 +2,7 @@
 //! substituted only where a grant allows, secrets never leaving in any
 //! encoding to a host without a grant.
 
-mod support;
+use crate::support;
 
 #[path = "guard/renderings.rs"]
 mod renderings;

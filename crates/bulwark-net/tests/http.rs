@@ -1,5 +1,6 @@
 //! SafeHttp against hostile URLs and a real local server.
 
+use crate::support::{self, response};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -40,20 +41,6 @@ async fn serve(handler: Handler) -> (u16, Arc<AtomicUsize>) {
         }
     });
     (port, hits)
-}
-
-fn response(status: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
-    let mut out = format!(
-        "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        out.push_str(&format!("{k}: {v}\r\n"));
-    }
-    out.push_str("\r\n");
-    let mut bytes = out.into_bytes();
-    bytes.extend_from_slice(body);
-    bytes
 }
 
 fn redirect(to: String) -> Vec<u8> {
@@ -362,14 +349,7 @@ async fn redirect_loop_stops() {
 
 #[tokio::test]
 async fn slow_server_times_out() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((sock, _)) = listener.accept().await {
-            held.push(sock);
-        }
-    });
+    let port = support::silent().await;
     let mut http = SafeHttp::new(
         EgressPolicy::default(),
         HttpLimits {

@@ -1,7 +1,7 @@
 //! Size and time limits (decompression bombs, slow servers) and HTTPS to a
 //! local TLS server through a checked, pinned connection.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::net::IpAddr;
@@ -65,14 +65,7 @@ async fn gzip_bombs_stop_at_the_decoded_cap() {
 
 #[tokio::test]
 async fn a_server_that_never_answers_hits_the_first_byte_timeout() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((sock, _)) = listener.accept().await {
-            held.push(sock);
-        }
-    });
+    let port = support::silent().await;
     let mut http = SafeHttp::new(
         EgressPolicy::default(),
         HttpLimits {

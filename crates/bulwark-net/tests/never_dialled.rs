@@ -1,7 +1,7 @@
 //! Property: whatever URL is given, and whatever the names in it resolve
 //! to, no address inside a refused range is ever dialled.
 
-mod support;
+use crate::support;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! again (URL, allowlist, resolved and connected address), and credentials
 //! do not follow a hop to another origin.
 
-mod support;
+use crate::support;
 
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -55,18 +55,20 @@ pub fn path(head: &str) -> &str {
     head.split_whitespace().nth(1).unwrap_or("/")
 }
 
-pub fn response(status: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
-    let mut out = format!(
-        "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        out.push_str(&format!("{k}: {v}\r\n"));
-    }
-    out.push_str("\r\n");
-    let mut bytes = out.into_bytes();
-    bytes.extend_from_slice(body);
-    bytes
+pub use bulwark_test_support::http::response;
+
+/// A server on 127.0.0.1 that accepts every connection, holds it open and
+/// never answers. Returns its port.
+pub async fn silent() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((sock, _)) = listener.accept().await {
+            held.push(sock);
+        }
+    });
+    port
 }
 
 pub fn redirect(to: &str) -> Vec<u8> {

@@ -1,0 +1,12 @@
+//! The crate's one integration-test binary: each file beside this one is a
+//! module of it (a binary per file linked the whole dependency tree again).
+
+mod support;
+
+mod address_vectors;
+mod connect;
+mod credentials;
+mod http;
+mod limits;
+mod never_dialled;
+mod redirects;
