@@ -2,7 +2,7 @@
 //! tool, a repeated call and a `..` path; the audit shows each decision and
 //! the turn completes.
 
-mod common;
+use crate::common;
 
 use bulwark_audit::{AuditSink, Decision};
 use bulwark_kernel::{AgentRuntime, Door, Kernel, Silent, ToolRegistry, TurnEnd};

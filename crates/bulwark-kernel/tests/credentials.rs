@@ -2,7 +2,7 @@
 //! host, is audited by names, never shows in what the model sees; a call
 //! carrying a secret value is refused and audited as exfiltration.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -12,6 +12,7 @@ use bulwark_audit::{Decision, MemorySink};
 use bulwark_kernel::{ToolCall, ToolRegistry};
 use bulwark_net::{Credentials, EgressPolicy, HttpLimits, SafeHttp, SecretStore, StaticResolver};
 use bulwark_policy::parse_manifest;
+use bulwark_test_support::http;
 use common::*;
 use secrecy::SecretString;
 use serde_json::{Value, json};
@@ -34,12 +35,8 @@ async fn echo_server() -> u16 {
                         Ok(n) => req.extend_from_slice(&buf[..n]),
                     }
                 }
-                let reply = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                    req.len()
-                );
-                let _ = sock.write_all(reply.as_bytes()).await;
-                let _ = sock.write_all(&req).await;
+                let reply = http::response("200 OK", &[("content-type", "text/plain")], &req);
+                let _ = sock.write_all(&reply).await;
             });
         }
     });

@@ -2,7 +2,7 @@
 //! model calls (no reservation, no call), tool costs, idempotent retries,
 //! and spends that untrusted content cannot authorize.
 
-mod common;
+use crate::common;
 
 use bulwark_audit::{AuditSink, Decision, MemorySink};
 use bulwark_kernel::{AgentRuntime, Kernel, Silent, ToolCall, TurnEnd};

@@ -11,7 +11,7 @@
 //! commit left), every retried key returned its first result and moved
 //! credits once, and every movement has its audit record.
 
-mod common;
+use crate::common;
 
 use bulwark_audit::{AuditSink, Decision};
 use bulwark_kernel::{Session, ToolCall};
@@ -385,17 +385,10 @@ fn processes_never_overspend_through_the_tools() {
     let dir = tempfile::tempdir().unwrap();
     setup(dir.path());
     let go = dir.path().join("go");
-    let exe = std::env::current_exe().unwrap();
     let children: Vec<_> = (0..PROCESSES)
         .map(|p| {
-            std::process::Command::new(&exe)
-                .args([
-                    "--ignored",
-                    "--exact",
-                    "credits_child_process",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
+            bulwark_test_support::process::rerun_test(module_path!(), "credits_child_process")
+                .arg("--ignored")
                 .env(CHILD_HOME, dir.path())
                 .env(CHILD_ID, p.to_string())
                 .env(CHILD_GO, &go)

@@ -1,7 +1,7 @@
 //! The door: every tool is refused without its grant, allowed with it, and
 //! every decision is audited once.
 
-mod common;
+use crate::common;
 #[path = "door/links.rs"]
 mod links;
 

@@ -1,7 +1,7 @@
 //! The exec policy through the door: every command in a wrapper chain is
 //! checked, refusals are audited without the argv.
 
-mod common;
+use crate::common;
 
 use bulwark_audit::{Decision, MemorySink};
 use bulwark_kernel::{AgentSetup, ToolCall, ToolRegistry};

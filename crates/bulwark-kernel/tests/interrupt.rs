@@ -3,7 +3,7 @@
 //! flight is abandoned, and the stored history is whole (it needs no repair)
 //! so the next turn continues normally.
 
-mod common;
+use crate::common;
 
 use bulwark_audit::{AuditSink, Decision};
 use bulwark_kernel::{

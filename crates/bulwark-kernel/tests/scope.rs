@@ -1,7 +1,7 @@
 //! A tool that under-reports its demands still cannot reach what the door did
 //! not approve: the context's handles are narrowed to the approved demands.
 
-mod common;
+use crate::common;
 
 use bulwark_audit::{Decision, MemorySink};
 use bulwark_kernel::{Tool, ToolCall, ToolContext, ToolError, ToolOutput, ToolRegistry, ToolSpec};

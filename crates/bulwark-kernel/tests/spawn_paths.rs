@@ -6,7 +6,7 @@
 //! funded, given work (its answer comes back as untrusted content),
 //! exhausted and recalled.
 
-mod common;
+use crate::common;
 
 use bulwark_audit::{AuditSink, Decision};
 use bulwark_kernel::{Caller, ChildError, Session, ToolCall};

@@ -4,7 +4,7 @@
 //! denial with an audit record, or names a harmless file inside the
 //! workspace; nothing outside is ever read or written.
 
-mod common;
+use crate::common;
 
 use bulwark_audit::{Decision, MemorySink};
 use bulwark_kernel::{ToolCall, ToolRegistry};

@@ -2,14 +2,15 @@
 //! egress client, the content comes back inside the session's boundary and
 //! taints the conversation, so a following shell call needs a person.
 
-mod common;
+use crate::common;
 
 use bulwark_audit::{Decision, MemorySink};
 use bulwark_kernel::{ToolCall, ToolRegistry};
 use bulwark_net::{EgressPolicy, HttpLimits, SafeHttp};
+use bulwark_test_support::http;
 use common::*;
 use serde_json::json;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpListener;
 use std::sync::Arc;
 
@@ -34,13 +35,10 @@ fn serve_on(addr: &str, count: usize, content_type: &'static str, body: &'static
     std::thread::spawn(move || {
         for stream in listener.incoming().take(count) {
             let Ok(mut stream) = stream else { continue };
-            let mut buf = [0u8; 4096];
-            let _ = stream.read(&mut buf);
-            let reply = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(reply.as_bytes());
+            http::read_head(&mut stream);
+            let reply =
+                http::response("200 OK", &[("content-type", content_type)], body.as_bytes());
+            let _ = stream.write_all(&reply);
         }
     });
     port

@@ -1,0 +1,16 @@
+//! The crate's one integration-test binary: each file beside this one is a
+//! module of it (a binary per file linked the whole dependency tree again).
+
+mod common;
+
+mod agent_loop;
+mod credentials;
+mod credits;
+mod credits_concurrency;
+mod door;
+mod exec;
+mod interrupt;
+mod scope;
+mod spawn_paths;
+mod traversal_vectors;
+mod web;
