@@ -1,7 +1,7 @@
 //! Anthropic driver against a local server speaking the Messages API
 //! streaming format (event shapes as in Anthropic's streaming docs).
 
-mod support;
+use crate::support;
 
 use bulwark_llm::{
     AnthropicDriver, Block, ChatRequest, LlmDriver, LlmError, Message, ProviderConfig, Role,

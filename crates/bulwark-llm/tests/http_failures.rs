@@ -1,7 +1,7 @@
 //! Retries, status errors, size caps, truncation and key hygiene, for both
 //! HTTP drivers, against a local server.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

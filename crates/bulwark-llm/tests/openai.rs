@@ -2,7 +2,7 @@
 //! Completions streaming format (chunk shapes as in OpenAI's docs; one
 //! Ollama-style variant).
 
-mod support;
+use crate::support;
 
 use bulwark_llm::{
     Block, ChatRequest, ChatResponse, LlmDriver, LlmError, Message, OpenAiDriver, ProviderConfig,

@@ -48,12 +48,7 @@ impl Reply {
 
     /// OpenAI-style stream: each JSON chunk as `data:`, then `data: [DONE]`.
     pub fn openai(chunks: &[Value]) -> Self {
-        let mut text = String::new();
-        for chunk in chunks {
-            text.push_str(&format!("data: {chunk}\n\n"));
-        }
-        text.push_str("data: [DONE]\n\n");
-        Self::sse(&text)
+        Self::sse(&bulwark_test_support::sse::openai(chunks).concat())
     }
 
     pub fn json(status: u16, body: Value) -> Self {

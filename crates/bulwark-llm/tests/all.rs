@@ -1,0 +1,13 @@
+//! The crate's one integration-test binary: each file beside this one is a
+//! module of it (a binary per file linked the whole dependency tree again).
+
+mod support;
+
+mod anthropic;
+mod http_failures;
+mod local_grammar;
+mod local_model;
+mod openai;
+mod repair;
+mod repair_props;
+mod script;
