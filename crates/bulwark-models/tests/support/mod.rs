@@ -6,9 +6,9 @@ use bulwark_models::{
     FetchError, ModelSpec, Pip, Progress, SourceFailure, SourceKind, Stage, Wheel,
     normalise_project,
 };
+use bulwark_test_support::http;
 use sha2::{Digest, Sha256};
-use std::io::{Read, Write};
-use std::net::TcpListener;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -159,28 +159,13 @@ pub fn pip_with(index: &Path, log: &Path, fail: Option<&str>) -> Pip {
 /// Serves `body` with `status` on 127.0.0.1 to at most `max` requests;
 /// returns the base URL and the request count.
 pub fn serve(status: &'static str, body: Vec<u8>, max: usize) -> (String, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/tiny.gguf", listener.local_addr().unwrap());
     let count = Arc::new(AtomicUsize::new(0));
     let seen = count.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().take(max) {
-            let Ok(mut stream) = stream else { continue };
-            seen.fetch_add(1, Ordering::SeqCst);
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
-                head.push(byte[0]);
-            }
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = stream.write_all(&body);
-        }
+    let addr = http::serve(max, move |_head| {
+        seen.fetch_add(1, Ordering::SeqCst);
+        http::response(status, &[], &body)
     });
-    (url, count)
+    (format!("http://{addr}/tiny.gguf"), count)
 }
 
 /// Records what the fetcher reported.
