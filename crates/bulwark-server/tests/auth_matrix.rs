@@ -3,7 +3,7 @@
 //! agent not granted, user vs admin routes; and a revocation or rotation
 //! ends a live WebSocket within a second.
 
-mod common;
+use crate::common;
 
 use axum::body::Body;
 use bulwark_server::{AppState, Limits, ServerConfig};
@@ -367,11 +367,16 @@ async fn revocation_and_rotation_end_live_websockets_within_a_second() {
     // Taking an agent away ends that subscription (the socket stays).
     assert_eq!(subscribe(&mut alice, "helper").await["type"], "subscribed");
     let text = std::fs::read_to_string(f.home.access_path()).unwrap();
+    // Replaced whole, as an editor saves (write, then rename): the server
+    // polls the file, and one written in place can be read half-written,
+    // e.g. empty, which revokes everyone instead of taking an agent away.
+    let edited = f.home.access_path().with_extension("toml.edited");
     std::fs::write(
-        f.home.access_path(),
+        &edited,
         text.replace("agents = [\"helper\"]", "agents = [\"other\"]"),
     )
     .unwrap();
+    std::fs::rename(&edited, f.home.access_path()).unwrap();
     let e = recv(&mut alice).await;
     assert_eq!(e["code"], "forbidden", "{e}");
     send_message(&mut alice, "x").await;

@@ -2,7 +2,7 @@
 //! under the ledger's policy, with keys nobody else can replay; and reads
 //! their own account and journal.
 
-mod common;
+use crate::common;
 
 use axum::body::Body;
 use bulwark_server::{AppState, Limits};

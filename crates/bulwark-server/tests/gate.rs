@@ -1,7 +1,7 @@
 //! The checks before any route: Host allowlist (DNS rebinding), Origin
 //! (cross-site), CORS preflights, and the rate limits with Retry-After.
 
-mod common;
+use crate::common;
 
 use axum::body::Body;
 use bulwark_server::{Limits, ServerConfig};

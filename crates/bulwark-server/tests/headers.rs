@@ -3,7 +3,7 @@
 //! Project's recommended headers (values may be stricter) and none of the
 //! headers it says to remove. Vectors: tests/vectors/secure-headers/.
 
-mod common;
+use crate::common;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, Request};

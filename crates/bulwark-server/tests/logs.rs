@@ -2,7 +2,7 @@
 //! at TRACE: captured from an authenticated session, a failed sign-in, a
 //! token in a query string and a rejected frame.
 
-mod common;
+use crate::common;
 
 use bulwark_server::ServerConfig;
 use common::{Fixture, recv, subscribe, turn};

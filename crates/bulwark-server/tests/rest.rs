@@ -1,6 +1,6 @@
 //! The REST reads, health, metrics and the OpenAPI document.
 
-mod common;
+use crate::common;
 
 use bulwark_server::ServerConfig;
 use common::{Fixture, body_text, get, get_json, open_session, post, status, turn};

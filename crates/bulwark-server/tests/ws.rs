@@ -2,7 +2,7 @@
 //! frames, approvals, replay after a reconnect, moving a subscription,
 //! worker failures, limits and shutdown.
 
-mod common;
+use crate::common;
 
 use bulwark_server::{Limits, ServerConfig};
 use common::{

@@ -3,7 +3,7 @@
 //! frame, the connection and the server stay up, and a valid frame still
 //! works afterwards. Plus property tests of the parser itself.
 
-mod common;
+use crate::common;
 
 use bulwark_server::Limits;
 use bulwark_server::ws::frames::ClientFrame;

@@ -1,0 +1,13 @@
+//! The crate's one integration-test binary: each file beside this one is a
+//! module of it (a binary per file linked the whole dependency tree again).
+
+mod common;
+
+mod auth_matrix;
+mod credits;
+mod gate;
+mod headers;
+mod logs;
+mod rest;
+mod ws;
+mod ws_fuzz;
