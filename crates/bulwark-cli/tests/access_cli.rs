@@ -3,7 +3,7 @@
 //! owner-only and keep the operator's comments; mistakes are refused
 //! without touching the file.
 
-mod common;
+use crate::common;
 
 use bulwark_server::auth::AuthSnapshot;
 use bulwark_server::{ServerSecret, secret_path};

@@ -1,8 +1,8 @@
 //! `bulwark run` against a mock Anthropic Messages API server (named SSE
 //! events): a streamed tool use through the door.
 
-mod common;
-mod mock_provider;
+use crate::common;
+use crate::mock_provider;
 
 use common::{field, with_action};
 use mock_provider::*;

@@ -6,7 +6,7 @@
 //! only checked for the approval prompt itself (proof that the terminal path,
 //! not the headless denial, answered).
 
-mod common;
+use crate::common;
 
 use common::{BIN, Bw, field, scripted, with_action};
 use std::io::{Read, Write};
@@ -17,17 +17,7 @@ use std::time::{Duration, Instant};
 const TIMEOUT: Duration = Duration::from_secs(20);
 const PROMPT: &str = "allow [o]nce, allow for this [s]ession, or [d]eny?";
 
-const WRITER: &str = r#"
-[tools]
-allow = ["files"]
-
-[[capabilities]]
-kind = "file_write"
-path = "out/**"
-
-[approval]
-operations = ["files:write"]
-"#;
+use crate::common::WRITER;
 
 /// Three writes, one per model turn, then a final text.
 const SCRIPT: &str = r#"{"tool_calls": [{"name": "file_write", "input": {"path": "out/a.txt", "content": "A"}}]}

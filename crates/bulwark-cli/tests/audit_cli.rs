@@ -1,7 +1,7 @@
 //! `bulwark audit verify | checkpoint | prove | show | key` on a real run,
 //! and tampering with the database file detected by them.
 
-mod common;
+use crate::common;
 #[path = "audit_cli/evidence.rs"]
 mod evidence;
 #[path = "audit_cli/witness_serve.rs"]

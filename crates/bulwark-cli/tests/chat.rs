@@ -1,6 +1,6 @@
 //! `bulwark chat` with stdin not a terminal, and resuming sessions.
 
-mod common;
+use crate::common;
 
 use common::{Bw, scripted};
 

@@ -1,7 +1,7 @@
 //! Bad manifests, configs and access files fail closed: a located error
 //! (`file:line:col`) naming the field, exit 2, and nothing started.
 
-mod common;
+use crate::common;
 
 use common::{Bw, tree};
 

@@ -2,7 +2,7 @@
 //! credential modes, grants, missing keys and internal services; names
 //! only, never values.
 
-mod common;
+use crate::common;
 
 use common::Bw;
 

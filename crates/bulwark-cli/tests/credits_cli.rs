@@ -4,7 +4,7 @@
 //! policy changes are kept field by field and audited, bad amounts are
 //! refused by name, and every `--json` output parses.
 
-mod common;
+use crate::common;
 
 use common::{Bw, Out, field, with_action};
 use serde_json::Value;

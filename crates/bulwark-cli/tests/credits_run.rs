@@ -3,7 +3,7 @@
 //! agent's call is not made and the operator is told why), and a spawn the
 //! model asks for is checked against the parent's grant and audited.
 
-mod common;
+use crate::common;
 
 use common::{Bw, field, scripted, with_action};
 

@@ -1,6 +1,6 @@
 //! Self-hardening at start, and the `sandbox` commands.
 
-mod common;
+use crate::common;
 
 use common::{BIN, Bw};
 use std::io::Read;

@@ -3,7 +3,7 @@
 //! 127.0.0.1 server) stands in for the real ones, so nothing here reaches
 //! the network or needs the 491 MB file.
 
-mod common;
+use crate::common;
 
 use common::Bw;
 use sha2::{Digest, Sha256};

@@ -1,6 +1,6 @@
 //! `bulwark net check`: the egress decision without sending anything.
 
-mod common;
+use crate::common;
 
 use common::Bw;
 

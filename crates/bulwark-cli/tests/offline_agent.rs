@@ -11,7 +11,7 @@
 //! once on a 2-core machine would only slow each other down.
 #![cfg(feature = "local")]
 
-mod common;
+use crate::common;
 
 use common::{Bw, field};
 use serde_json::Value;

@@ -2,8 +2,8 @@
 //! chunks, then `data: [DONE]`): a streamed tool call through the door, an
 //! ungranted tool reported back to the model, and server errors.
 
-mod common;
-mod mock_provider;
+use crate::common;
+use crate::mock_provider;
 
 use common::{field, with_action};
 use mock_provider::*;

@@ -1,6 +1,6 @@
 //! `bulwark policy explain`: the effective set, and which layer removed what.
 
-mod common;
+use crate::common;
 
 use common::Bw;
 

@@ -1,6 +1,6 @@
 //! `bulwark run`: the demo walkthrough, headless approvals, and exit codes.
 
-mod common;
+use crate::common;
 #[path = "run/lease.rs"]
 mod lease;
 
@@ -66,17 +66,7 @@ fn demo_walkthrough_audits_every_decision_in_order() {
     assert!(seq(warned[0]) < seq(block));
 }
 
-const WRITER: &str = r#"
-[tools]
-allow = ["files"]
-
-[[capabilities]]
-kind = "file_write"
-path = "out/**"
-
-[approval]
-operations = ["files:write"]
-"#;
+use crate::common::WRITER;
 
 const WRITE_SCRIPT: &str = r#"{"tool_calls": [{"name": "file_write", "input": {"path": "out/a.txt", "content": "written"}}]}
 {"text": "finished"}

@@ -2,7 +2,7 @@
 //! sandbox. Escapes fail (and each call is audited with its outcome);
 //! ordinary work (compile and run, git, system libraries) succeeds.
 
-mod common;
+use crate::common;
 
 use common::{Bw, field, scripted, with_action};
 use serde_json::json;

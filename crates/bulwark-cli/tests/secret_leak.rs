@@ -7,10 +7,11 @@
 //! it could be smuggled in: raw, hex (both cases), base64 (standard and URL
 //! alphabets, at all three alignments).
 
-mod common;
+use crate::common;
 
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+use bulwark_test_support::http;
 use common::{Bw, Out, field, scripted, with_action};
 use serde_json::json;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -108,35 +109,17 @@ impl Evidence {
 /// An internal service that echoes each request head (so a credential it
 /// was sent comes back in the response, as some servers do).
 fn echo_origin() -> (u16, Arc<Mutex<Vec<String>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut req = Vec::new();
-            let mut buf = [0u8; 4096];
-            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
-                match stream.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => req.extend_from_slice(&buf[..n]),
-                }
-            }
-            let head = String::from_utf8_lossy(&req).to_string();
-            log.lock().expect("log").push(head.clone());
-            let body = format!(
-                "you sent:\n{head}\nencoded: {}\n",
-                STANDARD_NO_PAD.encode(&head)
-            );
-            let reply = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(reply.as_bytes());
-        }
+    let addr = http::serve(usize::MAX, move |head| {
+        log.lock().expect("log").push(head.to_owned());
+        let body = format!(
+            "you sent:\n{head}\nencoded: {}\n",
+            STANDARD_NO_PAD.encode(head)
+        );
+        http::response("200 OK", &[("content-type", "text/plain")], body.as_bytes())
     });
-    (port, seen)
+    (addr.port(), seen)
 }
 
 /// An Anthropic endpoint that refuses every request with a 401 that echoes

@@ -1,7 +1,7 @@
 //! No API key leaks through the CLI: not on stdout or stderr (even with
 //! trace logging), not in the audit log, not in any file under the home.
 
-mod common;
+use crate::common;
 
 use common::{Bw, Out};
 use std::io::{BufRead, BufReader, Read, Write};

@@ -2,7 +2,7 @@
 //! `bulwark access create`, a WebSocket conversation run by a real
 //! `bulwark worker` process, and `kill -9` of that worker mid-conversation.
 
-mod common;
+use crate::common;
 
 use common::serve::{connect, send, start, token_for, until, workers_of};
 use common::{APPROVED_WRITES, Bw, FOR_ALICE};

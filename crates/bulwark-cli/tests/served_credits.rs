@@ -4,7 +4,7 @@
 //! user's budget itself. A spent session budget stops the turn before the
 //! model call, and the client is told why.
 
-mod common;
+use crate::common;
 
 use bulwark_store::{Actor, Store};
 use bulwark_worker::protocol::{Command, ErrorCode, Event, TurnEnd};

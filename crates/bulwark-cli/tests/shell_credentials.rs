@@ -2,7 +2,7 @@
 //! sandboxed commands (and nothing else does); output that prints them is
 //! redacted before the model sees it; the use is audited by names.
 
-mod common;
+use crate::common;
 
 use common::{Bw, field, scripted, with_action};
 use serde_json::json;

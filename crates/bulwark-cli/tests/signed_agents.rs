@@ -2,7 +2,7 @@
 //! `bulwark verify` end to end: keys on disk, the trust store, and every
 //! kind of tampering reported with the file it touched.
 
-mod common;
+use crate::common;
 #[path = "signed_agents/records.rs"]
 mod records;
 

@@ -1,6 +1,7 @@
 //! The command-line surface: help, version, usage errors, preflight.
 
-mod common;
+use crate::common;
+#[path = "first_use/mod.rs"]
 mod first_use;
 
 use common::{Bw, scripted};

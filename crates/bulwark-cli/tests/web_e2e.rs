@@ -2,10 +2,10 @@
 //! operator-declared internal service with a granted credential, while
 //! proxy variables point elsewhere, then tries to smuggle the secret out.
 
-mod common;
+use crate::common;
 
+use bulwark_test_support::http;
 use common::{Bw, field, scripted, with_action};
-use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,31 +14,13 @@ const TOKEN: &str = "e2e-token-Zq81xKd0Lm77Pw";
 
 /// Echoes request heads; records them.
 fn origin() -> (u16, Arc<Mutex<Vec<String>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut req = Vec::new();
-            let mut buf = [0u8; 4096];
-            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
-                match stream.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => req.extend_from_slice(&buf[..n]),
-                }
-            }
-            let head = String::from_utf8_lossy(&req).to_string();
-            log.lock().unwrap().push(head.clone());
-            let reply = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{head}",
-                head.len()
-            );
-            let _ = stream.write_all(reply.as_bytes());
-        }
+    let addr = http::serve(usize::MAX, move |head| {
+        log.lock().unwrap().push(head.to_owned());
+        http::response("200 OK", &[("content-type", "text/plain")], head.as_bytes())
     });
-    (port, seen)
+    (addr.port(), seen)
 }
 
 /// Counts connections and answers nothing useful.

@@ -14,7 +14,7 @@
 //! `scripts/test` installs them as root). Without them this test fails:
 //! a skipped browser test would hide a broken page.
 
-mod common;
+use crate::common;
 
 use common::serve::{start, token_for};
 use common::{Bw, SCRUBBED};

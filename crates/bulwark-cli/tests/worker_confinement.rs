@@ -12,7 +12,7 @@
 //! * A worker refuses a `Start` for a user or agent it was not started for.
 //! * Strict enforcement refuses to serve unconfined; permissive warns.
 
-mod common;
+use crate::common;
 
 use bulwark_worker::io::{FrameReader, FrameWriter};
 use bulwark_worker::protocol::{Command, ErrorCode, Event};

@@ -3,7 +3,7 @@
 //! SIGKILL mid-turn is reported lost, its session resumes in a new worker,
 //! and the stored history up to the kill is intact.
 
-mod common;
+use crate::common;
 
 use bulwark_store::Store;
 use bulwark_worker::protocol::{Command, ErrorCode, Event, ToolDecision, TurnEnd};

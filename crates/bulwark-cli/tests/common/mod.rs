@@ -273,3 +273,16 @@ pub fn tree(root: &Path) -> Vec<PathBuf> {
     out.sort();
     out
 }
+
+/// An agent that may write under `out/`, each write asked of the operator.
+pub const WRITER: &str = r#"
+[tools]
+allow = ["files"]
+
+[[capabilities]]
+kind = "file_write"
+path = "out/**"
+
+[approval]
+operations = ["files:write"]
+"#;

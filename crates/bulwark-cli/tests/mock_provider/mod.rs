@@ -56,9 +56,7 @@ impl Reply {
 
     /// OpenAI streaming: each chunk as one `data:` event, then `[DONE]`.
     pub fn openai(chunks: &[Value]) -> Self {
-        let mut events: Vec<String> = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
-        events.push("data: [DONE]\n\n".into());
-        Self::sse(events)
+        Self::sse(bulwark_test_support::sse::openai(chunks))
     }
 
     /// Anthropic streaming: `event: <type>` plus `data: <json>` per event.
