@@ -1,8 +1,8 @@
-//! `bulwark serve`: the server of `bulwark-server` in front of the worker
-//! supervisor of `bulwark-worker`, each conversation in its own
+//! `bulwark serve`: the server of `bulwark-server` in front of its worker
+//! supervisor (`bulwark_server::workers`), each conversation in its own
 //! `bulwark worker` process.
 //!
-//! The two crates do not know each other: the server talks to a
+//! The two halves do not know each other: the server talks to a
 //! [`Backend`], the supervisor runs workers. [`WorkerBackend`] is the
 //! adapter, and this is also where the worker's environment is decided:
 //! only the provider and credential keys the configuration names travel to
@@ -13,16 +13,16 @@ use crate::{Failure, usage_error};
 use anyhow::{Context, anyhow};
 use async_trait::async_trait;
 use bulwark_kernel::Home;
+use bulwark_protocol::protocol::ErrorCode;
+use bulwark_server::workers::{
+    Broker, CapScope, CreditLimits, DatabaseBroker, Supervisor, SupervisorConfig, SupervisorError,
+    WorkerEnv, WorkerHandle,
+};
 use bulwark_server::{
     AppState, Backend, BackendError, BackendStats, ConnectionLimits, Conversation,
     ConversationControl, OpenRequest, ServerConfig,
 };
 use bulwark_store::Store;
-use bulwark_worker::protocol::ErrorCode;
-use bulwark_worker::{
-    Broker, CapScope, CreditLimits, DatabaseBroker, Supervisor, SupervisorConfig, SupervisorError,
-    WorkerEnv, WorkerHandle,
-};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -161,7 +161,7 @@ impl Backend for WorkerBackend {
     async fn open(&self, request: OpenRequest) -> Result<Conversation, BackendError> {
         let conversation = self
             .supervisor
-            .open(bulwark_worker::OpenRequest {
+            .open(bulwark_server::workers::OpenRequest {
                 user: request.user,
                 agent: request.agent,
                 resume: request.resume,

@@ -1,6 +1,6 @@
 //! A worker's store: every operation is a request to the server, which
 //! performs it for this worker's own conversation (see
-//! `bulwark_worker::store_ipc`). The worker never opens the database.
+//! `bulwark_protocol::store_ipc`). The worker never opens the database.
 //!
 //! The kernel and the door call their stores synchronously; each call here
 //! sends one request and blocks its thread (with `block_in_place`, so the
@@ -9,12 +9,12 @@
 
 use bulwark_audit::{AuditError, AuditRecord, AuditSink, StoredRecord};
 use bulwark_kernel::{ConversationStore, Ledger};
+use bulwark_protocol::protocol::Event;
+use bulwark_protocol::store_ipc::{AuditEntry, StoreFailure, StoreReply, StoreRequest, StoredRole};
 use bulwark_store::{
     Balance, HoldId, HoldRequest, LedgerError, SettleReceipt, StoreError, TransferReceipt,
     TransferRequest,
 };
-use bulwark_worker::protocol::Event;
-use bulwark_worker::store_ipc::{AuditEntry, StoreFailure, StoreReply, StoreRequest, StoredRole};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, mpsc as std_mpsc};

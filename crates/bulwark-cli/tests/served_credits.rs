@@ -6,11 +6,11 @@
 
 mod common;
 
-use bulwark_store::{Actor, Store};
-use bulwark_worker::protocol::{Command, ErrorCode, Event, TurnEnd};
-use bulwark_worker::{
+use bulwark_protocol::protocol::{Command, ErrorCode, Event, TurnEnd};
+use bulwark_server::workers::{
     Broker, Conversation, CreditLimits, DatabaseBroker, OpenRequest, Supervisor, SupervisorConfig,
 };
+use bulwark_store::{Actor, Store};
 use common::{BIN, Bw, scripted};
 use std::time::Duration;
 

@@ -5,12 +5,12 @@
 
 mod common;
 
-use bulwark_store::Store;
-use bulwark_worker::protocol::{Command, ErrorCode, Event, ToolDecision, TurnEnd};
-use bulwark_worker::{
+use bulwark_protocol::protocol::{Command, ErrorCode, Event, ToolDecision, TurnEnd};
+use bulwark_server::workers::{
     Broker, Conversation, DatabaseBroker, EndReason, OpenRequest, Supervisor, SupervisorConfig,
     SupervisorError,
 };
+use bulwark_store::Store;
 use common::{APPROVED_WRITES, BIN, Bw, scripted};
 use std::time::{Duration, Instant};
 

@@ -3,20 +3,20 @@
 //! per conversation, and reaps workers that crash, idle, or are replaced.
 //!
 //! What a conversation's channels guarantee (see [`Conversation`]):
-//! events are relayed through the [`relay`](crate::relay::relay)
+//! events are relayed through the [`relay`](crate::workers::relay::relay)
 //! allowlist; anything else from a worker kills it; a worker that dies
 //! while its conversation is open produces exactly one
 //! `Event::Error { code: WorkerLost, fatal: true }` and then the channel
 //! closes. User messages are serialized per conversation by a FIFO lock
-//! with a timeout (see [`crate::turns`]).
+//! with a timeout (see [`crate::workers::turns`]).
 
-use crate::broker::{Broker, BrokerScope, end_scope};
-use crate::child::{self, Launch};
-use crate::env::WorkerEnv;
-use crate::frame::EventCodec;
-use crate::protocol::{Command, ErrorCode, Event, TooLong};
-use crate::pump::{Pump, write_commands};
-use crate::relay::relay;
+use crate::workers::broker::{Broker, BrokerScope, end_scope};
+use crate::workers::child::{self, Launch};
+use crate::workers::env::WorkerEnv;
+use crate::workers::pump::{Pump, write_commands};
+use crate::workers::relay::relay;
+use bulwark_protocol::frame::EventCodec;
+use bulwark_protocol::protocol::{Command, ErrorCode, Event, TooLong};
 use futures_util::StreamExt;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
@@ -27,7 +27,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::codec::FramedRead;
 
-pub use crate::handle::{EndReason, WorkerHandle};
+pub use crate::workers::handle::{EndReason, WorkerHandle};
 
 /// Commands buffered between the server and a conversation.
 const COMMAND_QUEUE: usize = 64;
@@ -67,7 +67,7 @@ pub struct SupervisorConfig {
     /// flushes its audit records) before it is killed. Default 5 s.
     pub shutdown_grace: Duration,
     /// Performs workers' store requests (`bulwark serve` passes a
-    /// [`DatabaseBroker`](crate::DatabaseBroker)). `None`: a worker that
+    /// [`DatabaseBroker`](crate::workers::DatabaseBroker)). `None`: a worker that
     /// asks is breaking the protocol.
     pub broker: Option<Broker>,
 }
@@ -320,7 +320,7 @@ impl Supervisor {
             else {
                 break next;
             };
-            let answered = crate::broker::answer(
+            let answered = crate::workers::broker::answer(
                 config.broker.as_ref(),
                 &mut scope,
                 request_id,
@@ -360,7 +360,7 @@ impl Supervisor {
                     }
                     let (commands, from_server) = mpsc::channel(COMMAND_QUEUE);
                     let (to_server, events) = mpsc::channel(EVENT_QUEUE);
-                    let pump = Pump::new(crate::pump::Parts {
+                    let pump = Pump::new(crate::workers::pump::Parts {
                         scope,
                         process,
                         events_in,

@@ -7,7 +7,7 @@
 //! [`Command::StoreReply`](crate::protocol::Command::StoreReply). No request
 //! names a session, a user or an agent: the server performs each one for
 //! the conversation it started this worker for (see
-//! [`StoreBroker`](crate::StoreBroker)), and stamps that identity on every
+//! `StoreBroker` in `bulwark-server`), and stamps that identity on every
 //! audit record. So the worst a compromised worker can do to the store is
 //! write nonsense into its own session and its own audit trail, which the
 //! audit log's hashes then preserve as evidence.

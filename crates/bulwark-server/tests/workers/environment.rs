@@ -6,16 +6,20 @@
 //! without mutating this process's environment), and the child checks
 //! what a worker it supervises sees.
 
-mod common;
-
-use bulwark_worker::protocol::Event;
-use bulwark_worker::{EnvError, Supervisor, WorkerEnv};
-use common::*;
+use super::common::*;
+use bulwark_protocol::protocol::Event;
+use bulwark_server::workers::{EnvError, Supervisor, WorkerEnv};
 use secrecy::SecretString;
 use std::collections::BTreeMap;
 
 const CHILD_FLAG: &str = "BW_ENV_TEST_SUPERVISOR";
-const TEST_NAME: &str = "a_worker_sees_only_the_allowlisted_environment";
+
+/// This test's name as libtest filters it: its module path without the
+/// crate's name (so it still holds when the module moves).
+fn test_name() -> String {
+    let module = module_path!().split_once("::").map_or("", |(_, rest)| rest);
+    format!("{module}::a_worker_sees_only_the_allowlisted_environment")
+}
 
 const PLANTED: &[(&str, &str)] = &[
     ("BW_TEST_SECRET_TOKEN", "sk-test-must-not-leak"),
@@ -32,7 +36,7 @@ fn a_worker_sees_only_the_allowlisted_environment() {
     }
     let mut child = std::process::Command::new(std::env::current_exe().unwrap());
     child
-        .args(["--exact", TEST_NAME, "--nocapture", "--test-threads=1"])
+        .args(["--exact", &test_name(), "--nocapture", "--test-threads=1"])
         .env(CHILD_FLAG, "1");
     for (name, value) in PLANTED {
         child.env(name, value);
