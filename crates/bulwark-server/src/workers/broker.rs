@@ -424,6 +424,20 @@ impl DatabaseBroker {
                 Ok(()) => StoreReply::Done,
                 Err(err) => internal(&err),
             },
+            StoreRequest::AuditBatch { entries, flush } => {
+                // In order, each stamped like a single record; the first
+                // failure answers (the sink then fails every later record
+                // and flush too, so nothing after a loss is taken as stored).
+                for entry in entries {
+                    if let Err(err) = self.audit.record(&stamp(scope, session, entry)) {
+                        return internal(&err);
+                    }
+                }
+                if flush && let Err(err) = self.audit.flush() {
+                    return internal(&err);
+                }
+                StoreReply::Done
+            }
             StoreRequest::AuditFlush {} => match self.audit.flush() {
                 Ok(()) => StoreReply::Done,
                 Err(err) => internal(&err),

@@ -15,6 +15,8 @@ use bulwark_server::workers::{
 };
 use bulwark_store::{AccountKind, Actor, Balance, NewSession, Store};
 
+#[path = "broker/audit_batch.rs"]
+mod audit_batch;
 #[path = "broker/lease.rs"]
 mod lease;
 
