@@ -80,6 +80,7 @@ async fn a_served_session_pays_through_the_broker_within_its_budget() {
             user: "alice".into(),
             agent: "payer".into(),
             resume: None,
+            keys: Vec::new(),
         })
         .await
         .unwrap();

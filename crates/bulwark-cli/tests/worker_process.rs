@@ -35,6 +35,7 @@ fn open(user: &str, agent: &str, resume: Option<&str>) -> OpenRequest {
         user: user.into(),
         agent: agent.into(),
         resume: resume.map(str::to_string),
+        keys: Vec::new(),
     }
 }
 

@@ -26,6 +26,7 @@ pub fn request(user: &str) -> OpenRequest {
         user: user.into(),
         agent: "demo".into(),
         resume: None,
+        keys: Vec::new(),
     }
 }
 
