@@ -40,6 +40,9 @@ const REPLY_WAIT: Duration = Duration::from_secs(60);
 struct AuditQueue {
     entries: Vec<AuditEntry>,
     chars: usize,
+    /// Records were sent since the last flush: the next flush must ask
+    /// the server even with nothing queued.
+    unflushed: bool,
 }
 
 impl AuditQueue {
@@ -52,8 +55,10 @@ impl AuditQueue {
         self.chars += chars;
     }
 
+    /// The queued records, to be sent now.
     fn take(&mut self) -> Vec<AuditEntry> {
         self.chars = 0;
+        self.unflushed = true;
         std::mem::take(&mut self.entries)
     }
 }
@@ -214,7 +219,11 @@ impl BrokerClient {
             entries: queue.take(),
             flush,
         };
-        self.audit_outcome(self.send(request).and_then(|sent| self.wait(sent)))
+        self.audit_outcome(self.send(request).and_then(|sent| self.wait(sent)))?;
+        if flush {
+            queue.unflushed = false;
+        }
+        Ok(())
     }
 
     fn audit_lost(&self) -> Result<(), AuditError> {
@@ -373,6 +382,10 @@ impl AuditSink for BrokerClient {
     fn flush(&self) -> Result<(), AuditError> {
         self.audit_lost()?;
         let mut queue = self.audit();
+        if queue.entries.is_empty() && !queue.unflushed {
+            // Everything sent before was flushed already.
+            return Ok(());
+        }
         self.send_batch(&mut queue, true)?;
         // A batch that went out ahead of another request may have failed
         // while this one was queued.

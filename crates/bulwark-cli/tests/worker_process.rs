@@ -3,6 +3,8 @@
 //! SIGKILL mid-turn is reported lost, its session resumes in a new worker,
 //! and the stored history up to the kill is intact.
 
+#[path = "worker_process/audit_order.rs"]
+mod audit_order;
 mod common;
 
 use bulwark_protocol::protocol::{Command, ErrorCode, Event, ToolDecision, TurnEnd};

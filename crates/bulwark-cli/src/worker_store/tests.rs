@@ -202,9 +202,21 @@ async fn a_batch_lost_ahead_of_another_request_fails_the_next_flush() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_flush_with_nothing_queued_is_still_the_barrier() {
+async fn a_flush_asks_the_server_only_when_records_went_out_since_the_last() {
     let (client, events) = client();
     let seen = serve(&client, events, false);
     client.flush().unwrap();
-    assert_eq!(batches(&seen.lock().unwrap()), [(0, true)]);
+    assert!(seen.lock().unwrap().requests.is_empty(), "nothing to flush");
+    client.record(&record("carried")).unwrap();
+    client.save_state("s", "{}").unwrap();
+    // The record went out ahead of `save_state`, not yet durable: the
+    // barrier must still be asked for.
+    client.flush().unwrap();
+    {
+        let seen = seen.lock().unwrap();
+        assert_eq!(batches(&seen), [(1, false), (0, true)]);
+        assert_eq!(seen.durable, 1);
+    }
+    client.flush().unwrap();
+    assert_eq!(batches(&seen.lock().unwrap()).len(), 2, "already durable");
 }
