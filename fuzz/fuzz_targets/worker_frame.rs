@@ -4,8 +4,8 @@
 //! not change what is decoded.
 #![no_main]
 
-use bulwark_worker::frame::{EventCodec, decode_all, encode_frame};
-use bulwark_worker::protocol::{Command, Event};
+use bulwark_protocol::frame::{EventCodec, decode_all, encode_frame};
+use bulwark_protocol::protocol::{Command, Event};
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
 use tokio_util::codec::Decoder;

@@ -1,28 +1,31 @@
-//! `bulwark serve`: the server of `bulwark-server` in front of the worker
-//! supervisor of `bulwark-worker`, each conversation in its own
+//! `bulwark serve`: the server of `bulwark-server` in front of its worker
+//! supervisor (`bulwark_server::workers`), each conversation in its own
 //! `bulwark worker` process.
 //!
-//! The two crates do not know each other: the server talks to a
+//! The two halves do not know each other: the server talks to a
 //! [`Backend`], the supervisor runs workers. [`WorkerBackend`] is the
-//! adapter, and this is also where the worker's environment is decided:
-//! only the provider and credential keys the configuration names travel to
-//! a worker, never the server's whole environment.
+//! adapter, and this is also where each worker's environment is decided
+//! ([`AgentKeys`]): only the keys its one agent may use travel to a worker,
+//! never another agent's, never the server's whole environment.
 
 use crate::checkpoints::Checkpointer;
 use crate::{Failure, usage_error};
 use anyhow::{Context, anyhow};
 use async_trait::async_trait;
 use bulwark_kernel::Home;
+use bulwark_policy::{Capability, GlobalConfig, parse_model_ref};
+use bulwark_protocol::protocol::ErrorCode;
+use bulwark_server::workers::env::check_name;
+use bulwark_server::workers::{
+    Broker, CapScope, CreditLimits, DatabaseBroker, Supervisor, SupervisorConfig, SupervisorError,
+    WorkerHandle,
+};
 use bulwark_server::{
     AppState, Backend, BackendError, BackendStats, ConnectionLimits, Conversation,
     ConversationControl, OpenRequest, ServerConfig,
 };
 use bulwark_store::Store;
-use bulwark_worker::protocol::ErrorCode;
-use bulwark_worker::{
-    Broker, CapScope, CreditLimits, DatabaseBroker, Supervisor, SupervisorConfig, SupervisorError,
-    WorkerEnv, WorkerHandle,
-};
+use secrecy::SecretString;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -115,6 +118,7 @@ fn connection_limits(args: &ServeArgs) -> Result<ConnectionLimits, Failure> {
 /// The supervisor as the server's [`Backend`].
 pub struct WorkerBackend {
     supervisor: Supervisor,
+    keys: Arc<AgentKeys>,
 }
 
 struct Kill(WorkerHandle);
@@ -159,12 +163,18 @@ fn backend_error(err: SupervisorError) -> BackendError {
 #[async_trait]
 impl Backend for WorkerBackend {
     async fn open(&self, request: OpenRequest) -> Result<Conversation, BackendError> {
+        let keys = self.keys.clone();
+        let agent = request.agent.clone();
+        let keys = tokio::task::spawn_blocking(move || keys.for_agent(&agent))
+            .await
+            .map_err(|_| BackendError::Internal("the server failed".into()))??;
         let conversation = self
             .supervisor
-            .open(bulwark_worker::OpenRequest {
+            .open(bulwark_server::workers::OpenRequest {
                 user: request.user,
                 agent: request.agent,
                 resume: request.resume,
+                keys,
             })
             .await
             .map_err(backend_error)?;
@@ -192,44 +202,133 @@ impl Backend for WorkerBackend {
     }
 }
 
-/// The variables a worker may need: every provider key and every
-/// credential key the configuration or an agent names, with its value from
-/// the start-up snapshot. Nothing else of the server's environment.
-fn worker_environment(home: &Home) -> Result<WorkerEnv, Failure> {
-    let global = home
-        .load_global()
-        .map_err(|e| usage_error(anyhow!("{e}")))?;
-    let mut names: Vec<String> = vec!["ANTHROPIC_API_KEY".into(), "OPENAI_API_KEY".into()];
-    names.extend(
-        global
-            .providers
-            .values()
-            .filter_map(|p| p.api_key_env.clone()),
-    );
-    names.extend(global.secrets.env.iter().cloned());
-    for agent in home.list_agents().unwrap_or_default() {
-        // An agent that does not load is refused when it is opened; it
-        // contributes no keys here.
-        if let Ok(loaded) = home.load_agent(&agent) {
+/// Finds the keys one agent's worker is given: the variables of
+/// `config.toml` `[secrets] env`, the agent's credential grants' keys, and
+/// the keys of the providers it may use (its model's: the manifest's, else
+/// `default_model`; and those its `llm_query` capabilities name), with
+/// their values from the start-up snapshot. Nothing of another agent and
+/// nothing else of the server's environment: a compromised worker holds
+/// only what its own agent could use anyway.
+pub(crate) struct AgentKeys {
+    home: Home,
+    lookup: KeyLookup,
+}
+
+/// A variable's value in the server's start-up environment.
+type KeyLookup = Box<dyn Fn(&str) -> Option<SecretString> + Send + Sync>;
+
+impl AgentKeys {
+    /// Values from the server's start-up environment snapshot.
+    pub(crate) fn from_environment(home: &Home) -> Self {
+        Self::with_lookup(home, |name| {
+            bulwark_kernel::environment().get(name).cloned()
+        })
+    }
+
+    pub(crate) fn with_lookup(
+        home: &Home,
+        lookup: impl Fn(&str) -> Option<SecretString> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            home: home.clone(),
+            lookup: Box::new(lookup),
+        }
+    }
+
+    /// The names `agent`'s worker may hold. `Err`: the open is refused
+    /// with this message (for the user).
+    fn names(&self, global: &GlobalConfig, agent: &str) -> Result<Vec<String>, String> {
+        let mut names: Vec<String> = global.secrets.env.clone();
+        // An agent that does not load is refused by its worker, which says
+        // why; it gets no keys of its own.
+        if let Ok(loaded) = self.home.load_agent(agent) {
             for grant in loaded.manifest.credentials.grants.values() {
                 names.extend(grant.keys.iter().cloned());
             }
+            let model = loaded
+                .manifest
+                .agent
+                .model
+                .clone()
+                .or_else(|| bulwark_kernel::default_model(global))
+                .ok_or_else(|| {
+                    // The worker would decide without the server's keys,
+                    // and pick the bundled local model: refuse here, as
+                    // `run` does.
+                    format!(
+                        "agent `{agent}` names no model and config.toml has no default_model; with a provider key set, \
+                         Bulwark does not pick one of its models for you: set [agent] model in its agent.toml, or default_model"
+                    )
+                })?;
+            let mut providers: Vec<String> = Vec::new();
+            if let Ok(model) = parse_model_ref(&model) {
+                providers.push(model.provider);
+            }
+            for capability in &loaded.manifest.capabilities {
+                if let Capability::LlmQuery { model } = capability {
+                    providers.extend(queried_providers(model, global));
+                }
+            }
+            names.extend(
+                providers
+                    .iter()
+                    .filter_map(|p| bulwark_kernel::provider_key_env(p, global)),
+            );
         }
+        names.sort_unstable();
+        names.dedup();
+        Ok(names)
     }
-    names.sort_unstable();
-    names.dedup();
-    let snapshot = bulwark_kernel::environment();
-    let mut env = WorkerEnv::from_process();
-    for name in names {
-        if let Some(value) = snapshot.get(&name) {
-            env = env.with_var(&name, value.clone()).map_err(|e| {
+
+    /// The keys of `agent`'s worker, with their values (unset ones are
+    /// left out).
+    fn for_agent(&self, agent: &str) -> Result<Vec<(String, SecretString)>, BackendError> {
+        let global = self
+            .home
+            .load_global()
+            .map_err(|e| BackendError::Setup(e.to_string()))?;
+        let names = self.names(&global, agent).map_err(BackendError::Setup)?;
+        Ok(names
+            .into_iter()
+            .filter_map(|name| (self.lookup)(&name).map(|value| (name, value)))
+            .collect())
+    }
+
+    /// Refuses to start when a key any agent (or config.toml) names could
+    /// not be passed to a worker, so the mistake shows at start-up rather
+    /// than at some user's first message.
+    fn check_names(&self) -> Result<(), Failure> {
+        let global = self
+            .home
+            .load_global()
+            .map_err(|e| usage_error(anyhow!("{e}")))?;
+        let mut names: Vec<String> = global.secrets.env.clone();
+        for agent in self.home.list_agents().unwrap_or_default() {
+            names.extend(self.names(&global, &agent).unwrap_or_default());
+        }
+        for name in names {
+            check_name(&name).map_err(|e| {
                 usage_error(anyhow!(
                     "the key variable `{name}` cannot be passed to workers: {e}; rename it in config.toml or the agent's credentials"
                 ))
             })?;
         }
+        Ok(())
     }
-    Ok(env)
+}
+
+/// The providers an `llm_query` pattern can name: the one before its `:`,
+/// or every known provider when that part is a glob (an agent allowed to
+/// query any provider's models needs their keys).
+fn queried_providers(pattern: &str, global: &GlobalConfig) -> Vec<String> {
+    let provider = pattern.split_once(':').map_or(pattern, |(p, _)| p);
+    if provider.contains(['*', '?', '[', '{']) {
+        let mut all: Vec<String> = vec!["anthropic".into(), "openai".into()];
+        all.extend(global.providers.keys().cloned());
+        all
+    } else {
+        vec![provider.to_owned()]
+    }
 }
 
 pub async fn serve(home: &Home, args: ServeArgs) -> Result<(), Failure> {
@@ -266,7 +365,8 @@ pub async fn serve(home: &Home, args: ServeArgs) -> Result<(), Failure> {
     let program =
         std::env::current_exe().context("cannot find the bulwark binary to run workers")?;
     let mut supervisor_config = SupervisorConfig::new(program, ["worker"], home.root());
-    supervisor_config.env = worker_environment(home)?;
+    let keys = AgentKeys::from_environment(home);
+    keys.check_names()?;
     supervisor_config.max_workers = args.max_workers.max(1);
     supervisor_config.max_workers_per_user = args.max_workers_per_user.max(1);
     supervisor_config.idle_timeout = Duration::from_secs(args.idle_timeout_secs.max(1));
@@ -299,6 +399,7 @@ pub async fn serve(home: &Home, args: ServeArgs) -> Result<(), Failure> {
     config.limits.connections = connections;
     let backend = Arc::new(WorkerBackend {
         supervisor: supervisor.clone(),
+        keys: Arc::new(keys),
     });
     let state = AppState::new(config, home.clone(), store, backend);
     let shutdown = async {
@@ -337,3 +438,6 @@ pub async fn serve(home: &Home, args: ServeArgs) -> Result<(), Failure> {
         error: anyhow!("{e}"),
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -18,12 +18,12 @@ use bulwark_kernel::{
     ApprovalAnswer, ApprovalRequest, Approver, CancellationToken, DispatchResult, Home,
     KernelError, TurnObserver,
 };
-use bulwark_store::StoreError;
-use bulwark_worker::io::{FrameReader, FrameWriter};
-use bulwark_worker::protocol::{
+use bulwark_protocol::protocol::{
     Command, ErrorCode, Event, MAX_ID_CHARS, MAX_SHORT_CHARS, MAX_TEXT_CHARS, ToolDecision,
     TurnEnd, Usage,
 };
+use bulwark_store::StoreError;
+use bulwark_worker::io::{FrameReader, FrameWriter};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -598,7 +598,7 @@ async fn write_events(output: Sender, mut events: mpsc::UnboundedReceiver<Event>
             match frames.feed(event).await {
                 Ok(()) => {}
                 // Refused before writing: the stream is intact; say so instead.
-                Err(bulwark_worker::FrameError::Bound(err)) => {
+                Err(bulwark_protocol::FrameError::Bound(err)) => {
                     tracing::warn!("an event was not sent: {err}");
                 }
                 Err(_) => return,

@@ -1,23 +1,33 @@
 //! A worker's store: every operation is a request to the server, which
 //! performs it for this worker's own conversation (see
-//! `bulwark_worker::store_ipc`). The worker never opens the database.
+//! `bulwark_protocol::store_ipc`). The worker never opens the database.
 //!
 //! The kernel and the door call their stores synchronously; each call here
 //! sends one request and blocks its thread (with `block_in_place`, so the
 //! runtime's other tasks, including the one that reads the replies, move
 //! to another thread) until the server answers.
+//!
+//! Audit records are the exception, as the [`AuditSink`] contract allows
+//! (and as `SqliteAuditSink` does): `record` only queues, and the queue
+//! leaves as one [`StoreRequest::AuditBatch`] when it is full, when
+//! `flush` (the durability barrier) asks, or just ahead of any other store
+//! request (in the same write, so the server sees records and requests in
+//! the order the worker made them, at no extra round trip).
 
 use bulwark_audit::{AuditError, AuditRecord, AuditSink, StoredRecord};
 use bulwark_kernel::{ConversationStore, Ledger};
+use bulwark_protocol::protocol::Event;
+use bulwark_protocol::store_ipc::{
+    AuditEntry, MAX_AUDIT_BATCH_CHARS, MAX_AUDIT_BATCH_ENTRIES, StoreFailure, StoreReply,
+    StoreRequest, StoredRole,
+};
 use bulwark_store::{
     Balance, HoldId, HoldRequest, LedgerError, SettleReceipt, StoreError, TransferReceipt,
     TransferRequest,
 };
-use bulwark_worker::protocol::Event;
-use bulwark_worker::store_ipc::{AuditEntry, StoreFailure, StoreReply, StoreRequest, StoredRole};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, mpsc as std_mpsc};
+use std::sync::{Mutex, MutexGuard, mpsc as std_mpsc};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -25,10 +35,47 @@ use tokio::sync::mpsc;
 /// lock; this only keeps a vanished server from hanging the worker).
 const REPLY_WAIT: Duration = Duration::from_secs(60);
 
+/// Audit records not yet sent, within one batch's bounds.
+#[derive(Default)]
+struct AuditQueue {
+    entries: Vec<AuditEntry>,
+    chars: usize,
+    /// Records were sent since the last flush: the next flush must ask
+    /// the server even with nothing queued.
+    unflushed: bool,
+}
+
+impl AuditQueue {
+    fn fits(&self, chars: usize) -> bool {
+        self.entries.len() < MAX_AUDIT_BATCH_ENTRIES && self.chars + chars <= MAX_AUDIT_BATCH_CHARS
+    }
+
+    fn push(&mut self, entry: AuditEntry, chars: usize) {
+        self.entries.push(entry);
+        self.chars += chars;
+    }
+
+    /// The queued records, to be sent now.
+    fn take(&mut self) -> Vec<AuditEntry> {
+        self.chars = 0;
+        self.unflushed = true;
+        std::mem::take(&mut self.entries)
+    }
+}
+
+/// A request sent and not yet answered.
+struct Sent {
+    request_id: u64,
+    reply: std_mpsc::Receiver<StoreReply>,
+}
+
 pub(crate) struct BrokerClient {
     events: mpsc::UnboundedSender<Event>,
     pending: Mutex<HashMap<u64, std_mpsc::SyncSender<StoreReply>>>,
     next: AtomicU64,
+    /// Queued audit records. Held while a batch is sent, so batches leave
+    /// in the order their records were made.
+    audit: Mutex<AuditQueue>,
     /// An audit record was lost: every later record and flush fails too
     /// (the `AuditSink` contract), so the loss cannot go unnoticed.
     audit_failed: AtomicBool,
@@ -46,14 +93,19 @@ impl BrokerClient {
             events,
             pending: Mutex::new(HashMap::new()),
             next: AtomicU64::new(0),
+            audit: Mutex::new(AuditQueue::default()),
             audit_failed: AtomicBool::new(false),
             resumed: Mutex::new(None),
             closed: AtomicBool::new(false),
         }
     }
 
-    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, std_mpsc::SyncSender<StoreReply>>> {
+    fn pending(&self) -> MutexGuard<'_, HashMap<u64, std_mpsc::SyncSender<StoreReply>>> {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn audit(&self) -> MutexGuard<'_, AuditQueue> {
+        self.audit.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Hands the server's answer to the call waiting for it; `false` when
@@ -73,7 +125,8 @@ impl BrokerClient {
         pending.clear();
     }
 
-    fn call(&self, request: StoreRequest) -> Result<StoreReply, StoreError> {
+    /// Sends `request` without waiting for its answer.
+    fn send(&self, request: StoreRequest) -> Result<Sent, StoreError> {
         // An event over a bound would not be sent (and the server ends a
         // worker that sends one): refuse it here, at once.
         if let Err(err) = request.validate() {
@@ -101,8 +154,16 @@ impl BrokerClient {
             self.pending().remove(&request_id);
             return Err(StoreError::Remote("the worker is shutting down".into()));
         }
-        let reply = tokio::task::block_in_place(|| rx.recv_timeout(REPLY_WAIT));
-        self.pending().remove(&request_id);
+        Ok(Sent {
+            request_id,
+            reply: rx,
+        })
+    }
+
+    /// Waits for the answer to `sent`.
+    fn wait(&self, sent: Sent) -> Result<StoreReply, StoreError> {
+        let reply = tokio::task::block_in_place(|| sent.reply.recv_timeout(REPLY_WAIT));
+        self.pending().remove(&sent.request_id);
         match reply {
             Ok(StoreReply::Failed { kind, message }) => Err(match kind {
                 StoreFailure::NotFound => StoreError::NotFound(message),
@@ -114,6 +175,62 @@ impl BrokerClient {
                 "the server did not answer a store request".into(),
             )),
         }
+    }
+
+    /// One request and its answer. Queued audit records leave first, in
+    /// the same burst, so they reach the server before this request.
+    fn call(&self, request: StoreRequest) -> Result<StoreReply, StoreError> {
+        let (batch, sent) = {
+            let mut queue = self.audit();
+            let batch = (!queue.entries.is_empty()).then(|| {
+                self.send(StoreRequest::AuditBatch {
+                    entries: queue.take(),
+                    flush: false,
+                })
+            });
+            (batch, self.send(request))
+        };
+        let reply = sent.and_then(|sent| self.wait(sent));
+        if let Some(batch) = batch {
+            // Answered before `request` (the server answers in order), so
+            // this does not wait; a loss fails the next record or flush.
+            let _ = self.audit_outcome(batch.and_then(|sent| self.wait(sent)));
+        }
+        reply
+    }
+
+    /// Records the outcome of an audit batch: a lost batch fails every
+    /// later record and flush.
+    fn audit_outcome(&self, reply: Result<StoreReply, StoreError>) -> Result<(), AuditError> {
+        let err = match reply {
+            Ok(StoreReply::Done) => return Ok(()),
+            Ok(other) => unexpected(&other),
+            Err(err) => err,
+        };
+        self.audit_failed.store(true, Ordering::SeqCst);
+        Err(AuditError::Store(err.to_string()))
+    }
+
+    /// Sends the queued records (with the durability barrier when `flush`)
+    /// and waits for the answer. The caller holds the queue, so no other
+    /// batch can overtake this one.
+    fn send_batch(&self, queue: &mut AuditQueue, flush: bool) -> Result<(), AuditError> {
+        let request = StoreRequest::AuditBatch {
+            entries: queue.take(),
+            flush,
+        };
+        self.audit_outcome(self.send(request).and_then(|sent| self.wait(sent)))?;
+        if flush {
+            queue.unflushed = false;
+        }
+        Ok(())
+    }
+
+    fn audit_lost(&self) -> Result<(), AuditError> {
+        if self.audit_failed.load(Ordering::SeqCst) {
+            return Err(AuditError::Store("an earlier audit record was lost".into()));
+        }
+        Ok(())
     }
 
     fn done(&self, request: StoreRequest) -> Result<(), StoreError> {
@@ -230,10 +347,9 @@ impl ConversationStore for BrokerClient {
 
 /// The session, user and agent of a record are the server's to stamp.
 impl AuditSink for BrokerClient {
+    /// Queues the record; a full queue is sent (and answered) first.
     fn record(&self, record: &AuditRecord) -> Result<(), AuditError> {
-        if self.audit_failed.load(Ordering::SeqCst) {
-            return Err(AuditError::Store("an earlier audit record was lost".into()));
-        }
+        self.audit_lost()?;
         let entry = AuditEntry {
             time_ms: record.time_ms,
             action: record.action.clone(),
@@ -245,20 +361,35 @@ impl AuditSink for BrokerClient {
             detail: record.detail.clone(),
             duration_us: record.duration_us,
         };
-        self.done(StoreRequest::Audit { entry }).map_err(|err| {
+        if let Err(err) = entry.validate() {
+            // Not sendable, so lost: say so now and at every later call.
             self.audit_failed.store(true, Ordering::SeqCst);
-            AuditError::Store(err.to_string())
-        })
+            return Err(AuditError::Store(format!(
+                "an audit record was not sent: {err}"
+            )));
+        }
+        let chars = entry.chars();
+        let mut queue = self.audit();
+        if !queue.fits(chars) {
+            self.send_batch(&mut queue, false)?;
+        }
+        queue.push(entry, chars);
+        Ok(())
     }
 
+    /// The barrier: sends everything queued and returns once the server
+    /// has stored it and every record before it durably.
     fn flush(&self) -> Result<(), AuditError> {
-        if self.audit_failed.load(Ordering::SeqCst) {
-            return Err(AuditError::Store("an earlier audit record was lost".into()));
+        self.audit_lost()?;
+        let mut queue = self.audit();
+        if queue.entries.is_empty() && !queue.unflushed {
+            // Everything sent before was flushed already.
+            return Ok(());
         }
-        self.done(StoreRequest::AuditFlush {}).map_err(|err| {
-            self.audit_failed.store(true, Ordering::SeqCst);
-            AuditError::Store(err.to_string())
-        })
+        self.send_batch(&mut queue, true)?;
+        // A batch that went out ahead of another request may have failed
+        // while this one was queued.
+        self.audit_lost()
     }
 
     /// Reading the log is the operator's (`bulwark audit`), not a worker's.
@@ -348,3 +479,6 @@ fn closed(reply: StoreReply) -> Result<SettleReceipt, LedgerError> {
         other => Err(unexpected(&other).into()),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -6,11 +6,11 @@
 
 use crate::common;
 
-use bulwark_store::{Actor, Store};
-use bulwark_worker::protocol::{Command, ErrorCode, Event, TurnEnd};
-use bulwark_worker::{
+use bulwark_protocol::protocol::{Command, ErrorCode, Event, TurnEnd};
+use bulwark_server::workers::{
     Broker, Conversation, CreditLimits, DatabaseBroker, OpenRequest, Supervisor, SupervisorConfig,
 };
+use bulwark_store::{Actor, Store};
 use common::{BIN, Bw, scripted};
 use std::time::Duration;
 
@@ -80,6 +80,7 @@ async fn a_served_session_pays_through_the_broker_within_its_budget() {
             user: "alice".into(),
             agent: "payer".into(),
             resume: None,
+            keys: Vec::new(),
         })
         .await
         .unwrap();

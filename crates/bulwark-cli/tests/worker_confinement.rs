@@ -14,9 +14,9 @@
 
 use crate::common;
 
+use bulwark_protocol::protocol::{Command, ErrorCode, Event};
+use bulwark_protocol::store_ipc::StoreRequest;
 use bulwark_worker::io::{FrameReader, FrameWriter};
-use bulwark_worker::protocol::{Command, ErrorCode, Event};
-use bulwark_worker::store_ipc::StoreRequest;
 use common::serve::{PATIENCE, connect, send, start, until, workers_of};
 use common::{BIN, Bw, scripted};
 use serde_json::{Value, json};

@@ -5,12 +5,15 @@
 
 use crate::common;
 
-use bulwark_store::Store;
-use bulwark_worker::protocol::{Command, ErrorCode, Event, ToolDecision, TurnEnd};
-use bulwark_worker::{
+mod audit_order;
+
+
+use bulwark_protocol::protocol::{Command, ErrorCode, Event, ToolDecision, TurnEnd};
+use bulwark_server::workers::{
     Broker, Conversation, DatabaseBroker, EndReason, OpenRequest, Supervisor, SupervisorConfig,
     SupervisorError,
 };
+use bulwark_store::Store;
 use common::{APPROVED_WRITES, BIN, Bw, scripted};
 use std::time::{Duration, Instant};
 
@@ -35,6 +38,7 @@ fn open(user: &str, agent: &str, resume: Option<&str>) -> OpenRequest {
         user: user.into(),
         agent: agent.into(),
         resume: resume.map(str::to_string),
+        keys: Vec::new(),
     }
 }
 

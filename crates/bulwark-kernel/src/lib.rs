@@ -38,7 +38,7 @@ pub use environment::{Environment, KEPT_VARIABLES, environment};
 pub use home::{DEFAULT_SYSTEM_PROMPT, Home, LoadedAgent, valid_name};
 pub use providers::{
     LocalModelFile, MODEL_CATALOGUE_VAR, ModelFiles, ResolvedModel, check_model, default_model,
-    model_catalogue, resolve_model, resolve_model_with,
+    model_catalogue, provider_key_env, resolve_model, resolve_model_with,
 };
 pub use registry::ToolRegistry;
 pub use scoped::{ScopedFiles, ScopedHttp, ScopedMemory, ScopedProcess};

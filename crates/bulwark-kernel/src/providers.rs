@@ -72,6 +72,13 @@ fn endpoint(provider: &str, global: &GlobalConfig) -> Result<Endpoint, KernelErr
     }
 }
 
+/// The variable holding `provider`'s key (`None`: its endpoint takes
+/// none, or the provider is unknown). A served worker is given the keys of
+/// the providers its one agent may use and no others.
+pub fn provider_key_env(provider: &str, global: &GlobalConfig) -> Option<String> {
+    endpoint(provider, global).ok().and_then(|ep| ep.key_env)
+}
+
 /// Whether a request to this endpoint is pointless without its key: the
 /// hosted APIs always need one; a local or self-hosted server may not.
 fn key_required(ep: &Endpoint, provider: &str) -> bool {

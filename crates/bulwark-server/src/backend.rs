@@ -1,12 +1,12 @@
 //! What the server needs from whatever runs conversations.
 //!
-//! The server speaks only [`bulwark_worker::protocol`] with a conversation:
+//! The server speaks only [`bulwark_protocol::protocol`] with a conversation:
 //! it sends [`Command`]s and receives [`Event`]s. How a conversation runs
 //! (a `bulwark worker` process per conversation, under the supervisor) is
 //! the backend's business; tests use an in-process fake.
 
 use async_trait::async_trait;
-use bulwark_worker::protocol::{Command, Event};
+use bulwark_protocol::protocol::{Command, Event};
 use std::collections::BTreeMap;
 use tokio::sync::mpsc;
 

@@ -250,7 +250,7 @@ impl Default for Limits {
             rest_body_bytes: 1 << 20,
             ws_transport_max_bytes: 4 << 20,
             // 200,000 characters, each escaped as `\uXXXX` at worst, plus the envelope.
-            ws_frame_max_bytes: bulwark_worker::protocol::MAX_MESSAGE_CHARS * 6 + 4096,
+            ws_frame_max_bytes: bulwark_protocol::protocol::MAX_MESSAGE_CHARS * 6 + 4096,
             ws_idle_timeout: Duration::from_secs(300),
             ws_max_consecutive_errors: 50,
             ws_connections_per_user: 8,

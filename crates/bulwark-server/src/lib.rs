@@ -6,7 +6,9 @@
 //! where ([`host`]: Host and Origin allowlists), how much ([`limits`]),
 //! with which response headers ([`headers`]), the REST and WebSocket
 //! vocabulary ([`rest`], [`ws`]), the credits API ([`credits`]), and the
-//! web page served at `/` (`web`).
+//! web page served at `/` (`web`). [`workers`] is the production backend's
+//! engine: the supervisor of worker processes and the store broker that
+//! answers them.
 //!
 //! To run it: build an [`AppState`] from a [`ServerConfig`], the home, the
 //! store and a backend, then [`serve`] it with a shutdown future.
@@ -34,6 +36,7 @@ pub mod revoke;
 pub mod secret;
 pub mod tokens;
 mod web;
+pub mod workers;
 pub mod ws;
 
 pub use access_edit::{AccessEditError, AccessEditor, Created, UserSummary};

@@ -261,7 +261,7 @@ pub(crate) async fn session_messages(
         )));
     }
     let plausible = !id.is_empty()
-        && id.len() <= bulwark_worker::protocol::MAX_ID_CHARS
+        && id.len() <= bulwark_protocol::protocol::MAX_ID_CHARS
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');

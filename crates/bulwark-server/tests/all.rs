@@ -9,5 +9,6 @@ mod gate;
 mod headers;
 mod logs;
 mod rest;
+mod workers;
 mod ws;
 mod ws_fuzz;

@@ -2,7 +2,7 @@
 //! does not want the `tokio_util` / `futures` stream vocabulary (the
 //! worker's side of the pipes).
 
-use crate::frame::{FrameCodec, FrameError, Message};
+use bulwark_protocol::frame::{FrameCodec, FrameError, Message};
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::codec::{FramedRead, FramedWrite};

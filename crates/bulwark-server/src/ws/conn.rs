@@ -14,7 +14,7 @@ use crate::limits::ConnectionSlot;
 use crate::ws::frames::{ClientFrame, FrameError, ServerFrame, WsErrorCode};
 use crate::ws::session::{LiveSession, Outbound};
 use axum::extract::ws::{CloseFrame, Message, WebSocket, close_code};
-use bulwark_worker::protocol::Command;
+use bulwark_protocol::protocol::Command;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;

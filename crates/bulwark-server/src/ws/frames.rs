@@ -5,7 +5,7 @@
 //! the connection answers with an `error` frame. Server frames are built
 //! field by field from the worker protocol's [`Event`]s, never forwarded.
 
-use bulwark_worker::protocol::{
+use bulwark_protocol::protocol::{
     ErrorCode, Event, MAX_ID_CHARS, MAX_MESSAGE_CHARS, ToolDecision, TurnEnd, Usage,
 };
 use serde::{Deserialize, Serialize};

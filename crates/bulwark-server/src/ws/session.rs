@@ -17,7 +17,7 @@
 
 use crate::backend::{Conversation, ConversationControl};
 use crate::ws::frames::{ServerFrame, WsErrorCode};
-use bulwark_worker::protocol::{Command, Event};
+use bulwark_protocol::protocol::{Command, Event};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};

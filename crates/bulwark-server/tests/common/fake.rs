@@ -9,11 +9,11 @@
 //! - anything else: one delta, a tool call and result, then the turn ends.
 
 use async_trait::async_trait;
+use bulwark_protocol::protocol::{Command, Event, ToolDecision, TurnEnd, Usage};
 use bulwark_server::{
     Backend, BackendError, BackendStats, Conversation, ConversationControl, OpenRequest,
 };
 use bulwark_store::{NewSession, Store};
-use bulwark_worker::protocol::{Command, Event, ToolDecision, TurnEnd, Usage};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -268,7 +268,7 @@ async fn script(
             Command::ToolApproval { .. } => {
                 let _ = events
                     .send(Event::Error {
-                        code: bulwark_worker::protocol::ErrorCode::BadCommand,
+                        code: bulwark_protocol::protocol::ErrorCode::BadCommand,
                         message: "no approval is pending".into(),
                         fatal: false,
                     })

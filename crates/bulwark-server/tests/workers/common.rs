@@ -1,8 +1,8 @@
 //! Supervisor tests against `bulwark-fake-worker` (src/bin/fake_worker.rs).
 #![allow(dead_code)]
 
-use bulwark_worker::protocol::{Command, ErrorCode, Event};
-use bulwark_worker::{Conversation, OpenRequest, SupervisorConfig, WorkerEnv};
+use bulwark_protocol::protocol::{Command, ErrorCode, Event};
+use bulwark_server::workers::{Conversation, OpenRequest, SupervisorConfig, WorkerEnv};
 use secrecy::SecretString;
 use std::time::Duration;
 
@@ -26,6 +26,7 @@ pub fn request(user: &str) -> OpenRequest {
         user: user.into(),
         agent: "demo".into(),
         resume: None,
+        keys: Vec::new(),
     }
 }
 

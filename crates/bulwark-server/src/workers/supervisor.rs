@@ -3,21 +3,22 @@
 //! per conversation, and reaps workers that crash, idle, or are replaced.
 //!
 //! What a conversation's channels guarantee (see [`Conversation`]):
-//! events are relayed through the [`relay`](crate::relay::relay)
+//! events are relayed through the [`relay`](crate::workers::relay::relay)
 //! allowlist; anything else from a worker kills it; a worker that dies
 //! while its conversation is open produces exactly one
 //! `Event::Error { code: WorkerLost, fatal: true }` and then the channel
 //! closes. User messages are serialized per conversation by a FIFO lock
-//! with a timeout (see [`crate::turns`]).
+//! with a timeout (see [`crate::workers::turns`]).
 
-use crate::broker::{Broker, BrokerScope, end_scope};
-use crate::child::{self, Launch};
-use crate::env::WorkerEnv;
-use crate::frame::EventCodec;
-use crate::protocol::{Command, ErrorCode, Event, TooLong};
-use crate::pump::{Pump, write_commands};
-use crate::relay::relay;
+use crate::workers::broker::{Broker, BrokerScope, end_scope};
+use crate::workers::child::{self, Launch};
+use crate::workers::env::{EnvError, WorkerEnv};
+use crate::workers::pump::{Pump, write_commands};
+use crate::workers::relay::relay;
+use bulwark_protocol::frame::EventCodec;
+use bulwark_protocol::protocol::{Command, ErrorCode, Event, TooLong};
 use futures_util::StreamExt;
+use secrecy::SecretString;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -27,7 +28,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::codec::FramedRead;
 
-pub use crate::handle::{EndReason, WorkerHandle};
+pub use crate::workers::handle::{EndReason, WorkerHandle};
 
 /// Commands buffered between the server and a conversation.
 const COMMAND_QUEUE: usize = 64;
@@ -45,7 +46,8 @@ pub struct SupervisorConfig {
     pub args: Vec<OsString>,
     /// Passed to workers as `BULWARK_HOME` (made absolute: workers run in `/`).
     pub bulwark_home: PathBuf,
-    /// The allowlisted environment of every worker.
+    /// The allowlisted environment every worker starts with; an agent's
+    /// keys come with its [`OpenRequest`] and reach only its own worker.
     pub env: WorkerEnv,
     /// Workers running at once, all users together.
     pub max_workers: usize,
@@ -67,7 +69,7 @@ pub struct SupervisorConfig {
     /// flushes its audit records) before it is killed. Default 5 s.
     pub shutdown_grace: Duration,
     /// Performs workers' store requests (`bulwark serve` passes a
-    /// [`DatabaseBroker`](crate::DatabaseBroker)). `None`: a worker that
+    /// [`DatabaseBroker`](crate::workers::DatabaseBroker)). `None`: a worker that
     /// asks is breaking the protocol.
     pub broker: Option<Broker>,
 }
@@ -112,6 +114,8 @@ pub enum SupervisorError {
     BadRequest(#[from] TooLong),
     #[error("the worker could not be started: {0}")]
     Spawn(#[source] std::io::Error),
+    #[error("the worker's environment was refused: {0}")]
+    Env(#[from] EnvError),
     #[error("the worker was not ready within {0:?}")]
     ReadyTimeout(Duration),
     /// The worker refused to set the session up (unknown agent, a session
@@ -147,12 +151,17 @@ pub struct Conversation {
 }
 
 /// Who is asking for a conversation. The server authenticated `user`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct OpenRequest {
     pub user: String,
     pub agent: String,
     /// A stored session of this user and agent to continue.
     pub resume: Option<String>,
+    /// The variables this conversation's worker gets on top of
+    /// [`SupervisorConfig::env`]: the keys its one agent may use (its
+    /// credential grants', its provider's), and no other agent's. Names
+    /// are checked as [`WorkerEnv::with_var`] checks them.
+    pub keys: Vec<(String, SecretString)>,
 }
 
 /// Counters for the health endpoint (a snapshot).
@@ -284,6 +293,12 @@ impl Supervisor {
             resume: request.resume.clone(),
         };
         start.validate()?;
+        let env = request
+            .keys
+            .iter()
+            .try_fold(self.shared.config.env.clone(), |env, (name, value)| {
+                env.with_var(name, value.clone())
+            })?;
         if let Some(session) = &request.resume {
             self.end_session(&request.user, session).await;
         }
@@ -293,7 +308,7 @@ impl Supervisor {
             program: &config.program,
             args: &config.args,
             bulwark_home: &config.bulwark_home,
-            env: &config.env,
+            env: &env,
             user: &request.user,
             agent: &request.agent,
         })
@@ -320,7 +335,7 @@ impl Supervisor {
             else {
                 break next;
             };
-            let answered = crate::broker::answer(
+            let answered = crate::workers::broker::answer(
                 config.broker.as_ref(),
                 &mut scope,
                 request_id,
@@ -360,7 +375,7 @@ impl Supervisor {
                     }
                     let (commands, from_server) = mpsc::channel(COMMAND_QUEUE);
                     let (to_server, events) = mpsc::channel(EVENT_QUEUE);
-                    let pump = Pump::new(crate::pump::Parts {
+                    let pump = Pump::new(crate::workers::pump::Parts {
                         scope,
                         process,
                         events_in,

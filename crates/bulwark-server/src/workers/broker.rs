@@ -1,9 +1,11 @@
 //! The server's side of the brokered store: performs a worker's
 //! [`StoreRequest`]s for that worker's conversation only.
 
-use crate::protocol::MAX_SHORT_CHARS;
-use crate::store_ipc::{AuditEntry, LedgerReceipt, StoreFailure, StoreReply, StoreRequest};
 use bulwark_audit::{AuditRecord, AuditSink};
+use bulwark_protocol::protocol::MAX_SHORT_CHARS;
+use bulwark_protocol::store_ipc::{
+    AuditEntry, LedgerReceipt, StoreFailure, StoreReply, StoreRequest,
+};
 use bulwark_store::{
     AccountKind, Actor, Budget, HoldId, HoldRequest, LeaseHolder, LedgerError, NewSession,
     SessionLease, SqliteAuditSink, Store, StoreError, TransferRequest,
@@ -422,6 +424,20 @@ impl DatabaseBroker {
                 Ok(()) => StoreReply::Done,
                 Err(err) => internal(&err),
             },
+            StoreRequest::AuditBatch { entries, flush } => {
+                // In order, each stamped like a single record; the first
+                // failure answers (the sink then fails every later record
+                // and flush too, so nothing after a loss is taken as stored).
+                for entry in entries {
+                    if let Err(err) = self.audit.record(&stamp(scope, session, entry)) {
+                        return internal(&err);
+                    }
+                }
+                if flush && let Err(err) = self.audit.flush() {
+                    return internal(&err);
+                }
+                StoreReply::Done
+            }
             StoreRequest::AuditFlush {} => match self.audit.flush() {
                 Ok(()) => StoreReply::Done,
                 Err(err) => internal(&err),
@@ -612,7 +628,7 @@ fn page(items: impl Iterator<Item = String>, from: u64) -> StoreReply {
     let mut page = Vec::new();
     let mut bytes = 0usize;
     while let Some(item) = rest.peek() {
-        if !page.is_empty() && bytes + item.len() > crate::store_ipc::MAX_STORED_JSON {
+        if !page.is_empty() && bytes + item.len() > bulwark_protocol::store_ipc::MAX_STORED_JSON {
             break;
         }
         bytes += item.len();
@@ -654,7 +670,7 @@ mod tests {
 
     #[test]
     fn a_page_holds_at_least_one_item_and_at_most_the_budget() {
-        let big = "x".repeat(crate::store_ipc::MAX_STORED_JSON);
+        let big = "x".repeat(bulwark_protocol::store_ipc::MAX_STORED_JSON);
         let items = vec![big.clone(), "1".into(), "2".into()];
         let StoreReply::Messages { items: got, more } = page(items.clone().into_iter(), 0) else {
             panic!("a page");
@@ -735,7 +751,7 @@ pub(crate) async fn answer(
     scope: &mut BrokerScope,
     request_id: u64,
     request: StoreRequest,
-    to_worker: &tokio::sync::mpsc::Sender<crate::protocol::Command>,
+    to_worker: &tokio::sync::mpsc::Sender<bulwark_protocol::protocol::Command>,
 ) -> Result<(), String> {
     let Some(broker) = broker else {
         return Err("the worker asked for the store, which this server does not broker".into());
@@ -746,6 +762,6 @@ pub(crate) async fn answer(
     let (next, reply) = broker.call(scope.clone(), request).await;
     *scope = next;
     to_worker
-        .try_send(crate::protocol::Command::StoreReply { request_id, reply })
+        .try_send(bulwark_protocol::protocol::Command::StoreReply { request_id, reply })
         .map_err(|_| "the worker stopped reading its commands".to_string())
 }

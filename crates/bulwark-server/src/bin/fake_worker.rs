@@ -11,8 +11,8 @@
 //! It accepts and ignores the `--user=... --agent=...` arguments the
 //! supervisor appends (a turn with the text `args` echoes them).
 
-use bulwark_worker::frame::{CommandCodec, EventCodec, MAX_FRAME_BYTES};
-use bulwark_worker::protocol::{
+use bulwark_protocol::frame::{CommandCodec, EventCodec, MAX_FRAME_BYTES};
+use bulwark_protocol::protocol::{
     Command, ErrorCode, Event, MAX_TEXT_CHARS, ToolDecision, TurnEnd, Usage,
 };
 use futures_util::{SinkExt, StreamExt};
@@ -187,7 +187,7 @@ async fn turn(
         "store" => {
             let request = Event::Store {
                 request_id: 1,
-                request: bulwark_worker::store_ipc::StoreRequest::AuditFlush {},
+                request: bulwark_protocol::store_ipc::StoreRequest::AuditFlush {},
             };
             send(out, request).await;
         }

@@ -6,16 +6,22 @@
 //! without mutating this process's environment), and the child checks
 //! what a worker it supervises sees.
 
-mod common;
-
-use bulwark_worker::protocol::Event;
-use bulwark_worker::{EnvError, Supervisor, WorkerEnv};
-use common::*;
+use super::common::*;
+use bulwark_protocol::protocol::Event;
+use bulwark_server::workers::{
+    Conversation, EnvError, OpenRequest, Supervisor, SupervisorError, WorkerEnv,
+};
 use secrecy::SecretString;
 use std::collections::BTreeMap;
 
 const CHILD_FLAG: &str = "BW_ENV_TEST_SUPERVISOR";
-const TEST_NAME: &str = "a_worker_sees_only_the_allowlisted_environment";
+
+/// This test's name as libtest filters it: its module path without the
+/// crate's name (so it still holds when the module moves).
+fn test_name() -> String {
+    let module = module_path!().split_once("::").map_or("", |(_, rest)| rest);
+    format!("{module}::a_worker_sees_only_the_allowlisted_environment")
+}
 
 const PLANTED: &[(&str, &str)] = &[
     ("BW_TEST_SECRET_TOKEN", "sk-test-must-not-leak"),
@@ -32,7 +38,7 @@ fn a_worker_sees_only_the_allowlisted_environment() {
     }
     let mut child = std::process::Command::new(std::env::current_exe().unwrap());
     child
-        .args(["--exact", TEST_NAME, "--nocapture", "--test-threads=1"])
+        .args(["--exact", &test_name(), "--nocapture", "--test-threads=1"])
         .env(CHILD_FLAG, "1");
     for (name, value) in PLANTED {
         child.env(name, value);
@@ -115,4 +121,55 @@ fn configuration_cannot_pass_injection_or_runtime_option_variables() {
         .with_var("A", SecretString::from("2"))
         .err();
     assert_eq!(err, Some(EnvError::Duplicate("A".into())));
+}
+
+/// What the fake worker of `conversation` reports as its environment.
+async fn reported_environment(conversation: &mut Conversation, id: u64) -> String {
+    say(conversation, id, "env").await;
+    let events = turn(conversation, id).await;
+    let Event::TextDelta { text, .. } = &events[0] else {
+        panic!("{events:?}");
+    };
+    text.clone()
+}
+
+#[tokio::test]
+async fn an_open_requests_keys_reach_only_its_own_worker() {
+    let supervisor = Supervisor::new(config("good"));
+    let with_key = |user: &str, name: &str, value: &str| OpenRequest {
+        keys: vec![(name.to_string(), SecretString::from(value))],
+        ..request(user)
+    };
+    let mut alpha = supervisor
+        .open(with_key("alice", "ALPHA_TOKEN", "alpha-secret"))
+        .await
+        .unwrap();
+    let mut beta = supervisor
+        .open(with_key("bob", "BETA_TOKEN", "beta-secret"))
+        .await
+        .unwrap();
+    let alpha_env = reported_environment(&mut alpha, 1).await;
+    let beta_env = reported_environment(&mut beta, 1).await;
+    assert!(alpha_env.lines().any(|l| l == "ALPHA_TOKEN=alpha-secret"));
+    assert!(!alpha_env.contains("BETA_TOKEN") && !alpha_env.contains("beta-secret"));
+    assert!(beta_env.lines().any(|l| l == "BETA_TOKEN=beta-secret"));
+    assert!(!beta_env.contains("ALPHA_TOKEN") && !beta_env.contains("alpha-secret"));
+}
+
+#[tokio::test]
+async fn an_open_request_cannot_pass_injection_variables() {
+    let supervisor = Supervisor::new(config("good"));
+    let request = OpenRequest {
+        keys: vec![("LD_PRELOAD".into(), SecretString::from("/tmp/x.so"))],
+        ..request("alice")
+    };
+    let err = supervisor.open(request).await.err();
+    assert!(
+        matches!(
+            err,
+            Some(SupervisorError::Env(EnvError::Forbidden(ref name))) if name == "LD_PRELOAD"
+        ),
+        "{err:?}"
+    );
+    assert_eq!(supervisor.stats().workers, 0, "nothing was spawned");
 }

@@ -7,7 +7,7 @@
 //! protocol later does not silently widen what reaches clients: it does
 //! not compile until this function says what happens to it.
 
-use crate::protocol::{ErrorCode, Event, Usage};
+use bulwark_protocol::protocol::{ErrorCode, Event, Usage};
 
 /// Returns the event the server may act on, or `None` when a worker must
 /// never send it (a bound violation, or an error class only the server
@@ -117,7 +117,7 @@ fn worker_code(code: ErrorCode) -> Option<ErrorCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{MAX_SHORT_CHARS, ToolDecision, TurnEnd};
+    use bulwark_protocol::protocol::{MAX_SHORT_CHARS, ToolDecision, TurnEnd};
 
     #[test]
     fn rebuilt_events_equal_their_source() {

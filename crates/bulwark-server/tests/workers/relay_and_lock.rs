@@ -1,11 +1,9 @@
 //! What a worker may send (the relay allowlist and the event sequence),
 //! what happens when it crashes, and the per-conversation FIFO lock.
 
-mod common;
-
-use bulwark_worker::protocol::{Command, ErrorCode, Event, TurnEnd};
-use bulwark_worker::{EndReason, Supervisor};
-use common::*;
+use super::common::*;
+use bulwark_protocol::protocol::{Command, ErrorCode, Event, TurnEnd};
+use bulwark_server::workers::{EndReason, Supervisor};
 use std::time::Duration;
 
 /// Each of these makes the fake send something the relay must refuse.

@@ -4,9 +4,9 @@
 
 use super::{refused, scope, with_bobs_session};
 use bulwark_audit::AuditSink;
+use bulwark_protocol::store_ipc::{StoreFailure, StoreReply, StoreRequest, StoredRole};
+use bulwark_server::workers::StoreBroker;
 use bulwark_store::{LEASE_TTL, LeaseHolder, SessionLease, StoreError};
-use bulwark_worker::StoreBroker;
-use bulwark_worker::store_ipc::{StoreFailure, StoreReply, StoreRequest, StoredRole};
 
 fn resume(session: &str) -> StoreRequest {
     StoreRequest::Resume {

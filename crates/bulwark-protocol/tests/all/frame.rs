@@ -1,10 +1,10 @@
 //! The IPC frame codec: what it refuses (each a typed error, never a
 //! panic), and that every valid message survives the trip.
 
-use bulwark_worker::frame::{
+use bulwark_protocol::frame::{
     CommandCodec, EventCodec, FrameError, JsonCategory, MAX_FRAME_BYTES, decode_all, encode_frame,
 };
-use bulwark_worker::protocol::{
+use bulwark_protocol::protocol::{
     Command, ErrorCode, Event, MAX_ID_CHARS, MAX_MESSAGE_CHARS, MAX_SHORT_CHARS, MAX_TEXT_CHARS,
     ToolDecision, TurnEnd, Usage,
 };

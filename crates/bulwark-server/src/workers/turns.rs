@@ -10,7 +10,7 @@
 //! This type is pure state (time is passed in), so its rules are tested
 //! without processes.
 
-use crate::protocol::Command;
+use bulwark_protocol::protocol::Command;
 use std::collections::VecDeque;
 use std::time::Duration;
 use tokio::time::Instant;

@@ -1,8 +1,8 @@
 //! Property tests of the frame codec: any bytes decode to values or a
 //! typed error (never a panic), and every valid message round-trips.
 
-use bulwark_worker::frame::{FrameError, decode_all, encode_frame};
-use bulwark_worker::protocol::{
+use bulwark_protocol::frame::{FrameError, decode_all, encode_frame};
+use bulwark_protocol::protocol::{
     Command, ErrorCode, Event, MAX_ID_CHARS, MAX_SHORT_CHARS, ToolDecision, TurnEnd, Usage,
 };
 use proptest::prelude::*;

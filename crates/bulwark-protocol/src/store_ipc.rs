@@ -7,7 +7,7 @@
 //! [`Command::StoreReply`](crate::protocol::Command::StoreReply). No request
 //! names a session, a user or an agent: the server performs each one for
 //! the conversation it started this worker for (see
-//! [`StoreBroker`](crate::StoreBroker)), and stamps that identity on every
+//! `StoreBroker` in `bulwark-server`), and stamps that identity on every
 //! audit record. So the worst a compromised worker can do to the store is
 //! write nonsense into its own session and its own audit trail, which the
 //! audit log's hashes then preserve as evidence.
@@ -30,6 +30,23 @@ use serde::{Deserialize, Serialize};
 pub const MAX_STORED_JSON: usize = 3 * 1024 * 1024;
 /// Longest audit `detail` (recorded arguments are at most 64 KiB).
 pub const MAX_AUDIT_DETAIL_CHARS: usize = 256 * 1024;
+/// Most audit entries in one [`StoreRequest::AuditBatch`].
+pub const MAX_AUDIT_BATCH_ENTRIES: usize = 64;
+/// Most characters of text (all string fields of all entries together) in
+/// one [`StoreRequest::AuditBatch`]. Any one valid entry fits (at most
+/// 266,752 characters), and the worst batch still fits in one frame.
+pub const MAX_AUDIT_BATCH_CHARS: usize = 1_000_000;
+
+// The worst valid batch (every character escaped to 6 bytes, plus the
+// field names and numbers of every entry) must fit in one frame, or a
+// valid batch could not be sent.
+const _: () = assert!(
+    6 * MAX_AUDIT_BATCH_CHARS + 512 * MAX_AUDIT_BATCH_ENTRIES + 4096
+        < crate::frame::MAX_FRAME_BYTES
+);
+const _: () =
+    assert!(4 * MAX_ID_CHARS + MAX_SHORT_CHARS + MAX_AUDIT_DETAIL_CHARS <= MAX_AUDIT_BATCH_CHARS);
+
 /// Longest ledger idempotency key a worker may send, in bytes (the server
 /// prefixes it with the session before it reaches the ledger).
 pub const MAX_LEDGER_KEY_BYTES: usize = 200;
@@ -98,6 +115,16 @@ pub enum StoreRequest {
     TokensSince { since_ms: i64 },
     /// An audit record of this session.
     Audit { entry: AuditEntry },
+    /// Audit records of this session, in order (at most
+    /// [`MAX_AUDIT_BATCH_ENTRIES`] and [`MAX_AUDIT_BATCH_CHARS`]). With
+    /// `flush`, also the durability barrier of [`StoreRequest::AuditFlush`]:
+    /// answered once these and every record sent before are stored. A
+    /// worker queues its records and sends them this way, so a record costs
+    /// no round trip of its own.
+    AuditBatch {
+        entries: Vec<AuditEntry>,
+        flush: bool,
+    },
     /// The durability barrier: every record sent before is stored.
     /// (Braces, like `LedgerBalance {}`: serde ignores unknown fields next
     /// to the tag of a unit variant, and refuses them for an empty struct.)
@@ -229,6 +256,34 @@ fn bound_bytes(field: &'static str, value: &str, max: usize) -> Result<(), TooLo
     Ok(())
 }
 
+impl AuditEntry {
+    /// Checks every bound of one entry.
+    pub fn validate(&self) -> Result<(), TooLong> {
+        bound("action", &self.action, MAX_ID_CHARS)?;
+        bound("tool", &self.tool, MAX_ID_CHARS)?;
+        bound("operation", &self.operation, MAX_ID_CHARS)?;
+        bound("args_digest", &self.args_digest, MAX_ID_CHARS)?;
+        bound("reason", &self.reason, MAX_SHORT_CHARS)?;
+        bound("detail", &self.detail, MAX_AUDIT_DETAIL_CHARS)
+    }
+
+    /// Characters of text this entry adds to a batch (see
+    /// [`MAX_AUDIT_BATCH_CHARS`]).
+    pub fn chars(&self) -> usize {
+        [
+            &self.action,
+            &self.tool,
+            &self.operation,
+            &self.args_digest,
+            &self.reason,
+            &self.detail,
+        ]
+        .iter()
+        .map(|s| s.chars().count())
+        .sum()
+    }
+}
+
 impl StoreRequest {
     /// Checks every bound; call on receipt.
     pub fn validate(&self) -> Result<(), TooLong> {
@@ -242,13 +297,25 @@ impl StoreRequest {
             StoreRequest::SaveState { state_json } => {
                 bound_bytes("state_json", state_json, MAX_STORED_JSON)
             }
-            StoreRequest::Audit { entry } => {
-                bound("action", &entry.action, MAX_ID_CHARS)?;
-                bound("tool", &entry.tool, MAX_ID_CHARS)?;
-                bound("operation", &entry.operation, MAX_ID_CHARS)?;
-                bound("args_digest", &entry.args_digest, MAX_ID_CHARS)?;
-                bound("reason", &entry.reason, MAX_SHORT_CHARS)?;
-                bound("detail", &entry.detail, MAX_AUDIT_DETAIL_CHARS)
+            StoreRequest::Audit { entry } => entry.validate(),
+            StoreRequest::AuditBatch { entries, .. } => {
+                if entries.len() > MAX_AUDIT_BATCH_ENTRIES {
+                    return Err(TooLong {
+                        field: "entries",
+                        len: entries.len(),
+                        max: MAX_AUDIT_BATCH_ENTRIES,
+                    });
+                }
+                entries.iter().try_for_each(AuditEntry::validate)?;
+                let chars: usize = entries.iter().map(AuditEntry::chars).sum();
+                if chars > MAX_AUDIT_BATCH_CHARS {
+                    return Err(TooLong {
+                        field: "entries",
+                        len: chars,
+                        max: MAX_AUDIT_BATCH_CHARS,
+                    });
+                }
+                Ok(())
             }
             StoreRequest::LedgerTransfer { key, to, memo, .. } => {
                 bound_bytes("key", key, MAX_LEDGER_KEY_BYTES)?;

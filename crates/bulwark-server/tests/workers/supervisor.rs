@@ -1,11 +1,9 @@
 //! The supervisor's life cycle of workers: start, ready timeout, refusal,
 //! caps, re-open, idle timeout, kill and shutdown.
 
-mod common;
-
-use bulwark_worker::protocol::{Command, ErrorCode, Event, TurnEnd};
-use bulwark_worker::{CapScope, EndReason, Supervisor, SupervisorError};
-use common::*;
+use super::common::*;
+use bulwark_protocol::protocol::{Command, ErrorCode, Event, TurnEnd};
+use bulwark_server::workers::{CapScope, EndReason, Supervisor, SupervisorError};
 use std::time::Duration;
 
 #[tokio::test]
@@ -213,7 +211,7 @@ async fn a_second_start_and_out_of_bounds_commands_are_answered_not_forwarded() 
         },
     )
     .await;
-    let long = "x".repeat(bulwark_worker::protocol::MAX_MESSAGE_CHARS + 1);
+    let long = "x".repeat(bulwark_protocol::protocol::MAX_MESSAGE_CHARS + 1);
     say(&conversation, 1, &long).await;
     for _ in 0..2 {
         let event = next(&mut conversation).await.unwrap();

@@ -2,14 +2,14 @@
 //! enforces the FIFO turn lock, the event sequence and the idle timeout,
 //! and ends the worker (cleanly, by kill, or as lost).
 
-use crate::broker::{Broker, BrokerScope};
-use crate::child::WorkerProcess;
-use crate::frame::{CommandCodec, EventCodec};
-use crate::handle::{Control, EndReason, HandleParts};
-use crate::protocol::{Command, ErrorCode, Event, MAX_SHORT_CHARS};
-use crate::relay::relay;
-use crate::supervisor::{Counters, Slot, SupervisorConfig};
-use crate::turns::{Admit, TurnLock};
+use crate::workers::broker::{Broker, BrokerScope};
+use crate::workers::child::WorkerProcess;
+use crate::workers::handle::{Control, EndReason, HandleParts};
+use crate::workers::relay::relay;
+use crate::workers::supervisor::{Counters, Slot, SupervisorConfig};
+use crate::workers::turns::{Admit, TurnLock};
+use bulwark_protocol::frame::{CommandCodec, EventCodec};
+use bulwark_protocol::protocol::{Command, ErrorCode, Event, MAX_SHORT_CHARS};
 use futures_util::{SinkExt, StreamExt};
 use std::time::Duration;
 use tokio::process::{ChildStdin, ChildStdout};
@@ -198,7 +198,7 @@ impl Pump {
             request,
         } = event
         {
-            let answered = crate::broker::answer(
+            let answered = crate::workers::broker::answer(
                 self.broker.as_ref(),
                 &mut self.scope,
                 request_id,
@@ -323,7 +323,7 @@ impl Pump {
         };
         tracing::debug!(worker = slot.id(), ?reason, "worker ended");
         // The worker is gone: nothing can race this with a new request.
-        crate::broker::end_scope(broker.as_ref(), scope).await;
+        crate::workers::broker::end_scope(broker.as_ref(), scope).await;
         // Close the events channel, release the cap, then announce the end,
         // so a waiter that re-opens at once finds the place free.
         drop(to_server);

@@ -4,15 +4,19 @@
 //! name on an audit record. And the work a worker must do still works.
 
 use bulwark_audit::{AuditSink, Decision};
-use bulwark_store::{AccountKind, Actor, Balance, NewSession, Store};
-use bulwark_worker::frame::{decode_all, encode_frame};
-use bulwark_worker::protocol::{Command, Event};
-use bulwark_worker::store_ipc::{
+use bulwark_protocol::frame::{decode_all, encode_frame};
+use bulwark_protocol::protocol::{Command, Event};
+use bulwark_protocol::store_ipc::{
     AuditEntry, LedgerReceipt, MAX_LEDGER_ACCOUNT_BYTES, MAX_LEDGER_KEY_BYTES,
     MAX_LEDGER_MEMO_BYTES, MAX_STORED_JSON, StoreFailure, StoreReply, StoreRequest, StoredRole,
 };
-use bulwark_worker::{BrokerScope, CreditLimits, DatabaseBroker, MAX_OPEN_HOLDS, StoreBroker};
+use bulwark_server::workers::{
+    BrokerScope, CreditLimits, DatabaseBroker, MAX_OPEN_HOLDS, StoreBroker,
+};
+use bulwark_store::{AccountKind, Actor, Balance, NewSession, Store};
 
+#[path = "broker/audit_batch.rs"]
+mod audit_batch;
 #[path = "broker/lease.rs"]
 mod lease;
 

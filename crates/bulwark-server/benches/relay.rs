@@ -5,16 +5,16 @@
 //! the script model and most providers stream) and a tool call.
 //!
 //! What it leaves out: the pipe itself, and the server's mapping of the
-//! rebuilt event to a client frame and its JSON (in `bulwark-server`);
+//! rebuilt event to a client frame and its JSON (in `ws`);
 //! `crates/bulwark-cli/tests/serve_load.rs` measures the whole path
 //! end to end.
 //!
-//! Run with `cargo bench -p bulwark-worker --bench relay`; medians are in
+//! Run with `cargo bench -p bulwark-server --bench relay`; medians are in
 //! `target/criterion/<group>/<bench>/new/estimates.json`.
 
-use bulwark_worker::frame::{EventCodec, encode_frame};
-use bulwark_worker::protocol::Event;
-use bulwark_worker::relay;
+use bulwark_protocol::frame::{EventCodec, encode_frame};
+use bulwark_protocol::protocol::Event;
+use bulwark_server::workers::relay;
 use bytes::BytesMut;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;

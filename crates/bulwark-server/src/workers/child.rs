@@ -6,7 +6,7 @@
 //! leader is still unreaped: an unreaped zombie keeps its pid, so the group
 //! id cannot have been reused by an unrelated process.
 
-use crate::env::WorkerEnv;
+use crate::workers::env::WorkerEnv;
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process_group, waitid};
 use std::ffi::OsString;
 use std::path::Path;
