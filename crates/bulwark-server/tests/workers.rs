@@ -3,11 +3,7 @@
 //! store.
 
 mod broker;
-
 mod common;
-
 mod environment;
-
 mod relay_and_lock;
-
 mod supervisor;
