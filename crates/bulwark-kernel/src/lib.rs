@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod agent;
+mod agent_load;
 mod approval;
 mod boundary;
 mod children;
@@ -10,6 +11,7 @@ mod conversation;
 mod credits;
 mod door;
 mod environment;
+mod factory;
 mod home;
 mod providers;
 mod registry;
@@ -27,9 +29,14 @@ pub use agent::{
 pub use approval::{ApprovalAnswer, ApprovalRequest, Approver, PreApproved};
 pub use boundary::Boundary;
 pub use bulwark_policy::taint_needs_approval;
-pub use children::{
-    AgentCheck, Caller, ChildError, ChildHost, ChildReply, VerifiedChild, agent_wallet,
-    child_agent_of,
+pub use agent_load::{
+    REQUIRE_SIGNED_POLICY, SignatureCheck, SignatureStatus, Warn, check_signature,
+    require_signature,
+};
+pub use children::{Caller, ChildError, ChildHost, ChildReply, agent_wallet, child_agent_of};
+pub use factory::{
+    FrontEnd, MAX_CHILDREN, OpenError, OpenRecords, OpenSession, Origin, ParentGrant,
+    SessionFactory, SessionRecords, SessionSpec, StoreRecords,
 };
 pub use conversation::ConversationStore;
 pub use credits::{Ledger, Reserved, SessionCredits, max_input_tokens};
