@@ -158,6 +158,19 @@ impl Session {
         self
     }
 
+    /// A session that cannot spawn children (a narrowing).
+    pub fn without_children(mut self) -> Self {
+        self.children = None;
+        self
+    }
+
+    /// Reaches the network through `http` (set as the session is built;
+    /// tests use it to reach a loopback server).
+    pub fn with_http(mut self, http: Option<Arc<SafeHttp>>) -> Self {
+        self.resources.http = http;
+        self
+    }
+
     /// Spawns children through `host` (set as the session is built).
     pub fn with_children(mut self, host: Arc<ChildHost>) -> Self {
         self.children = Some(host);

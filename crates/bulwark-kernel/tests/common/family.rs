@@ -175,7 +175,7 @@ pub fn paying_session(
         &super::unconfined(),
     )
     .unwrap();
-    session.credits = Some(SessionCredits {
+    session = session.with_credits(Some(SessionCredits {
         ledger: Arc::new(store.clone()),
         wallet,
         prices: prices(),
@@ -189,8 +189,8 @@ pub fn paying_session(
             agent: agent.into(),
             session: session_id.into(),
         },
-    });
-    session.children = Some(Arc::new(ChildHost {
+    }));
+    session.with_children(Arc::new(ChildHost {
         home: home_dir,
         global: Arc::new(global),
         access: Arc::new(access),
@@ -201,9 +201,7 @@ pub fn paying_session(
         parent_model: parse_model_ref(loaded.manifest.agent.model.as_deref().unwrap()).unwrap(),
         parent_credentials: loaded.manifest.credentials.clone(),
         max_children: 8,
-        verify_agent: None,
-    }));
-    session
+    }))
 }
 
 pub fn door(audit: Arc<dyn AuditSink>) -> Door {
