@@ -7,6 +7,8 @@
 //! exhausted and recalled.
 
 mod common;
+#[path = "spawn_paths/reopen.rs"]
+mod reopen;
 
 use bulwark_audit::{AuditSink, Decision};
 use bulwark_kernel::{Caller, ChildError, Session, ToolCall};

@@ -134,11 +134,24 @@ pub fn paying_session(
     agent: &str,
     session_id: &str,
 ) -> Session {
+    paying_session_under(home, store, audit, agent, session_id, GlobalConfig::default())
+}
+
+/// [`paying_session`] under `global` (its `[credits]` set to [`prices`]):
+/// the configuration its children are opened under too.
+pub fn paying_session_under(
+    home: &Path,
+    store: &Store,
+    audit: Arc<dyn AuditSink>,
+    agent: &str,
+    session_id: &str,
+    global: GlobalConfig,
+) -> Session {
     let home_dir = Home::new(home);
     let loaded = home_dir.load_agent(agent).unwrap();
     let global = GlobalConfig {
         credits: Some(prices()),
-        ..GlobalConfig::default()
+        ..global
     };
     let access = AccessFile::default();
     let policy = effective_policy(
