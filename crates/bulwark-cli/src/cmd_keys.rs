@@ -12,8 +12,7 @@ use crate::{Failure, usage_error};
 use anyhow::anyhow;
 use bulwark_kernel::Home;
 use bulwark_trust::{
-    Keyring, TrustError, TrustStore, Trusted, VerifierKey, VersionFloors,
-    sign_agent_version,
+    Keyring, TrustError, TrustStore, Trusted, VerifierKey, VersionFloors, sign_agent_version,
 };
 use sha2::Digest as _;
 

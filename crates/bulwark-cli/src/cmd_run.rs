@@ -213,7 +213,9 @@ pub async fn run(home: &Home, args: RunArgs) -> Result<(), Failure> {
     )?;
     eprintln!(
         "session {} · agent {} · model {}",
-        p.session.identity().id, p.agent.name, p.agent.model
+        p.session.identity().id,
+        p.agent.name,
+        p.agent.model
     );
     let mut printer = Printer::new();
     let turn = tokio::select! {
@@ -271,7 +273,9 @@ pub async fn chat(home: &Home, args: ChatArgs) -> Result<(), Failure> {
     )?;
     eprintln!(
         "chatting with {} (session {}; resume with --resume {}). /exit to leave.",
-        p.agent.name, p.session.identity().id, p.session.identity().id
+        p.agent.name,
+        p.session.identity().id,
+        p.session.identity().id
     );
     if !p.history.is_empty() {
         eprintln!("resumed: {} earlier message(s)", p.history.len());

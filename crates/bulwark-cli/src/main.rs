@@ -569,9 +569,7 @@ fn main() -> ExitCode {
     // it starts later, so the runtime's threads are built inside it.
     let worker_start = match &cli.command {
         Command::Worker(args) => match home(cli.home.clone()) {
-            Ok(home) => {
-                Some(worker_confine::confine_worker(&home, args))
-            }
+            Ok(home) => Some(worker_confine::confine_worker(&home, args)),
             Err(failure) => {
                 eprintln!("error: {:#}", failure.error);
                 return ExitCode::from(failure.code);

@@ -175,8 +175,8 @@ impl SessionRecords for Records {
         let Some(store) = self.database() else {
             return Ok(self.conversations.clone());
         };
-        let lease = crate::session_lease::take(store, &*self.audit, id, agent, user)
-            .map_err(open_error)?;
+        let lease =
+            crate::session_lease::take(store, &*self.audit, id, agent, user).map_err(open_error)?;
         *self.lease.lock().unwrap_or_else(PoisonError::into_inner) = Some(lease.clone());
         Ok(Arc::new(crate::session_lease::LeasedConversations::new(
             store.clone(),

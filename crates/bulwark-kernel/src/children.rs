@@ -357,7 +357,7 @@ impl ChildHost {
             agent: child.agent.clone(),
             user: caller.identity.user.clone(),
             origin: Origin::Child {
-                parent: self.parent_grant(caller),
+                parent: Box::new(self.parent_grant(caller)),
                 account: child.account.clone(),
             },
             model: None,
@@ -378,7 +378,13 @@ impl ChildHost {
             Ok(opened) => opened,
             Err(err) => {
                 let err = ChildError::from(err);
-                self.audit_check(caller, "message", &child.agent, Decision::Denied, err.to_string())?;
+                self.audit_check(
+                    caller,
+                    "message",
+                    &child.agent,
+                    Decision::Denied,
+                    err.to_string(),
+                )?;
                 return Err(err);
             }
         };

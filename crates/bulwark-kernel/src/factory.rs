@@ -95,7 +95,7 @@ pub enum Origin {
     /// A child agent of another session: held, every time it is opened,
     /// to its parent's effective policy; paid from its own account.
     Child {
-        parent: ParentGrant,
+        parent: Box<ParentGrant>,
         /// The child's account (`child:<id>`).
         account: String,
     },
@@ -267,9 +267,7 @@ impl SessionFactory {
         &self.home
     }
 
-    fn config(
-        &self,
-    ) -> Result<(Arc<GlobalConfig>, Arc<AccessFile>, Digests), OpenError> {
+    fn config(&self) -> Result<(Arc<GlobalConfig>, Arc<AccessFile>, Digests), OpenError> {
         match &self.config {
             Some((global, access)) => Ok((global.clone(), access.clone(), Digests::default())),
             None => {
@@ -381,7 +379,12 @@ impl SessionFactory {
                 match self.child_agent(parent, &agent_name, &global, &access, &warn) {
                     Err(OpenError::Rollback { reason }) => {
                         let records = open_records(&global)?;
-                        return Err(refuse_rollback(&*records.audit(), &agent_name, &user, reason));
+                        return Err(refuse_rollback(
+                            &*records.audit(),
+                            &agent_name,
+                            &user,
+                            reason,
+                        ));
                     }
                     other => Some(other?),
                 }
@@ -402,7 +405,12 @@ impl SessionFactory {
                 let files = match load_agent(&self.home, &agent_name, require_signed, &*warn) {
                     Err(OpenError::Rollback { reason }) => {
                         let records = open_records(&global)?;
-                        return Err(refuse_rollback(&*records.audit(), &agent_name, &user, reason));
+                        return Err(refuse_rollback(
+                            &*records.audit(),
+                            &agent_name,
+                            &user,
+                            reason,
+                        ));
                     }
                     other => other?,
                 };
@@ -430,9 +438,14 @@ impl SessionFactory {
         let resolved = match &verified {
             Some(verified) => {
                 let field = model_field(model_override.as_deref(), &loaded, is_child);
-                let files =
-                    VerifiedFiles::new(verified.clone(), require_signed, field, &model, warn.clone())
-                        .map_err(|e| OpenError::Refused(e.to_string()))?;
+                let files = VerifiedFiles::new(
+                    verified.clone(),
+                    require_signed,
+                    field,
+                    &model,
+                    warn.clone(),
+                )
+                .map_err(|e| OpenError::Refused(e.to_string()))?;
                 let resolved = files
                     .check_model_paths(&model, &global)
                     .and_then(|()| resolve_model_with(&model, &global, &loaded.dir, &files));
@@ -539,7 +552,12 @@ impl SessionFactory {
             // A child's opening is audited by its parent's spawn check.
             let describe = describe_sources(&digests, &sources, &signature);
             audit
-                .record(&opening_record(&identity, "config_load", "config_load", describe))
+                .record(&opening_record(
+                    &identity,
+                    "config_load",
+                    "config_load",
+                    describe,
+                ))
                 .map_err(|e| {
                     OpenError::Failed(format!(
                         "the audit log refused the configuration record: {e}"
@@ -553,7 +571,12 @@ impl SessionFactory {
                 tools.join(",")
             );
             audit
-                .record(&opening_record(&identity, "session_start", "policy_load", detail))
+                .record(&opening_record(
+                    &identity,
+                    "session_start",
+                    "policy_load",
+                    detail,
+                ))
                 .map_err(|e| {
                     OpenError::Failed(format!(
                         "the audit log refused the session start record: {e}"

@@ -100,7 +100,11 @@ async fn granted_read_works_and_write_is_refused() {
     let sink = Arc::new(MemorySink::new());
     let door = door(registry.clone(), sink.clone(), deny_all());
     let mut s = session(dir.path(), policy(&registry, FILES_READ_ONLY));
-    std::fs::write(s.resources().workspace.root().join("notes.txt"), "BLUE HERON").unwrap();
+    std::fs::write(
+        s.resources().workspace.root().join("notes.txt"),
+        "BLUE HERON",
+    )
+    .unwrap();
 
     let r = call(&door, &mut s, "file_read", json!({"path": "notes.txt"})).await;
     assert_eq!(r.decision, Decision::Allowed, "{}", r.content);

@@ -134,7 +134,14 @@ pub fn paying_session(
     agent: &str,
     session_id: &str,
 ) -> Session {
-    paying_session_under(home, store, audit, agent, session_id, GlobalConfig::default())
+    paying_session_under(
+        home,
+        store,
+        audit,
+        agent,
+        session_id,
+        GlobalConfig::default(),
+    )
 }
 
 /// [`paying_session`] under `global` (its `[credits]` set to [`prices`]):

@@ -65,7 +65,9 @@ impl Family {
     fn spawn_funded_kid(&self) -> ChildRecord {
         let caller = self.caller();
         let child = self.host().spawn(&caller, "kid").unwrap();
-        self.host().fund(&caller, &child.id, 1_000, "fund-1").unwrap();
+        self.host()
+            .fund(&caller, &child.id, 1_000, "fund-1")
+            .unwrap();
         child
     }
 
@@ -119,7 +121,10 @@ async fn a_child_records_its_arguments_like_its_parent() {
         .filter(|(action, ..)| action == "arguments")
         .collect();
     assert_eq!(arguments.len(), 1, "{records:#?}");
-    assert!(arguments[0].3.contains("docs/marker-4711.txt"), "{records:#?}");
+    assert!(
+        arguments[0].3.contains("docs/marker-4711.txt"),
+        "{records:#?}"
+    );
     assert!(
         records
             .iter()
@@ -167,7 +172,9 @@ async fn a_signed_child_changed_after_its_check_never_runs_the_change() {
         .records("s1")
         .into_iter()
         .filter(|(action, decision, operation, _)| {
-            action == "spawn_check" && *decision == Decision::Denied && operation == "agents:message"
+            action == "spawn_check"
+                && *decision == Decision::Denied
+                && operation == "agents:message"
         })
         .collect();
     assert_eq!(denied.len(), 1, "{denied:#?}");
@@ -199,7 +206,9 @@ async fn a_child_widened_on_disk_after_its_spawn_is_refused_and_audited() {
         .records("s1")
         .into_iter()
         .filter(|(action, decision, operation, _)| {
-            action == "spawn_check" && *decision == Decision::Denied && operation == "agents:message"
+            action == "spawn_check"
+                && *decision == Decision::Denied
+                && operation == "agents:message"
         })
         .collect();
     assert_eq!(denied.len(), 1, "{denied:#?}");
