@@ -1,5 +1,7 @@
 //! `bulwark run`: the demo walkthrough, headless approvals, and exit codes.
 
+#[path = "run/children.rs"]
+mod children;
 mod common;
 #[path = "run/lease.rs"]
 mod lease;

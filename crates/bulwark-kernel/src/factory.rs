@@ -81,7 +81,10 @@ impl From<bulwark_store::StoreError> for OpenError {
 /// Who a session serves: decides the remote narrowing of its policy,
 /// whether it may spawn children, whether this process records the
 /// version of a signed agent run, and whom it answers to.
+/// Front ends still to come (the TUI, A2A, the OpenAI-compatible API) add
+/// their own variant, so matches outside the kernel need a fallback.
 #[derive(Clone)]
+#[non_exhaustive]
 pub enum Origin {
     /// `run` and `chat`: the operator at this machine's terminal. This
     /// process holds the database and signs checkpoints; its sessions may

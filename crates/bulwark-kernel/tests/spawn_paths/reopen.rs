@@ -214,3 +214,42 @@ async fn a_child_widened_on_disk_after_its_spawn_is_refused_and_audited() {
     assert_eq!(denied.len(), 1, "{denied:#?}");
     assert!(denied[0].3.contains("shell"), "{denied:#?}");
 }
+
+/// The factory is the public way to open a session, for an embedding
+/// program too: a terminal session of `boss`, its records in a store this
+/// process holds, may spawn, and its opening is audited.
+#[tokio::test]
+async fn an_embedding_program_opens_a_session_through_the_factory() {
+    use bulwark_kernel::{
+        FrontEnd, Origin, SessionFactory, SessionRecords, SessionSpec, StoreRecords,
+    };
+    let f = Family::new(GlobalConfig::default(), READING_KID);
+    let records = StoreRecords {
+        store: f.store.clone(),
+        audit: f.audit.clone(),
+    };
+    let front = FrontEnd {
+        approver: super::common::deny_all(),
+        records: Box::new(move |_: &GlobalConfig| Ok(Arc::new(records) as Arc<dyn SessionRecords>)),
+        warn: Arc::new(|_: &str| {}),
+    };
+    let opened = SessionFactory::new(bulwark_kernel::Home::new(f.home()))
+        .open(
+            SessionSpec {
+                agent: "boss".into(),
+                user: bulwark_kernel::LOCAL_USER.into(),
+                origin: Origin::Terminal,
+                model: None,
+                resume: None,
+            },
+            front,
+        )
+        .unwrap();
+    let id = opened.session.identity().id.clone();
+    assert!(opened.session.children().is_some());
+    assert!(opened.session.policy().tools.contains_key("agents"));
+    assert_eq!(opened.agent.name, "boss");
+    let actions: Vec<_> = f.records(&id).into_iter().map(|r| r.0).collect();
+    assert_eq!(actions, ["config_load", "session_start"]);
+    assert!(f.store.session(&id).unwrap().is_some());
+}
