@@ -4,9 +4,10 @@
 //! the log detectable, so the gap between two of them is the window in
 //! which history could be rewritten unnoticed; these triggers bound it.
 //!
-//! Under `bulwark serve` the server process signs for all its workers
-//! (see [`leave_signing_to_the_server`]): a worker is confined away from
-//! the signing key.
+//! Under `bulwark serve` the server process signs for all its workers: a
+//! worker is confined away from the signing key. Whether a process starts
+//! a [`Checkpointer`] follows from its session's origin
+//! (`bulwark_kernel::Origin::signs_checkpoints`): a worker never does.
 
 use bulwark_kernel::Home;
 use bulwark_policy::AuditSection;
@@ -24,17 +25,6 @@ use bulwark_audit::note_file;
 /// How often the record count is looked at (two index lookups).
 const POLL: Duration = Duration::from_secs(1);
 
-/// Set in a `bulwark worker`: the serve process signs checkpoints for
-/// every worker (it runs its own [`Checkpointer`]), because a worker is
-/// confined away from `keys/`, where the audit signing key lives.
-static SIGNED_ELSEWHERE: AtomicBool = AtomicBool::new(false);
-
-/// Makes every [`Checkpointer`] of this process a no-op: another process
-/// (the server) signs the log's checkpoints. Call before any is started.
-pub fn leave_signing_to_the_server() {
-    SIGNED_ELSEWHERE.store(true, Ordering::SeqCst);
-}
-
 /// Owns the periodic task; signs the final checkpoint on [`finish`] or,
 /// failing that, on drop.
 ///
@@ -49,19 +39,10 @@ pub struct Checkpointer {
 }
 
 impl Checkpointer {
-    /// Starts the periodic task on the current tokio runtime (unless this
-    /// process leaves signing to the server: then it does nothing, and
-    /// never reads the key).
+    /// Starts the periodic task on the current tokio runtime. Only a
+    /// process that signs checkpoints starts one: `run`/`chat` for their
+    /// session, `serve` for its workers'.
     pub fn start(home: &Home, sink: SqliteAuditSink, config: &AuditSection) -> Self {
-        if SIGNED_ELSEWHERE.load(Ordering::SeqCst) {
-            return Self {
-                home: home.clone(),
-                sink,
-                audit: config.clone(),
-                task: None,
-                finished: Arc::new(AtomicBool::new(true)),
-            };
-        }
         let interval = Duration::from_secs(config.interval_secs());
         let every = config.every_records();
         let finished = Arc::new(AtomicBool::new(false));

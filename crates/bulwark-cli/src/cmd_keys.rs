@@ -12,34 +12,14 @@ use crate::{Failure, usage_error};
 use anyhow::anyhow;
 use bulwark_kernel::Home;
 use bulwark_trust::{
-    Keyring, TrustError, TrustStore, Trusted, VerifiedAgent, VerifierKey, VersionFloors,
-    sign_agent_version, verify_bundle,
+    Keyring, TrustError, TrustStore, Trusted, VerifierKey, VersionFloors, sign_agent_version,
 };
 use sha2::Digest as _;
-use std::sync::Arc;
 
-/// Whether an agent's signature checks out, for the run path to act on.
-#[derive(Debug, Clone)]
-pub enum SignatureStatus {
-    /// No `agent.sig`.
-    Unsigned,
-    /// Every file is what a key in the trust store signed, and its version
-    /// is not older than one this home has run.
-    Valid {
-        signer: String,
-        key_id: u32,
-        /// The signed version (0: a signature made before versions).
-        version: u64,
-        /// The files as read once and verified: a run uses these bytes,
-        /// never the files on disk again.
-        agent: Arc<VerifiedAgent>,
-    },
-    /// Signed, but the signature does not hold here; `reason` says what
-    /// differs or who signed, and what to do.
-    Invalid { reason: String },
-}
+pub use bulwark_kernel::SignatureStatus;
 
-/// Checks `agent` against the trust store before it runs.
+/// Checks `agent` against the trust store (the kernel's check, the one
+/// every session's loading runs), as an exit status.
 ///
 /// With `require_signed` (config.toml `[trust] require_signed = true`),
 /// anything but a valid signature is an error (exit 1) that says why and
@@ -52,142 +32,11 @@ pub fn check_agent_signature(
     agent: &str,
     require_signed: bool,
 ) -> Result<SignatureStatus, Failure> {
-    let status = status(home, agent)?;
-    require(status, agent, require_signed)
-}
-
-/// Why a signature problem stops a run.
-pub(crate) const REQUIRE_SIGNED_POLICY: &str = "config.toml sets [trust] require_signed = true, so only agents signed by a key in the trust store may run";
-const POLICY: &str = REQUIRE_SIGNED_POLICY;
-
-/// What a run does with its agent's signature.
-pub(crate) enum ForRun {
-    /// Go on with this status (valid, or tolerated without
-    /// `require_signed`).
-    Go(SignatureStatus),
-    /// Refused under `require_signed`: a valid signature of a version
-    /// older than one this home has run. The refusal is for the run to
-    /// audit before it fails with `reason`.
-    Rollback { reason: String },
-}
-
-/// [`check_agent_signature`] for `run`/`chat`/a worker, telling a
-/// rollback apart so that its refusal can be audited.
-pub(crate) fn check_for_run(
-    home: &Home,
-    agent: &str,
-    require_signed: bool,
-) -> Result<ForRun, Failure> {
-    match checked(home, agent)? {
-        Checked::Rollback { reason } if require_signed => Ok(ForRun::Rollback {
-            reason: format!("{reason}. {POLICY}"),
-        }),
-        Checked::Rollback { reason } => Ok(ForRun::Go(SignatureStatus::Invalid { reason })),
-        Checked::Status(status) => require(status, agent, require_signed).map(ForRun::Go),
-    }
-}
-
-fn require(
-    status: SignatureStatus,
-    agent: &str,
-    require_signed: bool,
-) -> Result<SignatureStatus, Failure> {
-    if !require_signed {
-        return Ok(status);
-    }
-    match status {
-        SignatureStatus::Valid { .. } => Ok(status),
-        SignatureStatus::Unsigned => Err(Failure {
-            code: 1,
-            error: anyhow!(
-                "agent `{agent}` is not signed and {POLICY}. Review it, then sign it with `bulwark sign {agent}` (create a key with `bulwark keys gen NAME` and trust it with `bulwark keys trust keys/NAME.pub`)"
-            ),
-        }),
-        SignatureStatus::Invalid { reason } => Err(Failure {
-            code: 1,
-            error: anyhow!("{reason}. {POLICY}"),
-        }),
-    }
-}
-
-/// A signature status, or a valid signature of a version older than this
-/// home has run.
-enum Checked {
-    Status(SignatureStatus),
-    Rollback { reason: String },
-}
-
-fn status(home: &Home, agent: &str) -> Result<SignatureStatus, Failure> {
-    Ok(match checked(home, agent)? {
-        Checked::Status(status) => status,
-        Checked::Rollback { reason } => SignatureStatus::Invalid { reason },
-    })
-}
-
-fn checked(home: &Home, agent: &str) -> Result<Checked, Failure> {
-    let dir = home.agent_dir(agent).map_err(usage_error)?;
-    let invalid = |reason: String| Ok(Checked::Status(SignatureStatus::Invalid { reason }));
-    let store = match TrustStore::load_from_home(home.root()) {
-        Ok(store) => store,
-        Err(err) => return invalid(format!("the trust store cannot be read: {err}")),
-    };
-    match verify_bundle(&dir, agent, &store) {
-        Ok(verified) => {
-            match VersionFloors::load(store.dir())
-                .and_then(|floors| floors.check(agent, &verified.signers, verified.version))
-            {
-                Ok(()) => Ok(Checked::Status(SignatureStatus::Valid {
-                    signer: verified.signer.clone(),
-                    key_id: verified.key_id,
-                    version: verified.version,
-                    agent: Arc::new(verified),
-                })),
-                Err(err @ TrustError::Rollback { .. }) => Ok(Checked::Rollback {
-                    reason: err.to_string(),
-                }),
-                Err(err) => invalid(err.to_string()),
-            }
-        }
-        Err(TrustError::Unsigned { .. }) => Ok(Checked::Status(SignatureStatus::Unsigned)),
-        Err(TrustError::NotADirectory { .. } | TrustError::MissingManifest { .. }) => {
-            Err(no_agent(home, agent))
-        }
-        Err(err) => invalid(with_hint(&err, agent)),
-    }
-}
-
-fn no_agent(home: &Home, agent: &str) -> Failure {
-    usage_error(anyhow!(
-        "no agent `{agent}`: {} does not exist (see `bulwark agents list`)",
-        home.agents_dir().join(agent).join("agent.toml").display()
-    ))
-}
-
-/// The error, followed by what the operator should do about it.
-fn with_hint(err: &TrustError, agent: &str) -> String {
-    let hint = match err {
-        TrustError::Unsigned { .. } => format!("Sign it with `bulwark sign {agent}`"),
-        TrustError::UntrustedSigner {
-            trusted_with_same_name,
-            ..
-        } if !trusted_with_same_name.is_empty() => {
-            "Do not trust this key unless the owner of the trusted key confirms they replaced it; re-sign the agent with the trusted key instead".into()
-        }
-        TrustError::UntrustedSigner { .. } => {
-            "If you trust this signer, get their public key (keys/NAME.pub where they signed) and run `bulwark keys trust VKEY-OR-FILE`; otherwise review the agent and sign it with your own key".into()
-        }
-        TrustError::BadSignature { .. } => format!(
-            "Treat the agent as tampered with; after reviewing every file, sign it again with `bulwark sign {agent}`"
-        ),
-        TrustError::ContentMismatch { .. } => format!(
-            "Review the changes; if they are approved, sign again with `bulwark sign {agent}`"
-        ),
-        TrustError::MalformedSignature { .. } => format!(
-            "After reviewing the agent, sign it again with `bulwark sign {agent}`"
-        ),
-        _ => return err.to_string(),
-    };
-    format!("{err}. {hint}")
+    bulwark_kernel::check_signature(home, agent)
+        .and_then(|checked| {
+            bulwark_kernel::require_signature(checked.status(), agent, require_signed)
+        })
+        .map_err(crate::cmd_run::open_failure)
 }
 
 /// Errors about keys and names are the user's to fix (exit 2); anything

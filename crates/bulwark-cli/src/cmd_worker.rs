@@ -194,7 +194,7 @@ async fn converse(
         Err(failure) => return fail(ErrorCode::Setup, failure),
     };
     let _ = ch.events.send(Event::Ready {
-        session_id: p.session.identity.id.clone(),
+        session_id: p.session.identity().id.clone(),
         history_messages: p.history.len() as u64,
     });
     loop {
@@ -206,7 +206,7 @@ async fn converse(
         let Some((message_id, text)) = message else {
             break;
         };
-        if let Some(refusal) = budget_refusal(home, &store, &p.session.identity.user) {
+        if let Some(refusal) = budget_refusal(home, &store, &p.session.identity().user) {
             let _ = ch.events.send(refusal);
             let _ = ch.events.send(Event::TurnEnded {
                 message_id,

@@ -22,10 +22,8 @@ mod cmd_worker;
 mod evidence;
 mod printer;
 mod records;
-mod session_credits;
 mod session_lease;
 mod terminal;
-mod verified_agent;
 mod witnessing;
 mod worker_confine;
 mod worker_store;
@@ -571,10 +569,7 @@ fn main() -> ExitCode {
     // it starts later, so the runtime's threads are built inside it.
     let worker_start = match &cli.command {
         Command::Worker(args) => match home(cli.home.clone()) {
-            Ok(home) => {
-                checkpoints::leave_signing_to_the_server();
-                Some(worker_confine::confine_worker(&home, args))
-            }
+            Ok(home) => Some(worker_confine::confine_worker(&home, args)),
             Err(failure) => {
                 eprintln!("error: {:#}", failure.error);
                 return ExitCode::from(failure.code);

@@ -1,23 +1,26 @@
 //! Where a session's records (conversation, audit) go: the database this
 //! process opens (`run`, `chat`), or the server (a `serve` worker, which
-//! never opens the database; see `worker_store`).
+//! never opens the database; see `worker_store`). The kernel's session
+//! factory opens them through [`SessionRecords`].
 
 use crate::checkpoints::Checkpointer;
-use crate::cmd_run::Origin;
+use crate::cmd_run::{Origin, open_error};
 use crate::{Failure, usage_error};
 use anyhow::{Context, anyhow};
 use bulwark_audit::AuditSink;
-use bulwark_kernel::{ConversationStore, Home};
+use bulwark_kernel::{ConversationStore, Home, OpenError, SessionRecords};
 use bulwark_policy::GlobalConfig;
-use bulwark_store::{NewSession, Store, StoreError};
-use std::sync::Arc;
+use bulwark_store::{NewSession, SessionLease, Store, StoreError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 pub(crate) struct Records {
     pub(crate) conversations: Arc<dyn ConversationStore>,
     pub(crate) audit: Arc<dyn AuditSink>,
-    /// Signs checkpoints while the run lasts (`run`/`chat` only: the server
-    /// signs for its workers).
-    pub(crate) checkpoints: Option<Checkpointer>,
+    /// Signs checkpoints while the run lasts: only for a session whose
+    /// origin signs them (`run`/`chat`; the server signs for its workers).
+    checkpoints: Mutex<Option<Checkpointer>>,
+    /// This process's lease on the session (taken when it is claimed).
+    lease: Mutex<Option<Arc<SessionLease>>>,
     place: Place,
 }
 
@@ -36,7 +39,8 @@ impl Records {
             Origin::Remote(client) => Ok(Self {
                 conversations: client.clone(),
                 audit: client.clone(),
-                checkpoints: None,
+                checkpoints: Mutex::new(None),
+                lease: Mutex::new(None),
                 place: Place::Server(client.clone()),
             }),
             Origin::Terminal => {
@@ -47,15 +51,35 @@ impl Records {
                 // A log that does not verify stops agents until an operator looks.
                 let audit_sink = store.audit_sink();
                 crate::cmd_audit::require_verified(home, &audit_sink)?;
-                let checkpoints = Checkpointer::start(home, audit_sink.clone(), &global.audit);
+                let checkpoints = origin
+                    .kernel()
+                    .signs_checkpoints()
+                    .then(|| Checkpointer::start(home, audit_sink.clone(), &global.audit));
                 Ok(Self {
                     conversations: Arc::new(store.clone()),
                     audit: Arc::new(audit_sink),
-                    checkpoints: Some(checkpoints),
+                    checkpoints: Mutex::new(checkpoints),
+                    lease: Mutex::new(None),
                     place: Place::Database(store),
                 })
             }
         }
+    }
+
+    /// The checkpointer, for the run to finish (once).
+    pub(crate) fn take_checkpoints(&self) -> Option<Checkpointer> {
+        self.checkpoints
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
+    /// The lease this process took on the session, if any.
+    pub(crate) fn lease(&self) -> Option<Arc<SessionLease>> {
+        self.lease
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Checks that stored session `id` is `user`'s with `agent`; its saved
@@ -115,5 +139,48 @@ impl Records {
             Place::Server(client) => client.create(id)?,
         }
         Ok(())
+    }
+}
+
+impl SessionRecords for Records {
+    fn audit(&self) -> Arc<dyn AuditSink> {
+        self.audit.clone()
+    }
+
+    fn ledger(&self) -> Arc<dyn bulwark_kernel::Ledger> {
+        Records::ledger(self)
+    }
+
+    fn database(&self) -> Option<&Store> {
+        Records::database(self)
+    }
+
+    fn resume(&self, id: &str, agent: &str, user: &str) -> Result<Option<String>, OpenError> {
+        Records::resume(self, id, agent, user).map_err(open_error)
+    }
+
+    fn create(&self, id: &str, agent: &str, user: &str) -> Result<(), OpenError> {
+        Records::create(self, id, agent, user).map_err(open_error)
+    }
+
+    /// One process runs a session at a time: a `run`/`chat` holds its
+    /// lease until the run ends. A worker takes none: the server holds
+    /// the lease for the conversation it serves.
+    fn claim(
+        &self,
+        id: &str,
+        agent: &str,
+        user: &str,
+    ) -> Result<Arc<dyn ConversationStore>, OpenError> {
+        let Some(store) = self.database() else {
+            return Ok(self.conversations.clone());
+        };
+        let lease =
+            crate::session_lease::take(store, &*self.audit, id, agent, user).map_err(open_error)?;
+        *self.lease.lock().unwrap_or_else(PoisonError::into_inner) = Some(lease.clone());
+        Ok(Arc::new(crate::session_lease::LeasedConversations::new(
+            store.clone(),
+            lease,
+        )))
     }
 }

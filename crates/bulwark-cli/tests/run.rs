@@ -1,6 +1,8 @@
 //! `bulwark run`: the demo walkthrough, headless approvals, and exit codes.
 
 use crate::common;
+#[path = "run/children.rs"]
+mod children;
 #[path = "run/lease.rs"]
 mod lease;
 

@@ -121,7 +121,7 @@ fn bench_credits(c: &mut Criterion) {
         budget: None,
         actor: Actor::default(),
     };
-    session.credits = Some(credits.clone());
+    session = session.with_credits(Some(credits.clone()));
     let mut n: u64 = 0;
     c.bench_function("credits/transfer_credits", |b| {
         b.iter(|| {

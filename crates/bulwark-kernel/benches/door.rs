@@ -174,7 +174,7 @@ fn bench_file_tools(c: &mut Criterion) {
         Arc::new(PreApproved::default()),
     );
     let mut session = bench_session(dir.path(), &policy);
-    let root = session.resources.workspace.root().to_path_buf();
+    let root = session.resources().workspace.root().to_path_buf();
     std::fs::create_dir_all(root.join("docs/a/b/c")).expect("mkdir");
     std::fs::write(root.join("docs/a/b/c/notes.txt"), "x".repeat(1024)).expect("write");
     std::os::unix::fs::symlink("a/b", root.join("docs/link")).expect("symlink");

@@ -13,19 +13,18 @@
 //! they are wrapped in the parent's content boundary and, like web pages,
 //! cannot authorize a spend or a command without a person agreeing.
 
-use crate::agent::{AgentRuntime, Kernel, Silent, TurnEnd};
+use crate::agent::{Silent, TurnEnd};
 use crate::approval::Approver;
 use crate::credits::SessionCredits;
-use crate::door::Door;
-use crate::home::{Home, LoadedAgent, valid_name};
-use crate::providers::{ModelFiles, resolve_model, resolve_model_with};
-use crate::registry::ToolRegistry;
-use crate::session::{SessionIdentity, SessionState, ToolLimits};
-use crate::setup::{AgentSetup, PolicyContext, build_session, effective_policy, load_secrets};
+use crate::factory::{
+    FrontEnd, OpenError, OpenSession, Origin, ParentGrant, SessionFactory, SessionRecords,
+    SessionSpec, StoreRecords,
+};
+use crate::home::{Home, valid_name};
+use crate::session::SessionIdentity;
 use bulwark_audit::{AuditRecord, AuditSink, Decision};
 use bulwark_policy::{
-    AccessFile, CredentialsSection, EffectivePolicy, GlobalConfig, ModelRef, SpawnGrant,
-    SpawnViolation, parse_model_ref, spawn_violations,
+    AccessFile, CredentialsSection, EffectivePolicy, GlobalConfig, ModelRef, SpawnViolation,
 };
 use bulwark_store::{
     AccountKind, Actor, ChildRecord, ChildState, LedgerError, NewSession, Policy, Store,
@@ -94,49 +93,23 @@ pub enum ChildError {
     Audit(String),
 }
 
-fn list(violations: &[SpawnViolation]) -> String {
+impl From<OpenError> for ChildError {
+    fn from(err: OpenError) -> Self {
+        match err {
+            OpenError::ChildRefused { agent, violations } => {
+                ChildError::Refused { agent, violations }
+            }
+            other => ChildError::Setup(other.to_string()),
+        }
+    }
+}
+
+pub(crate) fn list(violations: &[SpawnViolation]) -> String {
     violations
         .iter()
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join("; ")
-}
-
-/// A check of an agent's files by name (its signature), before it loads.
-///
-/// `Ok(Some(_))`: the agent as verified, read once; the child is built
-/// from it and nothing of the agent is read from the disk again.
-/// `Ok(None)`: the check lets the agent run unverified (an unsigned agent
-/// the policy allows), and it is loaded from the disk. `Err`: refused,
-/// and why.
-pub type AgentCheck = Arc<dyn Fn(&str) -> Result<Option<VerifiedChild>, String> + Send + Sync>;
-
-/// An agent as an [`AgentCheck`] verified it: its manifest and prompt,
-/// and the files its model reference may name, all from the bytes that
-/// were checked.
-pub struct VerifiedChild {
-    pub loaded: LoadedAgent,
-    /// Serves `script:`/`local:` model files from the verified bytes;
-    /// every model of the child is resolved through it.
-    pub files: Arc<dyn ModelFiles + Send + Sync>,
-}
-
-impl std::fmt::Debug for VerifiedChild {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("VerifiedChild")
-            .field("agent", &self.loaded.manifest.agent.name)
-            .field("dir", &self.loaded.dir)
-            .finish_non_exhaustive()
-    }
-}
-
-/// A child's agent ready to be checked against its parent or run.
-struct PreparedChild {
-    loaded: LoadedAgent,
-    policy: EffectivePolicy,
-    model: ModelRef,
-    /// The verified files to resolve its model from (`None`: the disk).
-    files: Option<Arc<dyn ModelFiles + Send + Sync>>,
 }
 
 /// Everything needed to spawn and run children of one parent session.
@@ -155,10 +128,6 @@ pub struct ChildHost {
     pub parent_credentials: CredentialsSection,
     /// How many children one parent session may have (default 8).
     pub max_children: usize,
-    /// Extra check of a child's agent files before it is loaded (the CLI
-    /// checks signatures here). When it hands back the verified agent,
-    /// the child is built from that alone.
-    pub verify_agent: Option<AgentCheck>,
 }
 
 /// The result of giving a child work.
@@ -169,46 +138,20 @@ pub struct ChildReply {
 }
 
 impl ChildHost {
-    /// The child's manifest, its effective policy for `user` under the same
-    /// layers as the parent's, and its model (its own, or the parent's).
-    /// A verified agent comes from the check, as verified: it is not read
-    /// from the disk again.
-    fn prepare(&self, user: &str, agent: &str) -> Result<PreparedChild, ChildError> {
-        if !valid_name(agent) {
-            return Err(ChildError::Invalid(format!(
-                "`{agent}` is not an agent name (1-64 lowercase letters, digits, `-`, `_`)"
-            )));
+    /// The factory a child's session is opened by: this home, under the
+    /// parent's configuration.
+    fn factory(&self) -> SessionFactory {
+        SessionFactory::with_config(self.home.clone(), self.global.clone(), self.access.clone())
+    }
+
+    /// What the parent holds, which the child may not exceed.
+    fn parent_grant(&self, caller: &Caller) -> ParentGrant {
+        ParentGrant {
+            caller: caller.clone(),
+            model: self.parent_model.clone(),
+            credentials: self.parent_credentials.clone(),
+            remote: self.remote,
         }
-        let verified = match &self.verify_agent {
-            Some(verify) => verify(agent).map_err(ChildError::Setup)?,
-            None => None,
-        };
-        let setup = |e: crate::agent::KernelError| ChildError::Setup(e.to_string());
-        let (loaded, files) = match verified {
-            Some(VerifiedChild { loaded, files }) => (loaded, Some(files)),
-            None => (self.home.load_agent(agent).map_err(setup)?, None),
-        };
-        let policy = effective_policy(
-            &PolicyContext {
-                global: &self.global,
-                access: &self.access,
-                agent: &loaded,
-                user,
-                remote: self.remote,
-            },
-            &ToolRegistry::builtin(),
-        )
-        .map_err(setup)?;
-        let model = match &loaded.manifest.agent.model {
-            Some(m) => parse_model_ref(m).map_err(ChildError::Setup)?,
-            None => self.parent_model.clone(),
-        };
-        Ok(PreparedChild {
-            loaded,
-            policy,
-            model,
-            files,
-        })
     }
 
     fn audit_spawn(
@@ -218,7 +161,20 @@ impl ChildHost {
         decision: Decision,
         detail: String,
     ) -> Result<(), ChildError> {
-        let request = serde_json::json!({"op": "spawn", "agent": agent});
+        self.audit_check(caller, "spawn", agent, decision, detail)
+    }
+
+    /// The `spawn_check` record of holding a child to its parent, at its
+    /// spawn (`op` "spawn") or when it is opened for work ("message").
+    fn audit_check(
+        &self,
+        caller: &Caller,
+        op: &str,
+        agent: &str,
+        decision: Decision,
+        detail: String,
+    ) -> Result<(), ChildError> {
+        let request = serde_json::json!({"op": op, "agent": agent});
         self.audit
             .record(&AuditRecord {
                 time_ms: crate::door::now_ms(),
@@ -227,7 +183,7 @@ impl ChildHost {
                 user: caller.identity.user.clone(),
                 action: "spawn_check".into(),
                 tool: "agents".into(),
-                operation: "agents:spawn".into(),
+                operation: format!("agents:{op}"),
                 args_digest: AuditRecord::digest_args(&request),
                 decision,
                 reason: "spawn_check".into(),
@@ -302,23 +258,14 @@ impl ChildHost {
                 existing.len()
             )));
         }
-        let PreparedChild {
-            loaded,
-            policy,
-            model,
-            ..
-        } = self.prepare(&caller.identity.user, agent)?;
-        let parent = SpawnGrant {
-            policy: &caller.policy,
-            model: &self.parent_model,
-            credentials: &self.parent_credentials,
-        };
-        let child = SpawnGrant {
-            policy: &policy,
-            model: &model,
-            credentials: &loaded.manifest.credentials,
-        };
-        Ok(spawn_violations(&parent, agent, &child))
+        if !valid_name(agent) {
+            return Err(ChildError::Invalid(format!(
+                "`{agent}` is not an agent name (1-64 lowercase letters, digits, `-`, `_`)"
+            )));
+        }
+        self.factory()
+            .child_violations(&self.parent_grant(caller), agent)
+            .map_err(ChildError::from)
     }
 
     /// A child of `caller`'s session, or why not.
@@ -403,68 +350,52 @@ impl ChildHost {
                 "child `{id}` was recalled; spawn a new one"
             )));
         }
-        let PreparedChild {
-            loaded,
-            policy,
-            model,
-            files,
-        } = self.prepare(&caller.identity.user, &child.agent)?;
-        let setup = |e: crate::agent::KernelError| ChildError::Setup(e.to_string());
-        // A verified child's model files come from the bytes verified, never
-        // from the disk.
-        let model = model.to_string();
-        let resolved = match &files {
-            Some(files) => resolve_model_with(&model, &self.global, &loaded.dir, files.as_ref()),
-            None => resolve_model(&model, &self.global, &loaded.dir),
-        }
-        .map_err(setup)?;
-        let (secrets, _missing) = load_secrets(&self.global, &loaded);
-        let net = AgentSetup::for_agent(&self.global, &loaded, Arc::new(secrets));
-        let saved: Option<SessionState> = self
-            .store
-            .session(id)?
-            .and_then(|row| row.state_json)
-            .map(|json| serde_json::from_str(&json))
-            .transpose()
-            .map_err(|e| {
-                ChildError::Setup(format!("the child's stored state is unreadable: {e}"))
-            })?;
-        let identity = SessionIdentity {
-            id: id.to_owned(),
+        // Opened like every session, and held to the parent's effective
+        // policy again: the manifest on disk may have changed since the
+        // spawn.
+        let spec = SessionSpec {
             agent: child.agent.clone(),
             user: caller.identity.user.clone(),
-        };
-        let mut limits = ToolLimits::default();
-        if let Some(secs) = self.global.sandbox.timeout_secs {
-            limits.shell_timeout = std::time::Duration::from_secs(secs);
-        }
-        let mut session =
-            build_session(&self.home, identity, Arc::new(policy), limits, saved, &net)
-                .map_err(setup)?;
-        session.credits = caller.credits.as_ref().map(|c| SessionCredits {
-            wallet: child.account.clone(),
-            actor: Actor {
-                user: caller.identity.user.clone(),
-                agent: child.agent.clone(),
-                session: id.to_owned(),
+            origin: Origin::Child {
+                parent: Box::new(self.parent_grant(caller)),
+                account: child.account.clone(),
             },
-            ..c.clone()
-        });
-        let door = Door::new(
-            ToolRegistry::builtin(),
-            self.audit.clone(),
-            self.approver.clone(),
-        );
-        let kernel = Kernel::new(door, self.store.clone());
-        let mut history = kernel.history(id).map_err(setup)?;
-        let agent = AgentRuntime {
-            name: child.agent.clone(),
-            system_prompt: loaded.system_prompt.clone(),
-            model: resolved.model,
-            driver: resolved.driver,
-            max_turns: loaded.manifest.agent.max_turns,
-            max_tokens: loaded.manifest.agent.max_tokens,
+            model: None,
+            resume: Some(id.to_owned()),
         };
+        let records = StoreRecords {
+            store: self.store.clone(),
+            audit: self.audit.clone(),
+        };
+        let front = FrontEnd {
+            approver: self.approver.clone(),
+            records: Box::new(move |_: &GlobalConfig| {
+                Ok(Arc::new(records) as Arc<dyn SessionRecords>)
+            }),
+            warn: Arc::new(|w: &str| tracing::warn!("{w}")),
+        };
+        let opened = match self.factory().open(spec, front) {
+            Ok(opened) => opened,
+            Err(err) => {
+                let err = ChildError::from(err);
+                self.audit_check(
+                    caller,
+                    "message",
+                    &child.agent,
+                    Decision::Denied,
+                    err.to_string(),
+                )?;
+                return Err(err);
+            }
+        };
+        let OpenSession {
+            kernel,
+            mut session,
+            mut history,
+            agent,
+            ..
+        } = opened;
+        let setup = |e: crate::agent::KernelError| ChildError::Setup(e.to_string());
         let outcome = kernel
             .run_turn(&mut session, &mut history, &agent, text, &mut Silent)
             .await

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod agent;
+mod agent_load;
 mod approval;
 mod boundary;
 mod children;
@@ -10,6 +11,7 @@ mod conversation;
 mod credits;
 mod door;
 mod environment;
+mod factory;
 mod home;
 mod providers;
 mod registry;
@@ -24,17 +26,22 @@ pub use agent::{
     AgentRuntime, Kernel, KernelError, NOT_RUN_INTERRUPTED, Silent, TurnEnd, TurnObserver,
     TurnOutcome,
 };
+pub use agent_load::{
+    REQUIRE_SIGNED_POLICY, SignatureCheck, SignatureStatus, Warn, check_signature,
+    require_signature,
+};
 pub use approval::{ApprovalAnswer, ApprovalRequest, Approver, PreApproved};
 pub use boundary::Boundary;
 pub use bulwark_policy::taint_needs_approval;
-pub use children::{
-    AgentCheck, Caller, ChildError, ChildHost, ChildReply, VerifiedChild, agent_wallet,
-    child_agent_of,
-};
+pub use children::{Caller, ChildError, ChildHost, ChildReply, agent_wallet, child_agent_of};
 pub use conversation::ConversationStore;
 pub use credits::{Ledger, Reserved, SessionCredits, max_input_tokens};
 pub use door::{DispatchResult, Door, ToolCall};
 pub use environment::{Environment, KEPT_VARIABLES, environment};
+pub use factory::{
+    FrontEnd, MAX_CHILDREN, OpenError, OpenRecords, OpenSession, Origin, ParentGrant,
+    SessionFactory, SessionRecords, SessionSpec, StoreRecords,
+};
 pub use home::{DEFAULT_SYSTEM_PROMPT, Home, LoadedAgent, valid_name};
 pub use providers::{
     LocalModelFile, MODEL_CATALOGUE_VAR, ModelFiles, ResolvedModel, check_model, default_model,

@@ -33,6 +33,18 @@ pub struct ToolLimits {
     pub call_timeout: Duration,
 }
 
+impl ToolLimits {
+    /// The limits config.toml sets (`[sandbox] timeout_secs`), the
+    /// defaults otherwise: the one place every session's limits come from.
+    pub fn from_config(global: &bulwark_policy::GlobalConfig) -> Self {
+        let mut limits = Self::default();
+        if let Some(secs) = global.sandbox.timeout_secs {
+            limits.shell_timeout = Duration::from_secs(secs);
+        }
+        limits
+    }
+}
+
 impl Default for ToolLimits {
     fn default() -> Self {
         Self {
@@ -87,20 +99,84 @@ pub struct SessionState {
     pub stopped: Option<String>,
 }
 
+/// A session: who acts, under which policy, with which resources.
+///
+/// Its identity, policy, resources, credits and child host are set when it
+/// is built (by [`crate::SessionFactory`], or [`crate::build_session`] and
+/// the `with_*` builders for an embedding program) and cannot be replaced
+/// afterwards: the door and the tools read them through `&Session`
+/// accessors. The state the door keeps only moves one way: taint only
+/// grows ([`Session::add_taint`]) and a stopped session stays stopped.
 pub struct Session {
-    pub identity: SessionIdentity,
-    pub policy: Arc<EffectivePolicy>,
-    pub resources: SessionResources,
-    pub state: SessionState,
+    pub(crate) identity: SessionIdentity,
+    pub(crate) policy: Arc<EffectivePolicy>,
+    pub(crate) resources: SessionResources,
+    pub(crate) state: SessionState,
     /// How the session pays for model calls and tools; `None` when
     /// config.toml has no `[credits]` section.
-    pub credits: Option<SessionCredits>,
+    pub(crate) credits: Option<SessionCredits>,
     /// Where its child agents are spawned and run; `None` when this
     /// session cannot spawn (served sessions, children themselves).
-    pub children: Option<Arc<ChildHost>>,
+    pub(crate) children: Option<Arc<ChildHost>>,
 }
 
 impl Session {
+    pub fn identity(&self) -> &SessionIdentity {
+        &self.identity
+    }
+
+    /// The effective policy, fixed for the session's life.
+    pub fn policy(&self) -> &Arc<EffectivePolicy> {
+        &self.policy
+    }
+
+    pub fn resources(&self) -> &SessionResources {
+        &self.resources
+    }
+
+    /// The state the door keeps (loop guard, taint, stop).
+    pub fn state(&self) -> &SessionState {
+        &self.state
+    }
+
+    pub fn credits(&self) -> Option<&SessionCredits> {
+        self.credits.as_ref()
+    }
+
+    pub fn children(&self) -> Option<&Arc<ChildHost>> {
+        self.children.as_ref()
+    }
+
+    /// Adds taint labels; taint is never removed.
+    pub fn add_taint(&mut self, labels: impl IntoIterator<Item = TaintLabel>) {
+        self.state.taint.extend(labels);
+    }
+
+    /// Pays from `credits` (set as the session is built).
+    pub fn with_credits(mut self, credits: Option<SessionCredits>) -> Self {
+        self.credits = credits;
+        self
+    }
+
+    /// A session that cannot spawn children (a narrowing).
+    pub fn without_children(mut self) -> Self {
+        self.children = None;
+        self
+    }
+
+    /// Reaches the network through `http` (set as the session is built;
+    /// tests use it to reach a loopback server).
+    pub fn with_http(mut self, http: Option<Arc<SafeHttp>>) -> Self {
+        self.resources.http = http;
+        self
+    }
+
+    /// Spawns children through `host` (set as the session is built).
+    pub fn with_children(mut self, host: Arc<ChildHost>) -> Self {
+        self.children = Some(host);
+        self
+    }
+
     pub fn new(
         identity: SessionIdentity,
         policy: Arc<EffectivePolicy>,

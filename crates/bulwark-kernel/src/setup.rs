@@ -212,6 +212,12 @@ fn shell_secrets(net: &AgentSetup) -> Vec<(String, String, secrecy::SecretString
 }
 
 /// Opens the session's resources and builds the session around `policy`.
+///
+/// Front ends open sessions through [`crate::SessionFactory`], which calls
+/// this after loading and checking the agent; an embedding program or a
+/// test that computes its own policy calls it directly, then sets credits
+/// and a child host with [`Session::with_credits`] and
+/// [`Session::with_children`] before the session is used.
 pub fn build_session(
     home: &Home,
     identity: SessionIdentity,

@@ -42,7 +42,7 @@ async fn scripted_agent_walks_through_every_decision() {
         .unwrap();
     let mut s = session(dir.path(), p);
     std::fs::write(
-        s.resources.workspace.root().join("notes.txt"),
+        s.resources().workspace.root().join("notes.txt"),
         "code name BLUE HERON",
     )
     .unwrap();

@@ -117,7 +117,7 @@ async fn credentials_reach_their_host_only_and_never_the_model() {
     ));
     http.allow_internal_service("api.fixture.test", port);
     http.allow_internal_service("other.fixture.test", port);
-    s.resources.http = Some(Arc::new(http));
+    s = s.with_http(Some(Arc::new(http)));
 
     // 1. The grant's host: injected on the wire, redacted in the result.
     let r = call(

@@ -171,7 +171,7 @@ async fn a_retried_key_moves_credits_once() {
 async fn untrusted_content_cannot_authorize_a_spend() {
     let mut f = fixture(1_000);
     // A child's or a web page's text is in the conversation.
-    f.session.state.taint.insert(TaintLabel::Peer);
+    f.session.add_taint([TaintLabel::Peer]);
     let r = call(
         &mut f,
         "c1",
@@ -350,7 +350,7 @@ async fn an_overrun_warning_the_audit_log_refuses_stops_the_session() {
         "{text}"
     );
     assert_eq!(
-        f.session.state.stopped.as_deref(),
+        f.session.state().stopped.as_deref(),
         Some("audit sink failed")
     );
     // Still never an overdraft: the reservation was settled first.

@@ -167,7 +167,7 @@ async fn writer(home: PathBuf, t: u64, barrier: Option<Arc<Barrier>>) -> Tally {
                 done.push((name.into(), input, r.content));
             }
         } else if roll < 85 || open.is_empty() {
-            let credits = session.credits.as_ref().unwrap();
+            let credits = session.credits().unwrap();
             match credits.reserve("model", 1 + rng.below(FUNDS / 8)) {
                 Ok(Some(hold)) => open.push(hold),
                 Ok(None) => unreachable!("a positive amount is reserved"),
@@ -177,7 +177,7 @@ async fn writer(home: PathBuf, t: u64, barrier: Option<Arc<Barrier>>) -> Tally {
                 }
             }
         } else {
-            let credits = session.credits.as_ref().unwrap();
+            let credits = session.credits().unwrap();
             let hold = open.swap_remove(rng.below(open.len() as u64) as usize);
             if rng.below(4) == 0 {
                 credits.release(hold).unwrap();
@@ -187,7 +187,7 @@ async fn writer(home: PathBuf, t: u64, barrier: Option<Arc<Barrier>>) -> Tally {
             }
         }
     }
-    let credits = session.credits.as_ref().unwrap();
+    let credits = session.credits().unwrap();
     for hold in open {
         credits.release(hold).unwrap();
     }

@@ -100,7 +100,11 @@ async fn granted_read_works_and_write_is_refused() {
     let sink = Arc::new(MemorySink::new());
     let door = door(registry.clone(), sink.clone(), deny_all());
     let mut s = session(dir.path(), policy(&registry, FILES_READ_ONLY));
-    std::fs::write(s.resources.workspace.root().join("notes.txt"), "BLUE HERON").unwrap();
+    std::fs::write(
+        s.resources().workspace.root().join("notes.txt"),
+        "BLUE HERON",
+    )
+    .unwrap();
 
     let r = call(&door, &mut s, "file_read", json!({"path": "notes.txt"})).await;
     assert_eq!(r.decision, Decision::Allowed, "{}", r.content);
@@ -118,7 +122,7 @@ async fn granted_read_works_and_write_is_refused() {
     )
     .await;
     assert_eq!(w.decision, Decision::Denied);
-    assert!(!s.resources.workspace.root().join("x.txt").exists());
+    assert!(!s.resources().workspace.root().join("x.txt").exists());
 }
 
 #[tokio::test]
@@ -151,7 +155,7 @@ async fn repeated_identical_calls_are_blocked_by_the_loop_guard() {
     let sink = Arc::new(MemorySink::new());
     let door = door(registry.clone(), sink.clone(), deny_all());
     let mut s = session(dir.path(), policy(&registry, &manifest));
-    std::fs::write(s.resources.workspace.root().join("a.txt"), "a").unwrap();
+    std::fs::write(s.resources().workspace.root().join("a.txt"), "a").unwrap();
     let mut decisions = Vec::new();
     for _ in 0..4 {
         decisions.push(call(&door, &mut s, "file_read", json!({"path": "a.txt"})).await);
@@ -187,7 +191,7 @@ async fn unknown_tools_and_bad_arguments_change_nothing() {
     assert!(r.content.contains("file_read"), "{}", r.content);
     let mut unheld = 0;
     for spec in registry.iter().map(|t| t.spec()) {
-        if s.policy.check_tool(spec.domain, spec.operation).is_err() {
+        if s.policy().check_tool(spec.domain, spec.operation).is_err() {
             unheld += 1;
             assert!(
                 !r.content.contains(&format!(" {},", spec.name))
@@ -247,7 +251,7 @@ operations = ["files:write"]
         (r.decision, r.reason.as_str()),
         (Decision::Denied, "approval")
     );
-    assert!(!s.resources.workspace.root().join("out/a.txt").exists());
+    assert!(!s.resources().workspace.root().join("out/a.txt").exists());
     assert!(
         sink.records()
             .iter()
@@ -264,7 +268,7 @@ operations = ["files:write"]
     )
     .await;
     assert_eq!(r.decision, Decision::Allowed, "{}", r.content);
-    assert!(s.resources.workspace.root().join("out/a.txt").exists());
+    assert!(s.resources().workspace.root().join("out/a.txt").exists());
     assert!(
         sink2
             .records()
@@ -306,7 +310,7 @@ argv = ["echo", "**"]
     let ok = call(&door, &mut s, "shell_exec", json!({"argv": ["echo", "hi"]})).await;
     assert_eq!(ok.decision, Decision::Allowed, "{}", ok.content);
     assert!(ok.content.contains("hi"));
-    s.state.taint.insert(bulwark_policy::TaintLabel::External);
+    s.add_taint([bulwark_policy::TaintLabel::External]);
     let r = call(
         &door,
         &mut s,
@@ -447,7 +451,7 @@ async fn a_loop_guard_warning_the_log_refuses_stops_the_session() {
         Arc::new(FaultySink::refusing(|r| r.action == "loop_guard"));
     let door = bulwark_kernel::Door::new(registry.clone(), sink, deny_all());
     let mut s = session(dir.path(), policy(&registry, &manifest));
-    std::fs::write(s.resources.workspace.root().join("a.txt"), "SECRET-A").unwrap();
+    std::fs::write(s.resources().workspace.root().join("a.txt"), "SECRET-A").unwrap();
     let first = call(&door, &mut s, "file_read", json!({"path": "a.txt"})).await;
     assert_eq!(first.decision, Decision::Allowed);
     let second = call(&door, &mut s, "file_read", json!({"path": "a.txt"})).await;

@@ -82,7 +82,7 @@ async fn an_interrupt_between_calls_runs_no_further_call_and_keeps_history_whole
     let dir = tempfile::tempdir().unwrap();
     let (kernel, audit) = new_kernel(dir.path());
     let mut s = session(dir.path(), policy(&ToolRegistry::builtin(), WRITER));
-    let workspace = s.resources.workspace.root().to_path_buf();
+    let workspace = s.resources().workspace.root().to_path_buf();
     let agent = runtime(Arc::new(
         ScriptDriver::from_jsonl(THREE_WRITES, "inline").unwrap(),
     ));
@@ -212,7 +212,7 @@ async fn a_turn_that_is_never_interrupted_is_unchanged() {
     let dir = tempfile::tempdir().unwrap();
     let (kernel, _audit) = new_kernel(dir.path());
     let mut s = session(dir.path(), policy(&ToolRegistry::builtin(), WRITER));
-    let workspace = s.resources.workspace.root().to_path_buf();
+    let workspace = s.resources().workspace.root().to_path_buf();
     let agent = runtime(Arc::new(
         ScriptDriver::from_jsonl(THREE_WRITES, "inline").unwrap(),
     ));

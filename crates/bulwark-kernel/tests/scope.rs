@@ -83,7 +83,7 @@ async fn handles_refuse_everything_the_door_did_not_approve() {
     let sink = Arc::new(MemorySink::new());
     let door = door(registry.clone(), sink, deny_all());
     let mut s = session(dir.path(), policy(&registry, FILES_READ_ONLY));
-    let root = s.resources.workspace.root().to_path_buf();
+    let root = s.resources().workspace.root().to_path_buf();
     std::fs::write(root.join("public.txt"), "public").unwrap();
     std::fs::write(root.join("secret.txt"), "SECRET").unwrap();
 

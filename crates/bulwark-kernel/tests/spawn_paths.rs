@@ -7,6 +7,8 @@
 //! exhausted and recalled.
 
 use crate::common;
+#[path = "spawn_paths/reopen.rs"]
+mod reopen;
 
 use bulwark_audit::{AuditSink, Decision};
 use bulwark_kernel::{Caller, ChildError, Session, ToolCall};
@@ -95,9 +97,9 @@ impl Fixture {
 
     fn caller(&self) -> Caller {
         Caller {
-            identity: self.session.identity.clone(),
-            policy: self.session.policy.clone(),
-            credits: self.session.credits.clone(),
+            identity: self.session.identity().clone(),
+            policy: self.session.policy().clone(),
+            credits: self.session.credits().cloned(),
         }
     }
 
@@ -165,7 +167,7 @@ async fn the_model_cannot_spawn_a_child_with_more_than_its_parent() {
 #[tokio::test]
 async fn the_api_path_applies_the_same_check() {
     let f = fixture();
-    let host = f.session.children.clone().unwrap();
+    let host = f.session.children().cloned().unwrap();
     let caller = f.caller();
     for (agent, named) in OVERREACHING {
         match host.spawn(&caller, agent) {
@@ -281,7 +283,7 @@ async fn a_child_within_its_parents_grant_lives_and_is_recalled() {
     assert!(!r.is_error, "{}", r.content);
     assert_eq!(r.taint, vec![TaintLabel::Peer]);
     assert!(r.content.contains("agent:mallory"));
-    assert!(f.session.state.taint.contains(&TaintLabel::Peer));
+    assert!(f.session.state().taint.contains(&TaintLabel::Peer));
     f.store
         .ensure_account("agent:mallory", bulwark_store::AccountKind::Agent)
         .unwrap();
@@ -371,7 +373,7 @@ async fn a_session_cannot_reach_another_sessions_child() {
 #[tokio::test]
 async fn a_session_without_a_child_host_cannot_spawn() {
     let mut f = fixture();
-    f.session.children = None;
+    f.session = f.session.without_children();
     for agent in ["kid", "kidshell"] {
         let r = f.call("c1", "spawn_agent", json!({"agent": agent})).await;
         assert!(r.is_error, "{agent}: {}", r.content);

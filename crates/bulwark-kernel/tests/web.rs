@@ -73,7 +73,7 @@ argv = ["echo", "**"]
     // public host: nothing else on loopback is reachable.
     let mut http = SafeHttp::new(EgressPolicy::default(), HttpLimits::default()).unwrap();
     http.allow_loopback_port_for_tests(port);
-    s.resources.http = Some(Arc::new(http));
+    s = s.with_http(Some(Arc::new(http)));
 
     let url = format!("http://127.0.0.1:{port}/page");
     let r = door
@@ -93,7 +93,7 @@ argv = ["echo", "**"]
         "fetched content is boundary-wrapped"
     );
     assert!(
-        s.state
+        s.state()
             .taint
             .contains(&bulwark_policy::TaintLabel::External)
     );
@@ -151,7 +151,7 @@ async fn granted_ipv6_literals_are_fetched_and_others_are_not() {
     let mut s = session(dir.path(), policy(&registry, &manifest));
     let mut http = SafeHttp::new(EgressPolicy::default(), HttpLimits::default()).unwrap();
     http.allow_loopback_port_for_tests(port);
-    s.resources.http = Some(Arc::new(http));
+    s = s.with_http(Some(Arc::new(http)));
     let mut fetch = async |url: String| {
         door.dispatch(
             &mut s,
@@ -256,7 +256,7 @@ async fn a_fetched_page_cannot_close_the_boundary() {
     let mut s = session(dir.path(), policy(&registry, &manifest));
     let mut http = SafeHttp::new(EgressPolicy::default(), HttpLimits::default()).unwrap();
     http.allow_loopback_port_for_tests(port);
-    s.resources.http = Some(Arc::new(http));
+    s = s.with_http(Some(Arc::new(http)));
     let r = door
         .dispatch(
             &mut s,

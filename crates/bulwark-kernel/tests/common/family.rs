@@ -134,11 +134,31 @@ pub fn paying_session(
     agent: &str,
     session_id: &str,
 ) -> Session {
+    paying_session_under(
+        home,
+        store,
+        audit,
+        agent,
+        session_id,
+        GlobalConfig::default(),
+    )
+}
+
+/// [`paying_session`] under `global` (its `[credits]` set to [`prices`]):
+/// the configuration its children are opened under too.
+pub fn paying_session_under(
+    home: &Path,
+    store: &Store,
+    audit: Arc<dyn AuditSink>,
+    agent: &str,
+    session_id: &str,
+    global: GlobalConfig,
+) -> Session {
     let home_dir = Home::new(home);
     let loaded = home_dir.load_agent(agent).unwrap();
     let global = GlobalConfig {
         credits: Some(prices()),
-        ..GlobalConfig::default()
+        ..global
     };
     let access = AccessFile::default();
     let policy = effective_policy(
@@ -175,7 +195,7 @@ pub fn paying_session(
         &super::unconfined(),
     )
     .unwrap();
-    session.credits = Some(SessionCredits {
+    session = session.with_credits(Some(SessionCredits {
         ledger: Arc::new(store.clone()),
         wallet,
         prices: prices(),
@@ -189,8 +209,8 @@ pub fn paying_session(
             agent: agent.into(),
             session: session_id.into(),
         },
-    });
-    session.children = Some(Arc::new(ChildHost {
+    }));
+    session.with_children(Arc::new(ChildHost {
         home: home_dir,
         global: Arc::new(global),
         access: Arc::new(access),
@@ -201,9 +221,7 @@ pub fn paying_session(
         parent_model: parse_model_ref(loaded.manifest.agent.model.as_deref().unwrap()).unwrap(),
         parent_credentials: loaded.manifest.credentials.clone(),
         max_children: 8,
-        verify_agent: None,
-    }));
-    session
+    }))
 }
 
 pub fn door(audit: Arc<dyn AuditSink>) -> Door {

@@ -41,7 +41,7 @@ impl Fixture {
         }
     }
     fn root(&self) -> &Path {
-        self.session.resources.workspace.root()
+        self.session.resources().workspace.root()
     }
     fn put(&self, rel: &str, text: &str) {
         let p = self.root().join(rel);

@@ -1,0 +1,789 @@
+//! The one way a session comes into being.
+//!
+//! `run`, `chat`, a served worker and a child agent all open their session
+//! through [`SessionFactory::open`]: the agent is loaded (its signature
+//! checked, a signed agent used from the verified bytes), its effective
+//! policy computed, a child held to its parent's effective policy, the
+//! model resolved, the door configured, credits attached and the opening
+//! audited — decided here, once, by the session's [`Origin`]. What differs
+//! between front ends is injected ([`FrontEnd`]): where records go
+//! ([`SessionRecords`]), who answers approvals, where warnings are shown.
+
+use crate::agent::{AgentRuntime, Kernel, KernelError};
+use crate::agent_load::{AgentFiles, SignatureStatus, VerifiedFiles, Warn, load_agent};
+use crate::approval::Approver;
+use crate::children::{Caller, ChildHost, agent_wallet};
+use crate::conversation::ConversationStore;
+use crate::credits::{Ledger, SessionCredits};
+use crate::door::Door;
+use crate::home::{Home, LoadedAgent, valid_name};
+use crate::providers::{default_model, resolve_model, resolve_model_with};
+use crate::registry::ToolRegistry;
+use crate::session::{Session, SessionIdentity, SessionState, ToolLimits};
+use crate::setup::{AgentSetup, PolicyContext, build_session, effective_policy, load_secrets};
+use bulwark_audit::{AuditRecord, AuditSink, Decision};
+use bulwark_llm::Message;
+use bulwark_policy::{
+    AccessFile, CredentialsSection, EffectivePolicy, GlobalConfig, ModelRef, SpawnGrant,
+    SpawnViolation, parse_model_ref, spawn_violations,
+};
+use bulwark_store::{AccountKind, Actor, Budget, NewSession, Store};
+use std::sync::Arc;
+
+/// The most children one session may spawn.
+pub const MAX_CHILDREN: usize = 8;
+
+/// Why a session could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The operator's to fix: a bad name, no such agent, a manifest or
+    /// config that does not parse, no model (the CLI exits 2).
+    #[error("{0}")]
+    Usage(String),
+    /// Refused by policy: a signature that does not hold under
+    /// `require_signed`, a model file outside the signed agent, ...
+    #[error("{0}")]
+    Refused(String),
+    /// A signed version older than one this home has run, under
+    /// `require_signed`. [`SessionFactory::open`] audits it and reports
+    /// it as [`OpenError::Refused`].
+    #[error("{reason}")]
+    Rollback { reason: String },
+    /// A child agent would hold more than its parent.
+    #[error(
+        "opening `{agent}` was refused: the child would hold more than its parent: {}",
+        crate::children::list(.violations)
+    )]
+    ChildRefused {
+        agent: String,
+        violations: Vec<SpawnViolation>,
+    },
+    /// Anything else (the store, the audit log).
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<KernelError> for OpenError {
+    fn from(err: KernelError) -> Self {
+        match err {
+            KernelError::Setup(s) => OpenError::Usage(s),
+            other => OpenError::Failed(other.to_string()),
+        }
+    }
+}
+
+impl From<bulwark_store::StoreError> for OpenError {
+    fn from(err: bulwark_store::StoreError) -> Self {
+        OpenError::Failed(err.to_string())
+    }
+}
+
+/// Who a session serves: decides the remote narrowing of its policy,
+/// whether it may spawn children, whether this process records the
+/// version of a signed agent run, and whom it answers to.
+/// Front ends still to come (the TUI, A2A, the OpenAI-compatible API) add
+/// their own variant, so matches outside the kernel need a fallback.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum Origin {
+    /// `run` and `chat`: the operator at this machine's terminal. This
+    /// process holds the database and signs checkpoints; its sessions may
+    /// spawn child agents.
+    Terminal,
+    /// A served conversation (`serve`'s worker): a user who reached the
+    /// server over the network. config.toml's `[remote]` policy narrows
+    /// it; its records go to the server, which also signs checkpoints;
+    /// it cannot spawn (it cannot read other agents' manifests).
+    Worker,
+    /// A child agent of another session: held, every time it is opened,
+    /// to its parent's effective policy; paid from its own account.
+    Child {
+        parent: Box<ParentGrant>,
+        /// The child's account (`child:<id>`).
+        account: String,
+    },
+}
+
+impl Origin {
+    /// Whether this process signs the log's checkpoints for the session:
+    /// only a terminal session does (the server signs for its workers, the
+    /// parent's process for its children).
+    pub fn signs_checkpoints(&self) -> bool {
+        matches!(self, Origin::Terminal)
+    }
+
+    fn remote(&self) -> bool {
+        match self {
+            Origin::Terminal => false,
+            Origin::Worker => true,
+            Origin::Child { parent, .. } => parent.remote,
+        }
+    }
+}
+
+/// What a parent session holds, which its children may not exceed.
+#[derive(Clone)]
+pub struct ParentGrant {
+    /// The parent session: identity, effective policy, credits.
+    pub caller: Caller,
+    /// The parent's model endpoint.
+    pub model: ModelRef,
+    /// The parent's credential grants.
+    pub credentials: CredentialsSection,
+    /// Whether the parent is a served (remote) session.
+    pub remote: bool,
+}
+
+/// What to open.
+pub struct SessionSpec {
+    pub agent: String,
+    pub user: String,
+    pub origin: Origin,
+    /// `--model`, replacing the agent's own.
+    pub model: Option<String>,
+    /// The stored session to resume.
+    pub resume: Option<String>,
+}
+
+/// Where a session's conversation and audit records go. The terminal's is
+/// the database it opens; a worker's, the server; a child's, its parent's
+/// store ([`StoreRecords`]).
+pub trait SessionRecords: Send + Sync {
+    fn audit(&self) -> Arc<dyn AuditSink>;
+    /// Where credits move.
+    fn ledger(&self) -> Arc<dyn Ledger>;
+    /// The database, when this process holds it: accounts are made there
+    /// and child agents spawned through it.
+    fn database(&self) -> Option<&Store>;
+    /// Checks that stored session `id` is `user`'s with `agent`; its saved
+    /// state (JSON).
+    fn resume(&self, id: &str, agent: &str, user: &str) -> Result<Option<String>, OpenError>;
+    /// Stores a new session.
+    fn create(&self, id: &str, agent: &str, user: &str) -> Result<(), OpenError>;
+    /// Takes session `id` for this process (a lease, say); the store its
+    /// conversation is written to from now on.
+    fn claim(
+        &self,
+        id: &str,
+        agent: &str,
+        user: &str,
+    ) -> Result<Arc<dyn ConversationStore>, OpenError>;
+}
+
+/// Records kept in a [`Store`] this process holds, without a lease: a
+/// child's (its parent holds the lease), or an embedding program's.
+pub struct StoreRecords {
+    pub store: Store,
+    pub audit: Arc<dyn AuditSink>,
+}
+
+impl SessionRecords for StoreRecords {
+    fn audit(&self) -> Arc<dyn AuditSink> {
+        self.audit.clone()
+    }
+    fn ledger(&self) -> Arc<dyn Ledger> {
+        Arc::new(self.store.clone())
+    }
+    fn database(&self) -> Option<&Store> {
+        Some(&self.store)
+    }
+    fn resume(&self, id: &str, agent: &str, user: &str) -> Result<Option<String>, OpenError> {
+        match self.store.session(id)? {
+            Some(row) if row.agent == agent && row.user == user => Ok(row.state_json),
+            Some(row) => Err(OpenError::Usage(format!(
+                "session `{id}` belongs to agent `{}` and user `{}`, not `{agent}`/`{user}`",
+                row.agent, row.user
+            ))),
+            None => Err(OpenError::Usage(format!("no session `{id}`"))),
+        }
+    }
+    fn create(&self, id: &str, agent: &str, user: &str) -> Result<(), OpenError> {
+        self.store.create_session(&NewSession {
+            id: id.into(),
+            agent: agent.into(),
+            user: user.into(),
+        })?;
+        Ok(())
+    }
+    fn claim(&self, _: &str, _: &str, _: &str) -> Result<Arc<dyn ConversationStore>, OpenError> {
+        Ok(Arc::new(self.store.clone()))
+    }
+}
+
+/// Opens the session's records; called once, after the names and the
+/// agent's signature were checked (so a bad name creates no database).
+pub type OpenRecords =
+    Box<dyn FnOnce(&GlobalConfig) -> Result<Arc<dyn SessionRecords>, OpenError> + Send>;
+
+/// What a front end brings to a session.
+pub struct FrontEnd {
+    /// Answers the door's approval requests (and its children's).
+    pub approver: Arc<dyn Approver>,
+    pub records: OpenRecords,
+    /// Shows the operator a warning (a tolerated invalid signature, a
+    /// credential not set).
+    pub warn: Warn,
+}
+
+/// A session ready to take turns, and what the front end prints.
+pub struct OpenSession {
+    pub kernel: Kernel,
+    pub session: Session,
+    pub history: Vec<Message>,
+    pub agent: AgentRuntime,
+    pub records: Arc<dyn SessionRecords>,
+    /// The agent's signature as checked.
+    pub signature: SignatureStatus,
+}
+
+/// Opens sessions of the agents of one `$BULWARK_HOME`.
+pub struct SessionFactory {
+    home: Home,
+    /// Fixed configuration (a child uses its parent's); `None`: read
+    /// config.toml and access.toml at each open.
+    config: Option<(Arc<GlobalConfig>, Arc<AccessFile>)>,
+}
+
+/// A child's agent, loaded and held to its parent.
+struct ChildAgent {
+    files: AgentFiles,
+    policy: EffectivePolicy,
+    model: String,
+    violations: Vec<SpawnViolation>,
+}
+
+impl SessionFactory {
+    /// A factory reading its configuration from `home` at each open.
+    pub fn new(home: Home) -> Self {
+        Self { home, config: None }
+    }
+
+    /// A factory with a fixed configuration.
+    pub fn with_config(home: Home, global: Arc<GlobalConfig>, access: Arc<AccessFile>) -> Self {
+        Self {
+            home,
+            config: Some((global, access)),
+        }
+    }
+
+    pub fn home(&self) -> &Home {
+        &self.home
+    }
+
+    fn config(&self) -> Result<(Arc<GlobalConfig>, Arc<AccessFile>, Digests), OpenError> {
+        match &self.config {
+            Some((global, access)) => Ok((global.clone(), access.clone(), Digests::default())),
+            None => {
+                let (global, config) = self.home.load_global_digested()?;
+                let (access, access_digest) = self.home.load_access_digested()?;
+                Ok((
+                    Arc::new(global),
+                    Arc::new(access),
+                    Digests {
+                        config,
+                        access: access_digest,
+                    },
+                ))
+            }
+        }
+    }
+
+    /// The violations a child of `parent` running `agent` would commit (a
+    /// spawn's check): its agent loaded as a session would load it.
+    pub(crate) fn child_violations(
+        &self,
+        parent: &ParentGrant,
+        agent: &str,
+    ) -> Result<Vec<SpawnViolation>, OpenError> {
+        let (global, access, _) = self.config()?;
+        let warn: Warn = Arc::new(|w: &str| tracing::warn!("{w}"));
+        let child = self.child_agent(parent, agent, &global, &access, &warn)?;
+        Ok(child.violations)
+    }
+
+    fn child_agent(
+        &self,
+        parent: &ParentGrant,
+        agent: &str,
+        global: &GlobalConfig,
+        access: &AccessFile,
+        warn: &Warn,
+    ) -> Result<ChildAgent, OpenError> {
+        if !valid_name(agent) {
+            return Err(OpenError::Usage(format!(
+                "`{agent}` is not an agent name (1-64 lowercase letters, digits, `-`, `_`)"
+            )));
+        }
+        let files = load_agent(&self.home, agent, global.trust.require_signed, &**warn)?;
+        let user = &parent.caller.identity.user;
+        let policy = policy_of(global, access, &files.loaded, user, parent.remote)?;
+        let model = match &files.loaded.manifest.agent.model {
+            Some(m) => m.clone(),
+            None => parent.model.to_string(),
+        };
+        let model_ref = parse_model_ref(&model).map_err(OpenError::Usage)?;
+        if let Some(verified) = &files.verified {
+            let field = model_field(None, &files.loaded, true);
+            let vf = VerifiedFiles::new(
+                verified.clone(),
+                global.trust.require_signed,
+                field,
+                &model,
+                warn.clone(),
+            )
+            .map_err(|e| OpenError::Refused(e.to_string()))?;
+            vf.check_model_paths(&model, global)
+                .map_err(|e| OpenError::Refused(e.to_string()))?;
+        }
+        let violations = spawn_violations(
+            &SpawnGrant {
+                policy: &parent.caller.policy,
+                model: &parent.model,
+                credentials: &parent.credentials,
+            },
+            agent,
+            &SpawnGrant {
+                policy: &policy,
+                model: &model_ref,
+                credentials: &files.loaded.manifest.credentials,
+            },
+        );
+        Ok(ChildAgent {
+            files,
+            policy,
+            model,
+            violations,
+        })
+    }
+
+    /// Opens the session `spec` names. Nothing is stored and no record
+    /// written for a session that cannot be opened, except the audit of a
+    /// refused rollback.
+    pub fn open(&self, spec: SessionSpec, front: FrontEnd) -> Result<OpenSession, OpenError> {
+        let SessionSpec {
+            agent: agent_name,
+            user,
+            origin,
+            model: model_override,
+            resume,
+        } = spec;
+        let FrontEnd {
+            approver,
+            records: open_records,
+            warn,
+        } = front;
+        // Both names become directory names: refuse bad ones before
+        // anything (the database, a session row) is created.
+        self.home.workspace_dir(&user, &agent_name)?;
+        let (global, access, digests) = self.config()?;
+        let require_signed = global.trust.require_signed;
+        let loaded_child = match &origin {
+            Origin::Child { parent, .. } => {
+                match self.child_agent(parent, &agent_name, &global, &access, &warn) {
+                    Err(OpenError::Rollback { reason }) => {
+                        let records = open_records(&global)?;
+                        return Err(refuse_rollback(
+                            &*records.audit(),
+                            &agent_name,
+                            &user,
+                            reason,
+                        ));
+                    }
+                    other => Some(other?),
+                }
+            }
+            _ => None,
+        };
+        let (files, policy, model) = match loaded_child {
+            Some(child) => {
+                if !child.violations.is_empty() {
+                    return Err(OpenError::ChildRefused {
+                        agent: agent_name,
+                        violations: child.violations,
+                    });
+                }
+                (child.files, child.policy, child.model)
+            }
+            None => {
+                let files = match load_agent(&self.home, &agent_name, require_signed, &*warn) {
+                    Err(OpenError::Rollback { reason }) => {
+                        let records = open_records(&global)?;
+                        return Err(refuse_rollback(
+                            &*records.audit(),
+                            &agent_name,
+                            &user,
+                            reason,
+                        ));
+                    }
+                    other => other?,
+                };
+                let policy = policy_of(&global, &access, &files.loaded, &user, origin.remote())?;
+                let model = model_override
+                    .clone()
+                    .or_else(|| files.loaded.manifest.agent.model.clone())
+                    .or_else(|| default_model(&global))
+                    .ok_or_else(|| {
+                        OpenError::Usage(format!(
+                            "agent `{agent_name}` names no model and config.toml has no default_model; with a provider key set, \
+                             Bulwark does not pick one of its models for you: pass --model provider:model, or set default_model"
+                        ))
+                    })?;
+                (files, policy, model)
+            }
+        };
+        let AgentFiles {
+            loaded,
+            signature,
+            verified,
+        } = files;
+        let is_child = matches!(origin, Origin::Child { .. });
+        let mut sources = loaded.sources.clone();
+        let resolved = match &verified {
+            Some(verified) => {
+                let field = model_field(model_override.as_deref(), &loaded, is_child);
+                let files = VerifiedFiles::new(
+                    verified.clone(),
+                    require_signed,
+                    field,
+                    &model,
+                    warn.clone(),
+                )
+                .map_err(|e| OpenError::Refused(e.to_string()))?;
+                let resolved = files
+                    .check_model_paths(&model, &global)
+                    .and_then(|()| resolve_model_with(&model, &global, &loaded.dir, &files));
+                sources.extend(files.take_used());
+                resolved.map_err(|err| {
+                    if files.refused() {
+                        OpenError::Refused(err.to_string())
+                    } else {
+                        OpenError::from(err)
+                    }
+                })?
+            }
+            None => resolve_model(&model, &global, &loaded.dir)?,
+        };
+        let (secrets, missing) = load_secrets(&global, &loaded);
+        if !missing.is_empty() {
+            warn(&format!(
+                "credential keys not set in the environment: {}; requests that need them will be refused (see `bulwark credentials check {agent_name}`)",
+                missing.join(", ")
+            ));
+        }
+        let net = AgentSetup::for_agent(&global, &loaded, Arc::new(secrets));
+        let limits = ToolLimits::from_config(&global);
+
+        let records = open_records(&global)?;
+        let audit = records.audit();
+        // The highest version run is recorded as the run starts (under a
+        // lock, checked again: a concurrent run may have run a newer one).
+        // Only the terminal records it: a served worker may read trust/
+        // but not write it, and a child's version is its parent's run's.
+        if let (Some(verified), Origin::Terminal) = (&verified, &origin) {
+            let trust_dir = self.home.root().join(bulwark_trust::TRUST_DIR);
+            match bulwark_trust::record_version(
+                &trust_dir,
+                &agent_name,
+                &verified.signers,
+                verified.version,
+            ) {
+                Ok(_) => {}
+                Err(err @ bulwark_trust::TrustError::Rollback { .. }) if require_signed => {
+                    let reason = format!("{err}. {}", crate::agent_load::REQUIRE_SIGNED_POLICY);
+                    return Err(refuse_rollback(&*audit, &agent_name, &user, reason));
+                }
+                Err(err) => warn(&format!("the version run was not recorded: {err}")),
+            }
+        }
+        let registry = ToolRegistry::builtin();
+        let door = Door::new(registry, audit.clone(), approver.clone())
+            .with_recorded_arguments(global.audit.record_arguments);
+        let id = match &resume {
+            Some(id) => {
+                // Checked before the claim so a mistyped or foreign id gets
+                // its own message; the state is read after it (below), so
+                // no other process can save over what this one loaded.
+                records.resume(id, &agent_name, &user)?;
+                id.clone()
+            }
+            None => new_session_id(),
+        };
+        let conversations = records.claim(&id, &agent_name, &user)?;
+        let kernel = Kernel::with_shared_store(door, conversations);
+        let (saved, history) = match &resume {
+            Some(id) => {
+                let saved: Option<SessionState> = records
+                    .resume(id, &agent_name, &user)?
+                    .map(|json| serde_json::from_str(&json))
+                    .transpose()
+                    .map_err(|e| {
+                        OpenError::Failed(format!("the stored session state is unreadable: {e}"))
+                    })?;
+                (saved, kernel.history(id)?)
+            }
+            None => (None, Vec::new()),
+        };
+        let identity = SessionIdentity {
+            id: id.clone(),
+            agent: agent_name.clone(),
+            user: user.clone(),
+        };
+        let policy = Arc::new(policy);
+        let mut session = build_session(&self.home, identity.clone(), policy, limits, saved, &net)?;
+        let credits = self.credits(&origin, &identity, &global, &access, &*records)?;
+        session = session.with_credits(credits);
+        if let (Origin::Terminal, Some(store)) = (&origin, records.database()) {
+            session = session.with_children(Arc::new(ChildHost {
+                home: self.home.clone(),
+                global: global.clone(),
+                access: access.clone(),
+                remote: false,
+                store: store.clone(),
+                audit: audit.clone(),
+                approver,
+                parent_model: parse_model_ref(&model).map_err(OpenError::Usage)?,
+                parent_credentials: loaded.manifest.credentials.clone(),
+                max_children: MAX_CHILDREN,
+            }));
+        }
+        // Only a session that could be built is stored: a failed setup
+        // leaves no half-made session behind.
+        if resume.is_none() {
+            records.create(&id, &agent_name, &user)?;
+        }
+        if !is_child {
+            // A child's opening is audited by its parent's spawn check.
+            let describe = describe_sources(&digests, &sources, &signature);
+            audit
+                .record(&opening_record(
+                    &identity,
+                    "config_load",
+                    "config_load",
+                    describe,
+                ))
+                .map_err(|e| {
+                    OpenError::Failed(format!(
+                        "the audit log refused the configuration record: {e}"
+                    ))
+                })?;
+            let tools = session.policy().tools.keys().cloned().collect::<Vec<_>>();
+            let detail = format!(
+                "model {}:{}; tools {}",
+                resolved.provider,
+                resolved.model,
+                tools.join(",")
+            );
+            audit
+                .record(&opening_record(
+                    &identity,
+                    "session_start",
+                    "policy_load",
+                    detail,
+                ))
+                .map_err(|e| {
+                    OpenError::Failed(format!(
+                        "the audit log refused the session start record: {e}"
+                    ))
+                })?;
+        }
+        let assistant_turns = history
+            .iter()
+            .filter(|m| m.role == bulwark_llm::Role::Assistant)
+            .count();
+        if assistant_turns > 0 {
+            resolved.driver.resume_after(assistant_turns);
+        }
+        let manifest = &loaded.manifest.agent;
+        let agent = AgentRuntime {
+            name: agent_name,
+            system_prompt: loaded.system_prompt.clone(),
+            model: resolved.model,
+            driver: resolved.driver,
+            max_turns: manifest.max_turns,
+            max_tokens: manifest.max_tokens,
+        };
+        Ok(OpenSession {
+            kernel,
+            session,
+            history,
+            agent,
+            records,
+            signature,
+        })
+    }
+
+    /// How the session pays: a terminal or served session from its agent's
+    /// account (under `[credits]`), a child from its own account on its
+    /// parent's terms.
+    fn credits(
+        &self,
+        origin: &Origin,
+        identity: &SessionIdentity,
+        global: &GlobalConfig,
+        access: &AccessFile,
+        records: &dyn SessionRecords,
+    ) -> Result<Option<SessionCredits>, OpenError> {
+        let actor = Actor {
+            user: identity.user.clone(),
+            agent: identity.agent.clone(),
+            session: identity.id.clone(),
+        };
+        if let Origin::Child { parent, account } = origin {
+            return Ok(parent.caller.credits.as_ref().map(|c| SessionCredits {
+                wallet: account.clone(),
+                actor,
+                ..c.clone()
+            }));
+        }
+        let wallet = agent_wallet(&identity.agent);
+        if let Some(store) = records.database() {
+            store
+                .ensure_account(&wallet, AccountKind::Agent)
+                .map_err(|e| {
+                    OpenError::Failed(format!("cannot open the credits account {wallet}: {e}"))
+                })?;
+        }
+        let Some(prices) = &global.credits else {
+            return Ok(None);
+        };
+        let limits = access.users.get(&identity.user).and_then(|u| u.limits);
+        Ok(Some(SessionCredits {
+            ledger: records.ledger(),
+            wallet,
+            prices: prices.clone(),
+            budget: Some(Budget {
+                user: identity.user.clone(),
+                session: identity.id.clone(),
+                per_session: limits.and_then(|l| l.credits_per_session),
+                per_day: limits.and_then(|l| l.credits_per_day),
+                per_month: limits.and_then(|l| l.credits_per_month),
+            }),
+            actor,
+        }))
+    }
+}
+
+fn policy_of(
+    global: &GlobalConfig,
+    access: &AccessFile,
+    loaded: &LoadedAgent,
+    user: &str,
+    remote: bool,
+) -> Result<EffectivePolicy, OpenError> {
+    Ok(effective_policy(
+        &PolicyContext {
+            global,
+            access,
+            agent: loaded,
+            user,
+            remote,
+        },
+        &ToolRegistry::builtin(),
+    )?)
+}
+
+/// Where the model reference came from, for errors about its files.
+fn model_field(model_override: Option<&str>, loaded: &LoadedAgent, child: bool) -> &'static str {
+    if model_override.is_some() {
+        "--model"
+    } else if loaded.manifest.agent.model.is_some() {
+        "agent.toml [agent] model"
+    } else if child {
+        "the parent agent's model"
+    } else {
+        "config.toml default_model"
+    }
+}
+
+fn new_session_id() -> String {
+    // Session ids only need to be unique and unguessable enough not to collide.
+    format!("{:x}", uuid::Uuid::new_v4().as_u128())
+}
+
+/// SHA-256 of config.toml and access.toml as parsed (`None`: absent).
+#[derive(Default)]
+struct Digests {
+    config: Option<[u8; 32]>,
+    access: Option<[u8; 32]>,
+}
+
+/// The `config_load` record's detail: digests of the exact bytes parsed,
+/// and the agent's signature status.
+fn describe_sources(
+    digests: &Digests,
+    agent: &[(String, [u8; 32])],
+    signature: &SignatureStatus,
+) -> String {
+    let digest = |d: &Option<[u8; 32]>, absent: &str| match d {
+        Some(d) => format!("sha256:{}", hex::encode(d)),
+        None => absent.to_string(),
+    };
+    let mut parts = vec![
+        format!(
+            "config.toml {}",
+            digest(&digests.config, "absent (defaults)")
+        ),
+        format!("access.toml {}", digest(&digests.access, "absent")),
+    ];
+    for (path, d) in agent {
+        parts.push(format!("{path} sha256:{}", hex::encode(d)));
+    }
+    parts.push(match signature {
+        SignatureStatus::Valid {
+            signer,
+            key_id,
+            version,
+            ..
+        } => format!("signed by {signer} ({key_id:08x}) version {version}"),
+        SignatureStatus::Unsigned => "unsigned".to_string(),
+        SignatureStatus::Invalid { .. } => "signature invalid".to_string(),
+    });
+    parts.join("; ")
+}
+
+fn opening_record(
+    identity: &SessionIdentity,
+    action: &str,
+    reason: &str,
+    detail: String,
+) -> AuditRecord {
+    AuditRecord {
+        time_ms: crate::door::now_ms(),
+        session: identity.id.clone(),
+        agent: identity.agent.clone(),
+        user: identity.user.clone(),
+        action: action.into(),
+        tool: String::new(),
+        operation: String::new(),
+        args_digest: String::new(),
+        decision: Decision::Allowed,
+        reason: reason.into(),
+        detail,
+        duration_us: 0,
+    }
+}
+
+/// Audits the refusal of a rolled-back agent, and says why (and whether
+/// the refusal could not be audited).
+fn refuse_rollback(audit: &dyn AuditSink, agent: &str, user: &str, reason: String) -> OpenError {
+    let record = AuditRecord {
+        time_ms: crate::door::now_ms(),
+        session: new_session_id(),
+        agent: agent.into(),
+        user: user.into(),
+        action: "config_load".into(),
+        tool: String::new(),
+        operation: String::new(),
+        args_digest: String::new(),
+        decision: Decision::Denied,
+        reason: "rollback".into(),
+        detail: reason.clone(),
+        duration_us: 0,
+    };
+    match audit.record(&record).and_then(|()| audit.flush()) {
+        Ok(()) => OpenError::Refused(reason),
+        Err(err) => OpenError::Refused(format!(
+            "{reason} (and the refusal could not be audited: {err})"
+        )),
+    }
+}
