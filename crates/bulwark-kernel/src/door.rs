@@ -532,7 +532,7 @@ impl Door {
                 }
                 let outcome = Outcome {
                     decision: Decision::Allowed,
-                    reason: "ok".into(),
+                    reason: bulwark_audit::Reason::Ok,
                     message: text,
                     audit_detail: audit_note,
                     taint,

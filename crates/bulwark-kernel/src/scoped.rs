@@ -208,9 +208,9 @@ impl SpawnRecorder {
     fn record(&self, detail: String) -> Result<(), ToolError> {
         let record = AuditRecord {
             time_ms: crate::door::now_ms(),
-            action: "spawn".into(),
+            action: bulwark_audit::Action::Spawn,
             decision: Decision::Allowed,
-            reason: "spawn".into(),
+            reason: bulwark_audit::Reason::Spawn,
             detail,
             ..self.template.clone()
         };
