@@ -214,6 +214,8 @@ vocabulary! {
         SpawnCheck => "spawn_check",
         /// The tool ran and reported an error.
         ToolError => "tool_error",
+        /// The dispatch was dropped before the call finished.
+        Cancelled => "cancelled",
         /// An `arguments` record.
         Arguments => "arguments",
         /// A `credential` record.

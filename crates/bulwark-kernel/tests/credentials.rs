@@ -188,14 +188,14 @@ async fn credentials_reach_their_host_only_and_never_the_model() {
     let records = sink.records();
     let credential: Vec<_> = records
         .iter()
-        .filter(|r| r.action == "credential")
+        .filter(|r| r.action == bulwark_audit::Action::Credential)
         .collect();
     assert_eq!(credential.len(), 1, "{credential:?}");
     assert_eq!(
         credential[0].detail,
         "grant github: keys GH_TOKEN to api.fixture.test: injected"
     );
-    assert!(records.iter().any(|r| r.reason == "exfiltration"
+    assert!(records.iter().any(|r| r.reason == bulwark_audit::Reason::Exfiltration
         && r.decision == Decision::Denied
         && r.detail.contains("GH_TOKEN")));
     for r in &records {

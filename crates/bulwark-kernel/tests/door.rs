@@ -4,6 +4,8 @@
 mod common;
 #[path = "door/links.rs"]
 mod links;
+#[path = "door/sequence.rs"]
+mod sequence;
 
 use bulwark_audit::{Decision, MemorySink};
 use bulwark_kernel::{ToolCall, ToolRegistry};
@@ -53,7 +55,7 @@ async fn every_registered_tool_is_refused_without_its_domain() {
     assert!(
         sink.records()
             .iter()
-            .all(|r| r.decision == Decision::Denied && r.action == "tool_call")
+            .all(|r| r.decision == Decision::Denied && r.action == bulwark_audit::Action::ToolCall)
     );
 }
 
@@ -74,7 +76,7 @@ async fn every_resource_tool_is_refused_without_its_capability() {
         } else if matches!(tool.spec().name, "credits_balance" | "list_children") {
             // They read the session's own account and children, which this
             // session (no [credits], no child host) does not have.
-            assert_eq!(r.reason, "scope", "{}: {}", tool.spec().name, r.content);
+            assert_eq!(r.reason, bulwark_audit::Reason::Scope, "{}: {}", tool.spec().name, r.content);
         } else {
             assert_eq!(
                 r.decision,
@@ -138,7 +140,7 @@ async fn traversal_and_absolute_paths_are_refused_as_path_denials() {
     ] {
         let r = call(&door, &mut s, "file_read", json!({ "path": path })).await;
         assert_eq!(r.decision, Decision::Denied, "{path:?}: {}", r.content);
-        assert_eq!(r.reason, "path", "{path:?}");
+        assert_eq!(r.reason, bulwark_audit::Reason::Path, "{path:?}");
     }
 }
 
@@ -160,14 +162,14 @@ async fn repeated_identical_calls_are_blocked_by_the_loop_guard() {
     assert_eq!(decisions[1].decision, Decision::Allowed);
     assert!(decisions[1].content.contains("loop guard warning"));
     assert_eq!(decisions[2].decision, Decision::Denied);
-    assert_eq!(decisions[2].reason, "loop_guard");
+    assert_eq!(decisions[2].reason, bulwark_audit::Reason::LoopGuard);
     // Different arguments are tracked separately.
     let other = call(&door, &mut s, "file_list", json!({})).await;
     assert_eq!(other.decision, Decision::Allowed);
     assert!(
         sink.records()
             .iter()
-            .any(|r| r.action == "loop_guard" && r.decision == Decision::Warned)
+            .any(|r| r.action == bulwark_audit::Action::LoopGuard && r.decision == Decision::Warned)
     );
 }
 
@@ -251,7 +253,7 @@ operations = ["files:write"]
     assert!(
         sink.records()
             .iter()
-            .any(|r| r.action == "approval" && r.decision == Decision::Denied)
+            .any(|r| r.action == bulwark_audit::Action::Approval && r.decision == Decision::Denied)
     );
 
     let sink2 = Arc::new(MemorySink::new());
@@ -269,7 +271,7 @@ operations = ["files:write"]
         sink2
             .records()
             .iter()
-            .any(|r| r.action == "approval" && r.decision == Decision::Approved)
+            .any(|r| r.action == bulwark_audit::Action::Approval && r.decision == Decision::Approved)
     );
     // Approval never widens the capability set.
     let r = call(
@@ -422,7 +424,7 @@ path = "MARKER7/**"
     let records = sink.records();
     assert!(records.len() >= 9);
     for r in records {
-        let fields = [&r.action, &r.operation, &r.reason, &r.detail];
+        let fields = [r.action.as_str(), &r.operation, r.reason.as_str(), &r.detail];
         for f in fields {
             assert!(
                 !f.contains("MARKER7"),
@@ -444,7 +446,7 @@ async fn a_loop_guard_warning_the_log_refuses_stops_the_session() {
     let manifest =
         format!("{FILES_READ_ONLY}\n[loop_guard]\nwarn_threshold = 2\nblock_threshold = 3\n");
     let sink: Arc<dyn bulwark_audit::AuditSink> =
-        Arc::new(FaultySink::refusing(|r| r.action == "loop_guard"));
+        Arc::new(FaultySink::refusing(|r| r.action == bulwark_audit::Action::LoopGuard));
     let door = bulwark_kernel::Door::new(registry.clone(), sink, deny_all());
     let mut s = session(dir.path(), policy(&registry, &manifest));
     std::fs::write(s.resources.workspace.root().join("a.txt"), "SECRET-A").unwrap();

@@ -88,7 +88,7 @@ async fn wrapped_commands_are_checked_and_refusals_audited() {
     let refused: Vec<_> = sink
         .records()
         .into_iter()
-        .filter(|r| r.reason == "exec_policy")
+        .filter(|r| r.reason == bulwark_audit::Reason::ExecPolicy)
         .collect();
     assert_eq!(refused.len(), 7);
     for r in refused {
@@ -154,7 +154,7 @@ async fn every_process_start_is_recorded_before_it_runs() {
 async fn a_process_whose_start_cannot_be_recorded_does_not_run() {
     let dir = tempfile::tempdir().unwrap();
     let registry = ToolRegistry::builtin();
-    let sink = Arc::new(FaultySink::refusing(|r| r.action == "spawn"));
+    let sink = Arc::new(FaultySink::refusing(|r| r.action == bulwark_audit::Action::Spawn));
     let audit: Arc<dyn bulwark_audit::AuditSink> = sink.clone();
     let door = bulwark_kernel::Door::new(registry.clone(), audit, deny_all());
     let mut s = session(dir.path(), policy(&registry, SHELL_ANY));
@@ -178,7 +178,7 @@ async fn a_process_whose_start_cannot_be_recorded_does_not_run() {
     );
     let records = sink.inner.records();
     assert_eq!(records.len(), 1, "{records:?}");
-    assert_eq!(records[0].action, "tool_call");
+    assert_eq!(records[0].action, bulwark_audit::Action::ToolCall);
     assert_eq!(records[0].decision, Decision::Failed);
 }
 
@@ -248,7 +248,7 @@ async fn arguments_are_kept_only_when_asked_and_never_with_secrets() {
     door(registry.clone(), sink.clone(), deny_all())
         .dispatch(&mut s, call())
         .await;
-    assert!(sink.records().iter().all(|r| r.action != "arguments"));
+    assert!(sink.records().iter().all(|r| r.action != bulwark_audit::Action::Arguments));
 
     // On: an `arguments` record just before the call's record.
     let sink = Arc::new(MemorySink::new());

@@ -334,7 +334,7 @@ fn incremental_check_sees_tampering_after_the_checkpoint_only() {
     // Undone, the rows after the checkpoint verify again.
     conn.execute(
         "UPDATE audit SET reason = ?1 WHERE seq = 70",
-        rusqlite::params![record(69).reason],
+        rusqlite::params![record(69).reason.as_str()],
     )
     .unwrap();
     assert_eq!(since(&sink), None);
