@@ -22,6 +22,7 @@ use bulwark_store::{Actor, Store, USAGE};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use std::collections::{BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Files read/write under `out/`, shell `touch ran/*`, transfers up to 50,
@@ -91,28 +92,32 @@ impl Tool for FakeFetch {
     }
 }
 
-/// Answers approvals from a script; `Hang` never answers (the user walks
-/// away, and the step interrupts the dispatch). An empty script denies.
 #[derive(Debug, Clone, Copy)]
 enum Answer {
     Once,
     Session,
     Deny,
-    Hang,
 }
 
+/// Answers approvals from a script (an empty script denies). While
+/// `walked_away` is set nobody answers: the step interrupts the dispatch.
 #[derive(Default)]
-struct Scripted(Mutex<VecDeque<Answer>>);
+struct Scripted {
+    answers: Mutex<VecDeque<Answer>>,
+    walked_away: AtomicBool,
+}
 
 #[async_trait::async_trait]
 impl Approver for Scripted {
     async fn ask(&self, _request: &ApprovalRequest) -> ApprovalAnswer {
-        let next = self.0.lock().unwrap().pop_front().unwrap_or(Answer::Deny);
-        match next {
+        if self.walked_away.load(Ordering::SeqCst) {
+            return std::future::pending().await;
+        }
+        let next = self.answers.lock().unwrap().pop_front();
+        match next.unwrap_or(Answer::Deny) {
             Answer::Once => ApprovalAnswer::AllowOnce,
             Answer::Session => ApprovalAnswer::AllowSession,
             Answer::Deny => ApprovalAnswer::Deny,
-            Answer::Hang => std::future::pending().await,
         }
     }
 }
@@ -157,7 +162,6 @@ fn step() -> impl Strategy<Value = Step> {
         Just(Answer::Once),
         Just(Answer::Session),
         Just(Answer::Deny),
-        Just(Answer::Hang),
     ];
     prop_oneof![
         6 => call_step(),
@@ -257,8 +261,9 @@ fn tool_calls(sink: &MemorySink) -> usize {
 }
 
 /// Runs one call; `interrupt` drops the dispatch if it does not finish on
-/// its first poll (it waits for an approval), as an aborted turn would.
+/// its first poll (nobody answers its approval), as an aborted turn would.
 async fn dispatch(w: &mut World, name: &str, input: &Value, interrupt: bool) -> Option<DispatchResult> {
+    w.approver.walked_away.store(interrupt, Ordering::SeqCst);
     let call = ToolCall {
         id: "c",
         name,
@@ -282,7 +287,7 @@ async fn run(funds: u64, steps: Vec<Step>) -> Result<(), TestCaseError> {
     for step in steps {
         let (step, interrupt) = match step {
             Step::Approve(answer) => {
-                w.approver.0.lock().unwrap().push_back(answer);
+                w.approver.answers.lock().unwrap().push_back(answer);
                 continue;
             }
             Step::Interrupted(inner) => (*inner, true),
@@ -293,6 +298,18 @@ async fn run(funds: u64, steps: Vec<Step>) -> Result<(), TestCaseError> {
         let records_before = tool_calls(&w.sink);
         let other_before = balance(&w.store, "agent:other");
         let marker_before = marker.as_ref().is_some_and(|m| w.workspace.join(m).exists());
+        // A sink reached with untrusted content in the conversation, not
+        // approved for the session: only an approval lets it run.
+        let untrusted = [TaintLabel::External, TaintLabel::Peer]
+            .iter()
+            .any(|l| taint_before.contains(l));
+        let sink_key = match &step {
+            Step::Shell { .. } => Some("shell:exec"),
+            Step::Transfer { .. } => Some("credits:transfer"),
+            _ => None,
+        };
+        let needs_approval = untrusted
+            && sink_key.is_some_and(|k| !w.session.state.approved_for_session.contains(k));
 
         let result = dispatch(&mut w, name, &input, interrupt).await;
 
@@ -312,8 +329,12 @@ async fn run(funds: u64, steps: Vec<Step>) -> Result<(), TestCaseError> {
                 r.decision == Decision::Allowed
             }
             None => {
+                // Cancelled. It passed the door's checks (a refusal never
+                // waits), so it may have run unless it waited for the
+                // approval nobody gave.
                 prop_assert_eq!(&last.reason, &Reason::Cancelled);
-                false
+                prop_assert_eq!(last.decision, Decision::Failed);
+                !needs_approval
             }
         };
         // 4. A stopped session refuses everything.
@@ -341,8 +362,11 @@ async fn run(funds: u64, steps: Vec<Step>) -> Result<(), TestCaseError> {
         }
         let other_now = balance(&w.store, "agent:other");
         match (&step, allowed) {
-            (Step::Transfer { amount }, true) => {
+            (Step::Transfer { amount }, true) if result.is_some() => {
                 prop_assert_eq!(other_now, other_before + amount);
+            }
+            (Step::Transfer { amount }, true) => {
+                prop_assert!(other_now == other_before || other_now == other_before + amount);
             }
             _ => prop_assert_eq!(other_now, other_before, "{:?} moved credits", step),
         }
