@@ -383,7 +383,10 @@ mod tests {
     #[test]
     fn typed_words_encode_to_the_bytes_strings_did() {
         let known = "010000000000000102fffffffffffffffb00000001730000000161000000017500000009746f6f6c5f63616c6c0000000664656e6965640000000266730000000766733a7265616400000000000000047061746800000002c3a90000000000000007";
-        assert_eq!(hex::encode(sample().canonical_bytes(0x0102).unwrap()), known);
+        assert_eq!(
+            hex::encode(sample().canonical_bytes(0x0102).unwrap()),
+            known
+        );
 
         let unknown = AuditRecord::at(
             1_700_000_000_000,

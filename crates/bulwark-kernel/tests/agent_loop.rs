@@ -282,7 +282,11 @@ async fn a_model_llm_query_covers_is_called() {
     let (outcome, seen, records) = one_turn(ONLY_ANTHROPIC, "anthropic", 100).await;
     assert_eq!(outcome.end, TurnEnd::Completed);
     assert_eq!(seen, [100]);
-    assert!(!records.iter().any(|r| r.action == bulwark_audit::Action::ModelCall));
+    assert!(
+        !records
+            .iter()
+            .any(|r| r.action == bulwark_audit::Action::ModelCall)
+    );
     // Without any llm_query, the configured model is called as before.
     let (outcome, seen, _) = one_turn("", "openai", 100).await;
     assert_eq!(outcome.end, TurnEnd::Completed);

@@ -195,9 +195,13 @@ async fn credentials_reach_their_host_only_and_never_the_model() {
         credential[0].detail,
         "grant github: keys GH_TOKEN to api.fixture.test: injected"
     );
-    assert!(records.iter().any(|r| r.reason == bulwark_audit::Reason::Exfiltration
-        && r.decision == Decision::Denied
-        && r.detail.contains("GH_TOKEN")));
+    assert!(
+        records
+            .iter()
+            .any(|r| r.reason == bulwark_audit::Reason::Exfiltration
+                && r.decision == Decision::Denied
+                && r.detail.contains("GH_TOKEN"))
+    );
     for r in &records {
         let all = format!("{r:?}");
         assert!(

@@ -312,7 +312,10 @@ fn verify(home: &Path, writers: u64) {
         .unwrap();
     let audited = records
         .iter()
-        .filter(|r| r.record.action == bulwark_audit::Action::Ledger && r.record.decision == Decision::Allowed)
+        .filter(|r| {
+            r.record.action == bulwark_audit::Action::Ledger
+                && r.record.decision == Decision::Allowed
+        })
         .filter(|r| {
             ["mint", "transfer", "hold", "settle", "release"].contains(&r.record.operation.as_str())
         })

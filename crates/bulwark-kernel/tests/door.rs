@@ -76,7 +76,13 @@ async fn every_resource_tool_is_refused_without_its_capability() {
         } else if matches!(tool.spec().name, "credits_balance" | "list_children") {
             // They read the session's own account and children, which this
             // session (no [credits], no child host) does not have.
-            assert_eq!(r.reason, bulwark_audit::Reason::Scope, "{}: {}", tool.spec().name, r.content);
+            assert_eq!(
+                r.reason,
+                bulwark_audit::Reason::Scope,
+                "{}: {}",
+                tool.spec().name,
+                r.content
+            );
         } else {
             assert_eq!(
                 r.decision,
@@ -268,10 +274,9 @@ operations = ["files:write"]
     assert_eq!(r.decision, Decision::Allowed, "{}", r.content);
     assert!(s.resources.workspace.root().join("out/a.txt").exists());
     assert!(
-        sink2
-            .records()
-            .iter()
-            .any(|r| r.action == bulwark_audit::Action::Approval && r.decision == Decision::Approved)
+        sink2.records().iter().any(
+            |r| r.action == bulwark_audit::Action::Approval && r.decision == Decision::Approved
+        )
     );
     // Approval never widens the capability set.
     let r = call(
@@ -424,7 +429,12 @@ path = "MARKER7/**"
     let records = sink.records();
     assert!(records.len() >= 9);
     for r in records {
-        let fields = [r.action.as_str(), &r.operation, r.reason.as_str(), &r.detail];
+        let fields = [
+            r.action.as_str(),
+            &r.operation,
+            r.reason.as_str(),
+            &r.detail,
+        ];
         for f in fields {
             assert!(
                 !f.contains("MARKER7"),
@@ -445,8 +455,9 @@ async fn a_loop_guard_warning_the_log_refuses_stops_the_session() {
     let registry = ToolRegistry::builtin();
     let manifest =
         format!("{FILES_READ_ONLY}\n[loop_guard]\nwarn_threshold = 2\nblock_threshold = 3\n");
-    let sink: Arc<dyn bulwark_audit::AuditSink> =
-        Arc::new(FaultySink::refusing(|r| r.action == bulwark_audit::Action::LoopGuard));
+    let sink: Arc<dyn bulwark_audit::AuditSink> = Arc::new(FaultySink::refusing(|r| {
+        r.action == bulwark_audit::Action::LoopGuard
+    }));
     let door = bulwark_kernel::Door::new(registry.clone(), sink, deny_all());
     let mut s = session(dir.path(), policy(&registry, &manifest));
     std::fs::write(s.resources.workspace.root().join("a.txt"), "SECRET-A").unwrap();

@@ -154,7 +154,9 @@ async fn every_process_start_is_recorded_before_it_runs() {
 async fn a_process_whose_start_cannot_be_recorded_does_not_run() {
     let dir = tempfile::tempdir().unwrap();
     let registry = ToolRegistry::builtin();
-    let sink = Arc::new(FaultySink::refusing(|r| r.action == bulwark_audit::Action::Spawn));
+    let sink = Arc::new(FaultySink::refusing(|r| {
+        r.action == bulwark_audit::Action::Spawn
+    }));
     let audit: Arc<dyn bulwark_audit::AuditSink> = sink.clone();
     let door = bulwark_kernel::Door::new(registry.clone(), audit, deny_all());
     let mut s = session(dir.path(), policy(&registry, SHELL_ANY));
@@ -248,7 +250,11 @@ async fn arguments_are_kept_only_when_asked_and_never_with_secrets() {
     door(registry.clone(), sink.clone(), deny_all())
         .dispatch(&mut s, call())
         .await;
-    assert!(sink.records().iter().all(|r| r.action != bulwark_audit::Action::Arguments));
+    assert!(
+        sink.records()
+            .iter()
+            .all(|r| r.action != bulwark_audit::Action::Arguments)
+    );
 
     // On: an `arguments` record just before the call's record.
     let sink = Arc::new(MemorySink::new());

@@ -241,7 +241,12 @@ async fn a_child_within_its_parents_grant_lives_and_is_recalled() {
             json!({"child": child.id, "amount": 1_000}),
         )
         .await;
-    assert_eq!(unapproved.reason, bulwark_audit::Reason::Approval, "{}", unapproved.content);
+    assert_eq!(
+        unapproved.reason,
+        bulwark_audit::Reason::Approval,
+        "{}",
+        unapproved.content
+    );
     // Approved, funding moves credits through the parent's transfer policy
     // (at most half) and wakes the child.
     let fund = ["agents:fund"];
@@ -253,7 +258,12 @@ async fn a_child_within_its_parents_grant_lives_and_is_recalled() {
             json!({"child": child.id, "amount": 5_001}),
         )
         .await;
-    assert_eq!(over.reason, bulwark_audit::Reason::Credits, "{}", over.content);
+    assert_eq!(
+        over.reason,
+        bulwark_audit::Reason::Credits,
+        "{}",
+        over.content
+    );
     let r = f
         .call_approved(
             &fund,
@@ -292,7 +302,12 @@ async fn a_child_within_its_parents_grant_lives_and_is_recalled() {
             json!({"to": "agent:mallory", "amount": 10}),
         )
         .await;
-    assert_eq!(spend.reason, bulwark_audit::Reason::Approval, "{}", spend.content);
+    assert_eq!(
+        spend.reason,
+        bulwark_audit::Reason::Approval,
+        "{}",
+        spend.content
+    );
     assert_eq!(f.store.balance("agent:mallory").unwrap().balance, 0);
     // The child paid for its own call: 2000 in + 1000 out = 2 + 2 credits.
     assert_eq!(f.store.balance(&child.account).unwrap().balance, 996);
@@ -375,7 +390,12 @@ async fn a_session_without_a_child_host_cannot_spawn() {
     for agent in ["kid", "kidshell"] {
         let r = f.call("c1", "spawn_agent", json!({"agent": agent})).await;
         assert!(r.is_error, "{agent}: {}", r.content);
-        assert_eq!(r.reason, bulwark_audit::Reason::Scope, "{agent}: {}", r.content);
+        assert_eq!(
+            r.reason,
+            bulwark_audit::Reason::Scope,
+            "{agent}: {}",
+            r.content
+        );
         assert!(r.content.contains("not available"), "{}", r.content);
     }
     f.assert_nothing_spawned();

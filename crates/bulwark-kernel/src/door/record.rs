@@ -232,7 +232,11 @@ impl CallRecord {
     /// action that cannot be recorded must not look like it succeeded.
     pub(super) fn finish(mut self, outcome: Outcome) -> DispatchResult {
         self.finished = true;
-        let written = self.write(outcome.decision, outcome.reason.clone(), &outcome.audit_detail);
+        let written = self.write(
+            outcome.decision,
+            outcome.reason.clone(),
+            &outcome.audit_detail,
+        );
         let Outcome {
             decision,
             reason,
@@ -273,7 +277,8 @@ impl Drop for CallRecord {
         if self.finished {
             return;
         }
-        let detail = "the call was cancelled before it finished; whether the tool had an effect is unknown";
+        let detail =
+            "the call was cancelled before it finished; whether the tool had an effect is unknown";
         if let Err(err) = self.write(Decision::Failed, Reason::Cancelled, detail) {
             tracing::error!(session = %self.identity.session, tool = %self.tool, "a cancelled call could not be recorded: {err}");
         }

@@ -310,8 +310,7 @@ impl Door {
         );
         // Call the tool: the one place it runs.
         let limit = session.resources.limits.call_timeout;
-        let result = match tokio::time::timeout(limit, admitted.tool.call(&ctx, call.input)).await
-        {
+        let result = match tokio::time::timeout(limit, admitted.tool.call(&ctx, call.input)).await {
             Ok(result) => result,
             Err(_) => Err(ToolError::Failed(format!(
                 "the tool did not finish within {} s",
@@ -495,7 +494,10 @@ fn record_credential_uses(
 
 /// One `sandbox` record per warning of a permissive-mode run (which
 /// confinement layer was missing), or the refusal line of a strict run.
-fn record_sandbox_warnings(ticket: &CallRecord, warnings: &Mutex<Vec<String>>) -> Result<(), Outcome> {
+fn record_sandbox_warnings(
+    ticket: &CallRecord,
+    warnings: &Mutex<Vec<String>>,
+) -> Result<(), Outcome> {
     let lines = warnings.lock().map(|w| w.clone()).unwrap_or_default();
     for line in lines {
         ticket.side(

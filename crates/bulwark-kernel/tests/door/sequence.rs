@@ -53,7 +53,7 @@ warn_threshold = 2
 block_threshold = 3
 outcome_repeat_block = 100
 ping_pong_cycles = 100
-max_tool_calls = 20
+max_tool_calls = 12
 "#;
 
 /// A web reply without the network: returns untrusted (`external`)
@@ -126,12 +126,20 @@ impl Approver for Scripted {
 #[derive(Debug, Clone)]
 enum Step {
     /// A write inside (`out/`) or outside the grant.
-    Write { granted: bool, n: u8 },
+    Write {
+        granted: bool,
+        n: u8,
+    },
     Read,
     /// `touch ran/N` (granted) or `touch elsewhere/N` (not).
-    Shell { granted: bool, n: u8 },
+    Shell {
+        granted: bool,
+        n: u8,
+    },
     /// A transfer within or above the capability's maximum.
-    Transfer { amount: u64 },
+    Transfer {
+        amount: u64,
+    },
     /// Priced at 3 credits.
     Clock,
     Fetch,
@@ -262,7 +270,12 @@ fn tool_calls(sink: &MemorySink) -> usize {
 
 /// Runs one call; `interrupt` drops the dispatch if it does not finish on
 /// its first poll (nobody answers its approval), as an aborted turn would.
-async fn dispatch(w: &mut World, name: &str, input: &Value, interrupt: bool) -> Option<DispatchResult> {
+async fn dispatch(
+    w: &mut World,
+    name: &str,
+    input: &Value,
+    interrupt: bool,
+) -> Option<DispatchResult> {
     w.approver.walked_away.store(interrupt, Ordering::SeqCst);
     let call = ToolCall {
         id: "c",
@@ -297,7 +310,9 @@ async fn run(funds: u64, steps: Vec<Step>) -> Result<(), TestCaseError> {
         let taint_before: BTreeSet<TaintLabel> = w.session.state.taint.clone();
         let records_before = tool_calls(&w.sink);
         let other_before = balance(&w.store, "agent:other");
-        let marker_before = marker.as_ref().is_some_and(|m| w.workspace.join(m).exists());
+        let marker_before = marker
+            .as_ref()
+            .is_some_and(|m| w.workspace.join(m).exists());
         // A sink reached with untrusted content in the conversation, not
         // approved for the session: only an approval lets it run.
         let untrusted = [TaintLabel::External, TaintLabel::Peer]
