@@ -335,7 +335,7 @@ mod tests {
     #[test]
     fn every_known_word_parses_back_to_itself() {
         for action in Action::KNOWN {
-            assert_eq!(Action::parse(action.as_str().to_owned()).is_known(), true);
+            assert!(Action::parse(action.as_str().to_owned()).is_known());
             assert_eq!(&Action::parse(action.as_str().to_owned()), action);
         }
         for reason in Reason::KNOWN {

@@ -18,9 +18,13 @@ use std::time::Instant;
 /// record's digest still covers all of them).
 const MAX_RECORDED_ARGUMENTS: usize = 64 * 1024;
 
-/// How one call ended, before it is recorded.
+/// How one call ended, before it is recorded. Boxed: it is the error of
+/// every stage, and travels through them by value.
 #[derive(Debug)]
-pub(super) struct Outcome {
+pub(super) struct Outcome(Box<Ending>);
+
+#[derive(Debug)]
+pub(super) struct Ending {
     pub(super) decision: Decision,
     pub(super) reason: Reason,
     /// What the model sees.
@@ -34,37 +38,33 @@ pub(super) struct Outcome {
 }
 
 impl Outcome {
-    pub(super) fn denied(reason: Reason, message: String, audit_detail: impl Into<String>) -> Self {
-        Self {
-            decision: Decision::Denied,
+    fn new(decision: Decision, reason: Reason, message: String, audit_detail: String) -> Self {
+        Self(Box::new(Ending {
+            decision,
             reason,
             message,
-            audit_detail: audit_detail.into(),
+            audit_detail,
             taint: Vec::new(),
             stop: None,
-        }
+        }))
+    }
+
+    pub(super) fn denied(reason: Reason, message: String, audit_detail: impl Into<String>) -> Self {
+        Self::new(Decision::Denied, reason, message, audit_detail.into())
     }
 
     pub(super) fn failed(reason: Reason, message: String, audit_detail: impl Into<String>) -> Self {
-        Self {
-            decision: Decision::Failed,
-            ..Self::denied(reason, message, audit_detail)
-        }
+        Self::new(Decision::Failed, reason, message, audit_detail.into())
     }
 
     pub(super) fn allowed(message: String, audit_detail: String, taint: Vec<TaintLabel>) -> Self {
-        Self {
-            decision: Decision::Allowed,
-            reason: Reason::Ok,
-            message,
-            audit_detail,
-            taint,
-            stop: None,
-        }
+        let mut outcome = Self::new(Decision::Allowed, Reason::Ok, message, audit_detail);
+        outcome.0.taint = taint;
+        outcome
     }
 
     pub(super) fn stopping(mut self, why: String) -> Self {
-        self.stop = Some(why);
+        self.0.stop = Some(why);
         self
     }
 
@@ -233,18 +233,18 @@ impl CallRecord {
     pub(super) fn finish(mut self, outcome: Outcome) -> DispatchResult {
         self.finished = true;
         let written = self.write(
-            outcome.decision,
-            outcome.reason.clone(),
-            &outcome.audit_detail,
+            outcome.0.decision,
+            outcome.0.reason.clone(),
+            &outcome.0.audit_detail,
         );
-        let Outcome {
+        let Ending {
             decision,
             reason,
             message,
             taint,
             mut stop,
             ..
-        } = outcome;
+        } = *outcome.0;
         let mut is_error = decision != Decision::Allowed;
         let mut content = match decision {
             Decision::Denied => format!("denied ({reason}): {message}"),
