@@ -162,8 +162,8 @@ async fn credentials_reach_their_host_only_and_never_the_model() {
     )
     .await;
     assert_eq!(
-        (r.decision, r.reason.as_str()),
-        (Decision::Denied, "egress"),
+        (r.decision, &r.reason),
+        (Decision::Denied, &bulwark_audit::Reason::Egress),
         "{}",
         r.content
     );
@@ -178,8 +178,8 @@ async fn credentials_reach_their_host_only_and_never_the_model() {
     )
     .await;
     assert_eq!(
-        (r.decision, r.reason.as_str()),
-        (Decision::Denied, "exfiltration"),
+        (r.decision, &r.reason),
+        (Decision::Denied, &bulwark_audit::Reason::Exfiltration),
         "{}",
         r.content
     );

@@ -197,8 +197,8 @@ async fn a_tool_with_a_cost_runs_only_when_it_can_be_paid() {
     // `time` costs 3 credits; the account has none.
     let r = call(&mut f, "c1", "time_now", json!({})).await;
     assert_eq!(
-        (r.decision, r.reason.as_str()),
-        (Decision::Denied, "credits"),
+        (r.decision, &r.reason),
+        (Decision::Denied, &bulwark_audit::Reason::Credits),
         "{}",
         r.content
     );
@@ -369,8 +369,8 @@ async fn econ_spend_refuses_a_priced_tool_above_it_and_audits() {
     let mut f = fixture_with(100, &spend_limit(2));
     let r = call(&mut f, "c1", "time_now", json!({})).await;
     assert_eq!(
-        (r.decision, r.reason.as_str()),
-        (Decision::Denied, "capability"),
+        (r.decision, &r.reason),
+        (Decision::Denied, &bulwark_audit::Reason::Capability),
         "{}",
         r.content
     );

@@ -156,8 +156,8 @@ async fn writer(home: PathBuf, t: u64, barrier: Option<Arc<Barrier>>) -> Tally {
             .await;
             if r.is_error {
                 assert_eq!(
-                    (r.decision, r.reason.as_str()),
-                    (Decision::Denied, "credits"),
+                    (r.decision, &r.reason),
+                    (Decision::Denied, &bulwark_audit::Reason::Credits),
                     "{}",
                     r.content
                 );

@@ -188,8 +188,8 @@ async fn unknown_tools_and_bad_arguments_change_nothing() {
     let mut s = session(dir.path(), policy(&registry, FILES_READ_ONLY));
     let r = call(&door, &mut s, "rm_rf", json!({})).await;
     assert_eq!(
-        (r.decision, r.reason.as_str()),
-        (Decision::Denied, "unknown_tool")
+        (r.decision, &r.reason),
+        (Decision::Denied, &bulwark_audit::Reason::UnknownTool)
     );
     // The error names the session's own tools, and none it does not hold.
     assert!(r.content.contains("file_read"), "{}", r.content);
@@ -252,8 +252,8 @@ operations = ["files:write"]
     )
     .await;
     assert_eq!(
-        (r.decision, r.reason.as_str()),
-        (Decision::Denied, "approval")
+        (r.decision, &r.reason),
+        (Decision::Denied, &bulwark_audit::Reason::Approval)
     );
     assert!(!s.resources.workspace.root().join("out/a.txt").exists());
     assert!(
@@ -287,8 +287,8 @@ operations = ["files:write"]
     )
     .await;
     assert_eq!(
-        (r.decision, r.reason.as_str()),
-        (Decision::Denied, "capability")
+        (r.decision, &r.reason),
+        (Decision::Denied, &bulwark_audit::Reason::Capability)
     );
 }
 
@@ -322,8 +322,8 @@ argv = ["echo", "**"]
     )
     .await;
     assert_eq!(
-        (r.decision, r.reason.as_str()),
-        (Decision::Denied, "approval")
+        (r.decision, &r.reason),
+        (Decision::Denied, &bulwark_audit::Reason::Approval)
     );
 }
 
@@ -377,8 +377,8 @@ argv = ["env"]
     )
     .await;
     assert_eq!(
-        (r.decision, r.reason.as_str()),
-        (Decision::Denied, "capability")
+        (r.decision, &r.reason),
+        (Decision::Denied, &bulwark_audit::Reason::Capability)
     );
 }
 

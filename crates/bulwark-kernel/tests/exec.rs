@@ -3,7 +3,7 @@
 
 mod common;
 
-use bulwark_audit::{Decision, MemorySink};
+use bulwark_audit::{Action, Decision, MemorySink};
 use bulwark_kernel::{AgentSetup, ToolCall, ToolRegistry};
 use bulwark_policy::parse_manifest;
 use common::*;
@@ -78,8 +78,8 @@ async fn wrapped_commands_are_checked_and_refusals_audited() {
     ] {
         let r = run(&door, &mut s, argv.clone()).await;
         assert_eq!(
-            (r.decision, r.reason.as_str()),
-            (Decision::Denied, "exec_policy"),
+            (r.decision, &r.reason),
+            (Decision::Denied, &bulwark_audit::Reason::ExecPolicy),
             "{argv:?}: {}",
             r.content
         );
@@ -136,8 +136,8 @@ async fn every_process_start_is_recorded_before_it_runs() {
         .await;
     assert_eq!(r.decision, Decision::Allowed, "{}", r.content);
     let records = sink.records();
-    let actions: Vec<&str> = records.iter().map(|r| r.action.as_str()).collect();
-    assert_eq!(actions, ["spawn", "tool_call"], "{records:?}");
+    let actions: Vec<&Action> = records.iter().map(|r| &r.action).collect();
+    assert_eq!(actions, [&Action::Spawn, &Action::ToolCall], "{records:?}");
     let spawn = &records[0];
     assert_eq!(spawn.decision, Decision::Allowed);
     assert!(spawn.detail.starts_with("echo: "), "{}", spawn.detail);
@@ -263,8 +263,12 @@ async fn arguments_are_kept_only_when_asked_and_never_with_secrets() {
         .with_recorded_arguments(true);
     recording.dispatch(&mut s, call()).await;
     let records = sink.records();
-    let actions: Vec<&str> = records.iter().map(|r| r.action.as_str()).collect();
-    assert_eq!(actions, ["spawn", "arguments", "tool_call"], "{records:?}");
+    let actions: Vec<&Action> = records.iter().map(|r| &r.action).collect();
+    assert_eq!(
+        actions,
+        [&Action::Spawn, &Action::Arguments, &Action::ToolCall],
+        "{records:?}"
+    );
     let kept = &records[1];
     assert_eq!(
         kept.detail,

@@ -143,8 +143,8 @@ async fn the_model_cannot_spawn_a_child_with_more_than_its_parent() {
             .call(&format!("c{i}"), "spawn_agent", json!({"agent": agent}))
             .await;
         assert_eq!(
-            (r.decision, r.reason.as_str()),
-            (Decision::Denied, "spawn_check"),
+            (r.decision, &r.reason),
+            (Decision::Denied, &bulwark_audit::Reason::SpawnCheck),
             "{agent}: {}",
             r.content
         );
