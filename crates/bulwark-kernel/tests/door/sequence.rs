@@ -272,16 +272,13 @@ fn tool_calls(sink: &MemorySink) -> usize {
 /// its first poll (nobody answers its approval), as an aborted turn would.
 async fn dispatch(
     w: &mut World,
+    id: &str,
     name: &str,
     input: &Value,
     interrupt: bool,
 ) -> Option<DispatchResult> {
     w.approver.walked_away.store(interrupt, Ordering::SeqCst);
-    let call = ToolCall {
-        id: "c",
-        name,
-        input,
-    };
+    let call = ToolCall { id, name, input };
     let fut = w.door.dispatch(&mut w.session, call);
     if interrupt {
         tokio::select! {
@@ -297,7 +294,8 @@ async fn dispatch(
 async fn run(funds: u64, steps: Vec<Step>) -> Result<(), TestCaseError> {
     let mut w = world(funds);
     let mut stopped = false;
-    for step in steps {
+    // Distinct call ids: a transfer retried under one id is a replay.
+    for (i, step) in steps.into_iter().enumerate() {
         let (step, interrupt) = match step {
             Step::Approve(answer) => {
                 w.approver.answers.lock().unwrap().push_back(answer);
@@ -326,7 +324,7 @@ async fn run(funds: u64, steps: Vec<Step>) -> Result<(), TestCaseError> {
         let needs_approval = untrusted
             && sink_key.is_some_and(|k| !w.session.state.approved_for_session.contains(k));
 
-        let result = dispatch(&mut w, name, &input, interrupt).await;
+        let result = dispatch(&mut w, &format!("c{i}"), name, &input, interrupt).await;
 
         // 1. Exactly one tool_call record per dispatch, finished or not.
         prop_assert_eq!(tool_calls(&w.sink), records_before + 1, "{:?}", step);
