@@ -22,7 +22,7 @@ fn record(i: u64) -> AuditRecord {
         session: format!("6f1c2e4a-{:04x}-4d5e-9f00-{:012x}", i % 7, i / 1000),
         agent: "main".into(),
         user: "alice".into(),
-        action: "tool_call".into(),
+        action: bulwark_audit::Action::ToolCall,
         tool: "fs".into(),
         operation: "fs:read".into(),
         args_digest: format!("{:064x}", u128::from(i) * 0x9e37_79b9_7f4a_7c15),
@@ -31,7 +31,7 @@ fn record(i: u64) -> AuditRecord {
         } else {
             Decision::Allowed
         },
-        reason: "ok".into(),
+        reason: bulwark_audit::Reason::Ok,
         detail: format!("read {} bytes from src/lib.rs", i % 4096),
         duration_us: i % 10_000,
     }

@@ -23,7 +23,7 @@
 //! where `str` is a u32 byte length followed by that many bytes of UTF-8 and
 //! `decision` is [`Decision::as_str`].
 
-use crate::{AuditRecord, Decision, StoredRecord};
+use crate::{Action, AuditRecord, Decision, Reason, StoredRecord};
 
 /// The version byte written first by [`AuditRecord::canonical_bytes`].
 pub const CANONICAL_VERSION: u8 = 1;
@@ -161,12 +161,12 @@ impl AuditRecord {
             session: &self.session,
             agent: &self.agent,
             user: &self.user,
-            action: &self.action,
+            action: self.action.as_str(),
             tool: &self.tool,
             operation: &self.operation,
             args_digest: &self.args_digest,
             decision: self.decision,
-            reason: &self.reason,
+            reason: self.reason.as_str(),
             detail: &self.detail,
             duration_us: self.duration_us,
         }
@@ -224,12 +224,12 @@ impl AuditRecord {
                 session,
                 agent,
                 user,
-                action,
+                action: Action::parse(action),
                 tool,
                 operation,
                 args_digest,
                 decision,
-                reason,
+                reason: Reason::parse(reason),
                 detail,
                 duration_us,
             },
@@ -302,12 +302,12 @@ mod tests {
             session: "s".into(),
             agent: "a".into(),
             user: "u".into(),
-            action: "tool_call".into(),
+            action: Action::ToolCall,
             tool: "fs".into(),
             operation: "fs:read".into(),
             args_digest: String::new(),
             decision: Decision::Denied,
-            reason: "path".into(),
+            reason: Reason::Path,
             detail: "é".into(),
             duration_us: 7,
         }
@@ -365,7 +365,7 @@ mod tests {
     #[test]
     fn unknown_decisions_are_refused() {
         let mut record = sample();
-        record.reason = "x".into();
+        record.reason = Reason::Other("x".into());
         let mut bytes = record.canonical_bytes(1).unwrap();
         let at = bytes.windows(6).position(|w| w == b"denied").unwrap();
         bytes[at] = b'D';
@@ -373,5 +373,41 @@ mod tests {
             AuditRecord::decode(&bytes),
             Err(DecodeError::UnknownDecision("Denied".into()))
         );
+    }
+
+    /// Typing `action` and `reason` changed no byte: these are the bytes of
+    /// the documented layout, computed independently of this crate (by
+    /// hand from the layout above, as the encoding was before the fields
+    /// were typed), for a record of known words and one of words this build
+    /// does not know.
+    #[test]
+    fn typed_words_encode_to_the_bytes_strings_did() {
+        let known = "010000000000000102fffffffffffffffb00000001730000000161000000017500000009746f6f6c5f63616c6c0000000664656e6965640000000266730000000766733a7265616400000000000000047061746800000002c3a90000000000000007";
+        assert_eq!(
+            hex::encode(sample().canonical_bytes(0x0102).unwrap()),
+            known
+        );
+
+        let unknown = AuditRecord::at(
+            1_700_000_000_000,
+            crate::Identity::new("s1", "bot", "alice"),
+            crate::Event::new(
+                Action::parse("from_a_newer_build"),
+                Decision::Allowed,
+                Reason::parse("minted 5 into user:alice"),
+            )
+            .tool("credits")
+            .operation("transfer")
+            .digest("ab"),
+        );
+        let bytes = unknown.canonical_bytes(9).unwrap();
+        assert_eq!(
+            hex::encode(&bytes),
+            "0100000000000000090000018bcfe5680000000002733100000003626f7400000005616c6963650000001266726f6d5f615f6e657765725f6275696c6400000007616c6c6f7765640000000763726564697473000000087472616e73666572000000026162000000186d696e746564203520696e746f20757365723a616c696365000000000000000000000000"
+        );
+        let decoded = AuditRecord::decode(&bytes).unwrap().record;
+        assert_eq!(decoded.action, Action::Other("from_a_newer_build".into()));
+        assert!(!decoded.reason.is_known());
+        assert_eq!(decoded.canonical_bytes(9).unwrap(), bytes);
     }
 }

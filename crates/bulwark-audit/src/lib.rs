@@ -23,6 +23,7 @@
 pub mod checkpoint;
 pub mod cosignature;
 pub mod encoding;
+pub mod event;
 pub mod mac;
 pub mod merkle;
 pub mod note;
@@ -33,6 +34,7 @@ pub use checkpoint::{Checkpoint, CheckpointError, parse_and_verify, sign};
 pub use cosignature::{Cosignature, CosignerKey, cosign, note_text};
 pub use ed25519_dalek::{SigningKey, VerifyingKey};
 pub use encoding::{CANONICAL_VERSION, DecodeError, EncodeError, RecordRef};
+pub use event::{Action, Event, Identity, Reason};
 pub use mac::{constant_time_eq, hmac_sha256, hmac_sha256_verify};
 pub use merkle::{CompactRange, Hash, MerkleError, empty_root, leaf_hash, node_hash, root};
 pub use note::{VerifierKey, generate_signing_key, key_id};
@@ -43,6 +45,7 @@ pub use proof::{
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// What the door (or another guarded path) decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,21 +85,76 @@ pub struct AuditRecord {
     pub session: String,
     pub agent: String,
     pub user: String,
-    /// What kind of event: `tool_call`, `approval`, `loop_guard`, `policy_load`, ...
-    pub action: String,
+    /// What kind of event: `tool_call`, `approval`, `loop_guard`, `session_start`, ...
+    pub action: Action,
     pub tool: String,
     pub operation: String,
     /// Hex SHA-256 of the canonical JSON arguments (empty when there were none).
     pub args_digest: String,
     pub decision: Decision,
     /// Short machine-friendly reason class, e.g. `capability`, `path`, `loop_guard`.
-    pub reason: String,
+    pub reason: Reason,
     /// Human-readable detail. Must never contain secret values.
     pub detail: String,
     pub duration_us: u64,
 }
 
+/// Milliseconds since the Unix epoch (0 if the clock is before it).
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
 impl AuditRecord {
+    /// The record of `event` happening to `identity`, now. The one way
+    /// records are made, so every writer stamps time the same way and names
+    /// its action and reason from the shared vocabulary.
+    pub fn new(identity: Identity, event: Event) -> Self {
+        Self::at(now_ms(), identity, event)
+    }
+
+    /// The record of `event` at `time_ms`: for writers whose time was taken
+    /// elsewhere (a ledger transaction's clock, a worker's record stamped by
+    /// the broker).
+    pub fn at(time_ms: i64, identity: Identity, event: Event) -> Self {
+        let Identity {
+            session,
+            agent,
+            user,
+        } = identity;
+        let Event {
+            action,
+            tool,
+            operation,
+            args_digest,
+            decision,
+            reason,
+            detail,
+            duration_us,
+        } = event;
+        Self {
+            time_ms,
+            session,
+            agent,
+            user,
+            action,
+            tool,
+            operation,
+            args_digest,
+            decision,
+            reason,
+            detail,
+            duration_us,
+        }
+    }
+
+    /// Who this record is about.
+    pub fn identity(&self) -> Identity {
+        Identity::new(&self.session, &self.agent, &self.user)
+    }
+
     /// The SHA-256 of the arguments' canonical JSON: object keys sorted at
     /// every depth, no whitespace. Sorting explicitly (rather than trusting
     /// `serde_json::Map` to be ordered) keeps digests stable even if some
@@ -262,12 +320,12 @@ mod tests {
                 session: "s".into(),
                 agent: "a".into(),
                 user: "u".into(),
-                action: "tool_call".into(),
+                action: Action::ToolCall,
                 tool: "t".into(),
                 operation: "d:o".into(),
                 args_digest: String::new(),
                 decision: Decision::Allowed,
-                reason: "ok".into(),
+                reason: Reason::Ok,
                 detail: String::new(),
                 duration_us: 0,
             };

@@ -2,7 +2,7 @@
 //! injective (including when bytes move between adjacent fields), and the
 //! decoder accepts only exact canonical encodings.
 
-use bulwark_audit::{AuditRecord, Decision, DecodeError};
+use bulwark_audit::{Action, AuditRecord, Decision, DecodeError, Reason};
 use proptest::prelude::*;
 
 /// The free-text fields in encoding order (decision excluded: it is an enum).
@@ -20,8 +20,15 @@ fn decision() -> impl Strategy<Value = Decision> {
 
 /// Short strings from a small alphabet (so that different fields often hold
 /// the same or overlapping text) mixed with arbitrary Unicode.
+/// Known action and reason words too, so typed variants and `Other` text
+/// are both exercised in the action and reason fields.
 fn text() -> impl Strategy<Value = String> {
-    prop_oneof!["[ab\u{e9}\0]{0,4}", any::<String>()]
+    prop_oneof![
+        "[ab\u{e9}\0]{0,4}",
+        any::<String>(),
+        prop::sample::select(Action::KNOWN).prop_map(|a| a.to_string()),
+        prop::sample::select(Reason::KNOWN).prop_map(|r| r.to_string()),
+    ]
 }
 
 fn record() -> impl Strategy<Value = AuditRecord> {
@@ -38,12 +45,12 @@ fn record() -> impl Strategy<Value = AuditRecord> {
                     session: String::new(),
                     agent: String::new(),
                     user: String::new(),
-                    action: String::new(),
+                    action: Action::ToolCall,
                     tool: String::new(),
                     operation: String::new(),
                     args_digest: String::new(),
                     decision,
-                    reason: String::new(),
+                    reason: Reason::Ok,
                     detail: String::new(),
                     duration_us,
                 },
@@ -54,18 +61,18 @@ fn record() -> impl Strategy<Value = AuditRecord> {
 
 fn texts(r: &AuditRecord) -> Vec<String> {
     [
-        &r.session,
+        r.session.as_str(),
         &r.agent,
         &r.user,
-        &r.action,
+        r.action.as_str(),
         &r.tool,
         &r.operation,
         &r.args_digest,
-        &r.reason,
+        r.reason.as_str(),
         &r.detail,
     ]
     .into_iter()
-    .cloned()
+    .map(str::to_owned)
     .collect()
 }
 
@@ -81,8 +88,9 @@ fn with_texts(mut r: AuditRecord, t: Vec<String>) -> AuditRecord {
         reason,
         detail,
     ]: [String; TEXT_FIELDS] = t.try_into().unwrap();
-    (r.session, r.agent, r.user, r.action, r.tool) = (session, agent, user, action, tool);
-    (r.operation, r.args_digest, r.reason, r.detail) = (operation, args_digest, reason, detail);
+    (r.session, r.agent, r.user, r.tool) = (session, agent, user, tool);
+    (r.action, r.reason) = (Action::from(action), Reason::from(reason));
+    (r.operation, r.args_digest, r.detail) = (operation, args_digest, detail);
     r
 }
 

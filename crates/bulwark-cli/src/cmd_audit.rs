@@ -531,12 +531,12 @@ pub fn rotate_key(home: &Home) -> Result<(), Failure> {
         session: String::new(),
         agent: String::new(),
         user: "local".to_owned(),
-        action: "audit_key".to_owned(),
+        action: bulwark_audit::Action::AuditKey,
         tool: String::new(),
         operation: "rotate".to_owned(),
         args_digest: bulwark_audit::AuditRecord::digest_args(&args),
         decision: bulwark_audit::Decision::Allowed,
-        reason: String::new(),
+        reason: bulwark_audit::Reason::Empty,
         detail: format!(
             "audit key rotated at log size {size}: {old_text} handed over to {new_text}"
         ),

@@ -412,7 +412,7 @@ impl TurnObserver for EventObserver {
             Decision::Failed => ToolDecision::Failed,
             Decision::Allowed | Decision::Approved | Decision::Warned => ToolDecision::Allowed,
         };
-        let reason = preview(&result.reason, 64);
+        let reason = preview(result.reason.as_str(), 64);
         let summary = match reason.as_str() {
             "" | "ok" => result.decision.as_str().to_owned(),
             reason => format!("{} ({reason})", result.decision.as_str()),

@@ -352,12 +352,12 @@ impl AuditSink for BrokerClient {
         self.audit_lost()?;
         let entry = AuditEntry {
             time_ms: record.time_ms,
-            action: record.action.clone(),
+            action: record.action.to_string(),
             tool: record.tool.clone(),
             operation: record.operation.clone(),
             args_digest: record.args_digest.clone(),
             decision: record.decision,
-            reason: record.reason.clone(),
+            reason: record.reason.to_string(),
             detail: record.detail.clone(),
             duration_us: record.duration_us,
         };

@@ -125,20 +125,16 @@ impl Kernel {
         tool_calls: u32,
         usage: Usage,
     ) -> Result<TurnOutcome, KernelError> {
-        let written = self.door.audit().record(&bulwark_audit::AuditRecord {
-            time_ms: crate::door::now_ms(),
-            session: session.identity.id.clone(),
-            agent: session.identity.agent.clone(),
-            user: session.identity.user.clone(),
-            action: "model_call".into(),
-            tool: String::new(),
-            operation: kind.into(),
-            args_digest: String::new(),
-            decision: bulwark_audit::Decision::Denied,
-            reason: "capability".into(),
-            detail: why.clone(),
-            duration_us: 0,
-        });
+        let written = self.door.audit().record(&bulwark_audit::AuditRecord::new(
+            crate::door::audit_identity(session),
+            bulwark_audit::Event::new(
+                bulwark_audit::Action::ModelCall,
+                bulwark_audit::Decision::Denied,
+                bulwark_audit::Reason::Capability,
+            )
+            .operation(kind)
+            .detail(why.clone()),
+        ));
         if let Err(err) = written {
             session.state.stopped = Some("audit sink failed".into());
             return Err(KernelError::Audit(format!(
@@ -301,22 +297,19 @@ impl Kernel {
                         // record, and never an overdraft.
                         // A warning the log cannot take stops the session,
                         // as any other audit failure does.
-                        let written = self.door.audit().record(&bulwark_audit::AuditRecord {
-                            time_ms: crate::door::now_ms(),
-                            session: session.identity.id.clone(),
-                            agent: session.identity.agent.clone(),
-                            user: session.identity.user.clone(),
-                            action: "ledger".into(),
-                            tool: "credits".into(),
-                            operation: "model_overrun".into(),
-                            args_digest: String::new(),
-                            decision: bulwark_audit::Decision::Warned,
-                            reason: "model_overrun".into(),
-                            detail: format!(
+                        let written = self.door.audit().record(&bulwark_audit::AuditRecord::new(
+                            crate::door::audit_identity(session),
+                            bulwark_audit::Event::new(
+                                bulwark_audit::Action::Ledger,
+                                bulwark_audit::Decision::Warned,
+                                bulwark_audit::Reason::ModelOverrun,
+                            )
+                            .tool("credits")
+                            .operation("model_overrun")
+                            .detail(format!(
                                 "the model call cost {uncharged} more than its reservation; the excess was not charged"
-                            ),
-                            duration_us: 0,
-                        });
+                            )),
+                        ));
                         if let Err(err) = written {
                             session.state.stopped = Some("audit sink failed".into());
                             return Err(KernelError::Audit(format!(

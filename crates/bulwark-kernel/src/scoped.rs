@@ -206,14 +206,20 @@ pub(crate) struct SpawnRecorder {
 
 impl SpawnRecorder {
     fn record(&self, detail: String) -> Result<(), ToolError> {
-        let record = AuditRecord {
-            time_ms: crate::door::now_ms(),
-            action: "spawn".into(),
-            decision: Decision::Allowed,
-            reason: "spawn".into(),
-            detail,
-            ..self.template.clone()
-        };
+        // The call's identity and shared fields, stamped now.
+        let record = AuditRecord::new(
+            self.template.identity(),
+            bulwark_audit::Event::new(
+                bulwark_audit::Action::Spawn,
+                Decision::Allowed,
+                bulwark_audit::Reason::Spawn,
+            )
+            .tool(self.template.tool.clone())
+            .operation(self.template.operation.clone())
+            .digest(self.template.args_digest.clone())
+            .detail(detail)
+            .duration_us(self.template.duration_us),
+        );
         // `record` may only queue; `flush` is the durability barrier, so the
         // record is on disk before the child can run.
         self.audit

@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use bulwark_audit::{AuditSink, Decision};
+use bulwark_audit::{AuditSink, Decision, Reason};
 use bulwark_kernel::{AgentRuntime, Door, Kernel, Silent, ToolRegistry, TurnEnd};
 use bulwark_llm::{Block, ScriptDriver};
 use bulwark_store::{NewSession, Store};
@@ -69,25 +69,25 @@ async fn scripted_agent_walks_through_every_decision() {
     assert_eq!(outcome.tool_calls, 5);
     assert!(outcome.text.contains("BLUE HERON"));
 
-    let calls: Vec<(String, Decision, String)> = audit
+    let calls: Vec<(String, Decision, Reason)> = audit
         .tail(100)
         .unwrap()
         .into_iter()
-        .filter(|r| r.record.action == "tool_call")
+        .filter(|r| r.record.action == bulwark_audit::Action::ToolCall)
         .map(|r| (r.record.tool, r.record.decision, r.record.reason))
         .collect();
     let expected = [
-        ("file_read", Decision::Allowed, "ok"),
-        ("shell_exec", Decision::Denied, "tool"),
-        ("file_read", Decision::Allowed, "ok"),
-        ("file_read", Decision::Denied, "loop_guard"),
-        ("file_read", Decision::Denied, "path"),
+        ("file_read", Decision::Allowed, Reason::Ok),
+        ("shell_exec", Decision::Denied, Reason::Tool),
+        ("file_read", Decision::Allowed, Reason::Ok),
+        ("file_read", Decision::Denied, Reason::LoopGuard),
+        ("file_read", Decision::Denied, Reason::Path),
     ];
     assert_eq!(calls.len(), expected.len(), "{calls:?}");
     for ((tool, decision, reason), (et, ed, er)) in calls.iter().zip(expected) {
         assert_eq!(
-            (tool.as_str(), *decision, reason.as_str()),
-            (et, ed, er),
+            (tool.as_str(), *decision, reason),
+            (et, ed, &er),
             "{calls:?}"
         );
     }
@@ -270,7 +270,7 @@ async fn a_model_outside_llm_query_is_never_called_and_the_refusal_is_audited() 
     );
     let refused: Vec<_> = records
         .iter()
-        .filter(|r| r.action == "model_call" && r.operation == "llm_query")
+        .filter(|r| r.action == bulwark_audit::Action::ModelCall && r.operation == "llm_query")
         .collect();
     assert_eq!(refused.len(), 1, "{records:?}");
     assert_eq!(refused[0].decision, Decision::Denied);
@@ -282,7 +282,11 @@ async fn a_model_llm_query_covers_is_called() {
     let (outcome, seen, records) = one_turn(ONLY_ANTHROPIC, "anthropic", 100).await;
     assert_eq!(outcome.end, TurnEnd::Completed);
     assert_eq!(seen, [100]);
-    assert!(!records.iter().any(|r| r.action == "model_call"));
+    assert!(
+        !records
+            .iter()
+            .any(|r| r.action == bulwark_audit::Action::ModelCall)
+    );
     // Without any llm_query, the configured model is called as before.
     let (outcome, seen, _) = one_turn("", "openai", 100).await;
     assert_eq!(outcome.end, TurnEnd::Completed);

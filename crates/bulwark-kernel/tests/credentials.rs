@@ -159,8 +159,8 @@ async fn credentials_reach_their_host_only_and_never_the_model() {
     )
     .await;
     assert_eq!(
-        (r.decision, r.reason.as_str()),
-        (Decision::Denied, "egress"),
+        (r.decision, &r.reason),
+        (Decision::Denied, &bulwark_audit::Reason::Egress),
         "{}",
         r.content
     );
@@ -175,8 +175,8 @@ async fn credentials_reach_their_host_only_and_never_the_model() {
     )
     .await;
     assert_eq!(
-        (r.decision, r.reason.as_str()),
-        (Decision::Denied, "exfiltration"),
+        (r.decision, &r.reason),
+        (Decision::Denied, &bulwark_audit::Reason::Exfiltration),
         "{}",
         r.content
     );
@@ -185,16 +185,20 @@ async fn credentials_reach_their_host_only_and_never_the_model() {
     let records = sink.records();
     let credential: Vec<_> = records
         .iter()
-        .filter(|r| r.action == "credential")
+        .filter(|r| r.action == bulwark_audit::Action::Credential)
         .collect();
     assert_eq!(credential.len(), 1, "{credential:?}");
     assert_eq!(
         credential[0].detail,
         "grant github: keys GH_TOKEN to api.fixture.test: injected"
     );
-    assert!(records.iter().any(|r| r.reason == "exfiltration"
-        && r.decision == Decision::Denied
-        && r.detail.contains("GH_TOKEN")));
+    assert!(
+        records
+            .iter()
+            .any(|r| r.reason == bulwark_audit::Reason::Exfiltration
+                && r.decision == Decision::Denied
+                && r.detail.contains("GH_TOKEN"))
+    );
     for r in &records {
         let all = format!("{r:?}");
         assert!(

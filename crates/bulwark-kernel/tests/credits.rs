@@ -99,7 +99,7 @@ async fn transfer_tool_moves_within_the_policy_and_the_capability() {
     .await;
     assert!(over.is_error);
     assert_eq!(over.decision, Decision::Denied);
-    assert_eq!(over.reason, "credits");
+    assert_eq!(over.reason, bulwark_audit::Reason::Credits);
     assert!(over.content.contains("at most 1/2"), "{}", over.content);
     assert_eq!(balance(&f.store, "agent:boss"), 500);
 
@@ -111,7 +111,7 @@ async fn transfer_tool_moves_within_the_policy_and_the_capability() {
         json!({"to": "agent:other", "amount": 1_000_001}),
     )
     .await;
-    assert_eq!(cap.reason, "capability");
+    assert_eq!(cap.reason, bulwark_audit::Reason::Capability);
     // To an account that does not exist: refused, nothing moves.
     let nobody = call(
         &mut f,
@@ -134,7 +134,7 @@ async fn transfer_tool_moves_within_the_policy_and_the_capability() {
             json!({"to": "agent:other", "amount": bad}),
         )
         .await;
-        assert_eq!(r.reason, "invalid_args", "{bad}");
+        assert_eq!(r.reason, bulwark_audit::Reason::InvalidArgs, "{bad}");
     }
     assert_eq!(balance(&f.store, "agent:boss"), 500);
 }
@@ -179,7 +179,7 @@ async fn untrusted_content_cannot_authorize_a_spend() {
         json!({"to": "agent:other", "amount": 10}),
     )
     .await;
-    assert_eq!(r.reason, "approval", "{}", r.content);
+    assert_eq!(r.reason, bulwark_audit::Reason::Approval, "{}", r.content);
     assert_eq!(balance(&f.store, "agent:other"), 0);
     // Reading the balance is not a spend.
     let read = call(&mut f, "c2", "credits_balance", json!({})).await;
@@ -197,8 +197,8 @@ async fn a_tool_with_a_cost_runs_only_when_it_can_be_paid() {
     // `time` costs 3 credits; the account has none.
     let r = call(&mut f, "c1", "time_now", json!({})).await;
     assert_eq!(
-        (r.decision, r.reason.as_str()),
-        (Decision::Denied, "credits"),
+        (r.decision, &r.reason),
+        (Decision::Denied, &bulwark_audit::Reason::Credits),
         "{}",
         r.content
     );
@@ -211,7 +211,7 @@ async fn a_tool_with_a_cost_runs_only_when_it_can_be_paid() {
     assert_eq!(balance(&f.store, USAGE), 3);
     // A free tool needs no credits.
     let files = call(&mut f, "c3", "file_list", json!({"path": "."})).await;
-    assert_ne!(files.reason, "credits");
+    assert_ne!(files.reason, bulwark_audit::Reason::Credits);
 }
 
 /// A kernel over the fixture's store, with the fixture's audit sink.
@@ -369,8 +369,8 @@ async fn econ_spend_refuses_a_priced_tool_above_it_and_audits() {
     let mut f = fixture_with(100, &spend_limit(2));
     let r = call(&mut f, "c1", "time_now", json!({})).await;
     assert_eq!(
-        (r.decision, r.reason.as_str()),
-        (Decision::Denied, "capability"),
+        (r.decision, &r.reason),
+        (Decision::Denied, &bulwark_audit::Reason::Capability),
         "{}",
         r.content
     );
@@ -412,7 +412,7 @@ async fn econ_spend_refuses_a_model_call_whose_maximum_is_above_it() {
         .sink
         .records()
         .into_iter()
-        .filter(|r| r.action == "model_call" && r.operation == "econ_spend")
+        .filter(|r| r.action == bulwark_audit::Action::ModelCall && r.operation == "econ_spend")
         .collect();
     assert_eq!(refused.len(), 1);
     assert_eq!(refused[0].decision, Decision::Denied);

@@ -156,8 +156,8 @@ async fn writer(home: PathBuf, t: u64, barrier: Option<Arc<Barrier>>) -> Tally {
             .await;
             if r.is_error {
                 assert_eq!(
-                    (r.decision, r.reason.as_str()),
-                    (Decision::Denied, "credits"),
+                    (r.decision, &r.reason),
+                    (Decision::Denied, &bulwark_audit::Reason::Credits),
                     "{}",
                     r.content
                 );
@@ -312,7 +312,10 @@ fn verify(home: &Path, writers: u64) {
         .unwrap();
     let audited = records
         .iter()
-        .filter(|r| r.record.action == "ledger" && r.record.decision == Decision::Allowed)
+        .filter(|r| {
+            r.record.action == bulwark_audit::Action::Ledger
+                && r.record.decision == Decision::Allowed
+        })
         .filter(|r| {
             ["mint", "transfer", "hold", "settle", "release"].contains(&r.record.operation.as_str())
         })

@@ -4,6 +4,8 @@
 use crate::common;
 #[path = "door/links.rs"]
 mod links;
+#[path = "door/sequence.rs"]
+mod sequence;
 
 use bulwark_audit::{Decision, MemorySink};
 use bulwark_kernel::{ToolCall, ToolRegistry};
@@ -53,7 +55,7 @@ async fn every_registered_tool_is_refused_without_its_domain() {
     assert!(
         sink.records()
             .iter()
-            .all(|r| r.decision == Decision::Denied && r.action == "tool_call")
+            .all(|r| r.decision == Decision::Denied && r.action == bulwark_audit::Action::ToolCall)
     );
 }
 
@@ -74,7 +76,13 @@ async fn every_resource_tool_is_refused_without_its_capability() {
         } else if matches!(tool.spec().name, "credits_balance" | "list_children") {
             // They read the session's own account and children, which this
             // session (no [credits], no child host) does not have.
-            assert_eq!(r.reason, "scope", "{}: {}", tool.spec().name, r.content);
+            assert_eq!(
+                r.reason,
+                bulwark_audit::Reason::Scope,
+                "{}: {}",
+                tool.spec().name,
+                r.content
+            );
         } else {
             assert_eq!(
                 r.decision,
@@ -142,7 +150,7 @@ async fn traversal_and_absolute_paths_are_refused_as_path_denials() {
     ] {
         let r = call(&door, &mut s, "file_read", json!({ "path": path })).await;
         assert_eq!(r.decision, Decision::Denied, "{path:?}: {}", r.content);
-        assert_eq!(r.reason, "path", "{path:?}");
+        assert_eq!(r.reason, bulwark_audit::Reason::Path, "{path:?}");
     }
 }
 
@@ -164,14 +172,14 @@ async fn repeated_identical_calls_are_blocked_by_the_loop_guard() {
     assert_eq!(decisions[1].decision, Decision::Allowed);
     assert!(decisions[1].content.contains("loop guard warning"));
     assert_eq!(decisions[2].decision, Decision::Denied);
-    assert_eq!(decisions[2].reason, "loop_guard");
+    assert_eq!(decisions[2].reason, bulwark_audit::Reason::LoopGuard);
     // Different arguments are tracked separately.
     let other = call(&door, &mut s, "file_list", json!({})).await;
     assert_eq!(other.decision, Decision::Allowed);
     assert!(
         sink.records()
             .iter()
-            .any(|r| r.action == "loop_guard" && r.decision == Decision::Warned)
+            .any(|r| r.action == bulwark_audit::Action::LoopGuard && r.decision == Decision::Warned)
     );
 }
 
@@ -184,8 +192,8 @@ async fn unknown_tools_and_bad_arguments_change_nothing() {
     let mut s = session(dir.path(), policy(&registry, FILES_READ_ONLY));
     let r = call(&door, &mut s, "rm_rf", json!({})).await;
     assert_eq!(
-        (r.decision, r.reason.as_str()),
-        (Decision::Denied, "unknown_tool")
+        (r.decision, &r.reason),
+        (Decision::Denied, &bulwark_audit::Reason::UnknownTool)
     );
     // The error names the session's own tools, and none it does not hold.
     assert!(r.content.contains("file_read"), "{}", r.content);
@@ -248,14 +256,14 @@ operations = ["files:write"]
     )
     .await;
     assert_eq!(
-        (r.decision, r.reason.as_str()),
-        (Decision::Denied, "approval")
+        (r.decision, &r.reason),
+        (Decision::Denied, &bulwark_audit::Reason::Approval)
     );
     assert!(!s.resources().workspace.root().join("out/a.txt").exists());
     assert!(
         sink.records()
             .iter()
-            .any(|r| r.action == "approval" && r.decision == Decision::Denied)
+            .any(|r| r.action == bulwark_audit::Action::Approval && r.decision == Decision::Denied)
     );
 
     let sink2 = Arc::new(MemorySink::new());
@@ -270,10 +278,9 @@ operations = ["files:write"]
     assert_eq!(r.decision, Decision::Allowed, "{}", r.content);
     assert!(s.resources().workspace.root().join("out/a.txt").exists());
     assert!(
-        sink2
-            .records()
-            .iter()
-            .any(|r| r.action == "approval" && r.decision == Decision::Approved)
+        sink2.records().iter().any(
+            |r| r.action == bulwark_audit::Action::Approval && r.decision == Decision::Approved
+        )
     );
     // Approval never widens the capability set.
     let r = call(
@@ -284,8 +291,8 @@ operations = ["files:write"]
     )
     .await;
     assert_eq!(
-        (r.decision, r.reason.as_str()),
-        (Decision::Denied, "capability")
+        (r.decision, &r.reason),
+        (Decision::Denied, &bulwark_audit::Reason::Capability)
     );
 }
 
@@ -319,8 +326,8 @@ argv = ["echo", "**"]
     )
     .await;
     assert_eq!(
-        (r.decision, r.reason.as_str()),
-        (Decision::Denied, "approval")
+        (r.decision, &r.reason),
+        (Decision::Denied, &bulwark_audit::Reason::Approval)
     );
 }
 
@@ -374,8 +381,8 @@ argv = ["env"]
     )
     .await;
     assert_eq!(
-        (r.decision, r.reason.as_str()),
-        (Decision::Denied, "capability")
+        (r.decision, &r.reason),
+        (Decision::Denied, &bulwark_audit::Reason::Capability)
     );
 }
 
@@ -426,7 +433,12 @@ path = "MARKER7/**"
     let records = sink.records();
     assert!(records.len() >= 9);
     for r in records {
-        let fields = [&r.action, &r.operation, &r.reason, &r.detail];
+        let fields = [
+            r.action.as_str(),
+            &r.operation,
+            r.reason.as_str(),
+            &r.detail,
+        ];
         for f in fields {
             assert!(
                 !f.contains("MARKER7"),
@@ -447,8 +459,9 @@ async fn a_loop_guard_warning_the_log_refuses_stops_the_session() {
     let registry = ToolRegistry::builtin();
     let manifest =
         format!("{FILES_READ_ONLY}\n[loop_guard]\nwarn_threshold = 2\nblock_threshold = 3\n");
-    let sink: Arc<dyn bulwark_audit::AuditSink> =
-        Arc::new(FaultySink::refusing(|r| r.action == "loop_guard"));
+    let sink: Arc<dyn bulwark_audit::AuditSink> = Arc::new(FaultySink::refusing(|r| {
+        r.action == bulwark_audit::Action::LoopGuard
+    }));
     let door = bulwark_kernel::Door::new(registry.clone(), sink, deny_all());
     let mut s = session(dir.path(), policy(&registry, &manifest));
     std::fs::write(s.resources().workspace.root().join("a.txt"), "SECRET-A").unwrap();

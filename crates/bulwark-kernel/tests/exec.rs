@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use bulwark_audit::{Decision, MemorySink};
+use bulwark_audit::{Action, Decision, MemorySink};
 use bulwark_kernel::{AgentSetup, ToolCall, ToolRegistry};
 use bulwark_policy::parse_manifest;
 use common::*;
@@ -78,8 +78,8 @@ async fn wrapped_commands_are_checked_and_refusals_audited() {
     ] {
         let r = run(&door, &mut s, argv.clone()).await;
         assert_eq!(
-            (r.decision, r.reason.as_str()),
-            (Decision::Denied, "exec_policy"),
+            (r.decision, &r.reason),
+            (Decision::Denied, &bulwark_audit::Reason::ExecPolicy),
             "{argv:?}: {}",
             r.content
         );
@@ -88,7 +88,7 @@ async fn wrapped_commands_are_checked_and_refusals_audited() {
     let refused: Vec<_> = sink
         .records()
         .into_iter()
-        .filter(|r| r.reason == "exec_policy")
+        .filter(|r| r.reason == bulwark_audit::Reason::ExecPolicy)
         .collect();
     assert_eq!(refused.len(), 7);
     for r in refused {
@@ -136,8 +136,8 @@ async fn every_process_start_is_recorded_before_it_runs() {
         .await;
     assert_eq!(r.decision, Decision::Allowed, "{}", r.content);
     let records = sink.records();
-    let actions: Vec<&str> = records.iter().map(|r| r.action.as_str()).collect();
-    assert_eq!(actions, ["spawn", "tool_call"], "{records:?}");
+    let actions: Vec<&Action> = records.iter().map(|r| &r.action).collect();
+    assert_eq!(actions, [&Action::Spawn, &Action::ToolCall], "{records:?}");
     let spawn = &records[0];
     assert_eq!(spawn.decision, Decision::Allowed);
     assert!(spawn.detail.starts_with("echo: "), "{}", spawn.detail);
@@ -154,7 +154,9 @@ async fn every_process_start_is_recorded_before_it_runs() {
 async fn a_process_whose_start_cannot_be_recorded_does_not_run() {
     let dir = tempfile::tempdir().unwrap();
     let registry = ToolRegistry::builtin();
-    let sink = Arc::new(FaultySink::refusing(|r| r.action == "spawn"));
+    let sink = Arc::new(FaultySink::refusing(|r| {
+        r.action == bulwark_audit::Action::Spawn
+    }));
     let audit: Arc<dyn bulwark_audit::AuditSink> = sink.clone();
     let door = bulwark_kernel::Door::new(registry.clone(), audit, deny_all());
     let mut s = session(dir.path(), policy(&registry, SHELL_ANY));
@@ -178,7 +180,7 @@ async fn a_process_whose_start_cannot_be_recorded_does_not_run() {
     );
     let records = sink.inner.records();
     assert_eq!(records.len(), 1, "{records:?}");
-    assert_eq!(records[0].action, "tool_call");
+    assert_eq!(records[0].action, bulwark_audit::Action::ToolCall);
     assert_eq!(records[0].decision, Decision::Failed);
 }
 
@@ -248,7 +250,11 @@ async fn arguments_are_kept_only_when_asked_and_never_with_secrets() {
     door(registry.clone(), sink.clone(), deny_all())
         .dispatch(&mut s, call())
         .await;
-    assert!(sink.records().iter().all(|r| r.action != "arguments"));
+    assert!(
+        sink.records()
+            .iter()
+            .all(|r| r.action != bulwark_audit::Action::Arguments)
+    );
 
     // On: an `arguments` record just before the call's record.
     let sink = Arc::new(MemorySink::new());
@@ -257,8 +263,12 @@ async fn arguments_are_kept_only_when_asked_and_never_with_secrets() {
         .with_recorded_arguments(true);
     recording.dispatch(&mut s, call()).await;
     let records = sink.records();
-    let actions: Vec<&str> = records.iter().map(|r| r.action.as_str()).collect();
-    assert_eq!(actions, ["spawn", "arguments", "tool_call"], "{records:?}");
+    let actions: Vec<&Action> = records.iter().map(|r| &r.action).collect();
+    assert_eq!(
+        actions,
+        [&Action::Spawn, &Action::Arguments, &Action::ToolCall],
+        "{records:?}"
+    );
     let kept = &records[1];
     assert_eq!(
         kept.detail,

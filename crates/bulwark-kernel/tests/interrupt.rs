@@ -119,7 +119,7 @@ async fn an_interrupt_between_calls_runs_no_further_call_and_keeps_history_whole
         .tail(50)
         .unwrap()
         .into_iter()
-        .filter(|r| r.record.action == "tool_call")
+        .filter(|r| r.record.action == bulwark_audit::Action::ToolCall)
         .map(|r| (r.record.tool, r.record.decision))
         .collect();
     assert_eq!(calls, vec![("file_write".to_string(), Decision::Allowed)]);

@@ -111,7 +111,7 @@ async fn handles_refuse_everything_the_door_did_not_approve() {
             )
             .await;
         assert_eq!(r.decision, Decision::Failed, "{attempt}: {}", r.content);
-        assert_eq!(r.reason, "scope", "{attempt}");
+        assert_eq!(r.reason, bulwark_audit::Reason::Scope, "{attempt}");
         assert!(!r.content.contains("SECRET"));
     }
     assert_eq!(

@@ -114,7 +114,7 @@ impl Fixture {
             })
             .unwrap()
             .into_iter()
-            .filter(|r| r.record.action == "spawn_check")
+            .filter(|r| r.record.action == bulwark_audit::Action::SpawnCheck)
             .map(|r| (r.record.decision, r.record.detail))
             .collect()
     }
@@ -145,8 +145,8 @@ async fn the_model_cannot_spawn_a_child_with_more_than_its_parent() {
             .call(&format!("c{i}"), "spawn_agent", json!({"agent": agent}))
             .await;
         assert_eq!(
-            (r.decision, r.reason.as_str()),
-            (Decision::Denied, "spawn_check"),
+            (r.decision, &r.reason),
+            (Decision::Denied, &bulwark_audit::Reason::SpawnCheck),
             "{agent}: {}",
             r.content
         );
@@ -154,7 +154,7 @@ async fn the_model_cannot_spawn_a_child_with_more_than_its_parent() {
     }
     // A name outside the parent's agent_spawn grant never reaches the host.
     let r = f.call("c9", "spawn_agent", json!({"agent": "rogue"})).await;
-    assert_eq!(r.reason, "capability", "{}", r.content);
+    assert_eq!(r.reason, bulwark_audit::Reason::Capability, "{}", r.content);
     let records = f.spawn_records();
     assert_eq!(records.len(), 3, "{records:?}");
     for ((decision, detail), (_, named)) in records.iter().zip(OVERREACHING) {
@@ -243,7 +243,12 @@ async fn a_child_within_its_parents_grant_lives_and_is_recalled() {
             json!({"child": child.id, "amount": 1_000}),
         )
         .await;
-    assert_eq!(unapproved.reason, "approval", "{}", unapproved.content);
+    assert_eq!(
+        unapproved.reason,
+        bulwark_audit::Reason::Approval,
+        "{}",
+        unapproved.content
+    );
     // Approved, funding moves credits through the parent's transfer policy
     // (at most half) and wakes the child.
     let fund = ["agents:fund"];
@@ -255,7 +260,12 @@ async fn a_child_within_its_parents_grant_lives_and_is_recalled() {
             json!({"child": child.id, "amount": 5_001}),
         )
         .await;
-    assert_eq!(over.reason, "credits", "{}", over.content);
+    assert_eq!(
+        over.reason,
+        bulwark_audit::Reason::Credits,
+        "{}",
+        over.content
+    );
     let r = f
         .call_approved(
             &fund,
@@ -294,7 +304,12 @@ async fn a_child_within_its_parents_grant_lives_and_is_recalled() {
             json!({"to": "agent:mallory", "amount": 10}),
         )
         .await;
-    assert_eq!(spend.reason, "approval", "{}", spend.content);
+    assert_eq!(
+        spend.reason,
+        bulwark_audit::Reason::Approval,
+        "{}",
+        spend.content
+    );
     assert_eq!(f.store.balance("agent:mallory").unwrap().balance, 0);
     // The child paid for its own call: 2000 in + 1000 out = 2 + 2 credits.
     assert_eq!(f.store.balance(&child.account).unwrap().balance, 996);
@@ -377,7 +392,12 @@ async fn a_session_without_a_child_host_cannot_spawn() {
     for agent in ["kid", "kidshell"] {
         let r = f.call("c1", "spawn_agent", json!({"agent": agent})).await;
         assert!(r.is_error, "{agent}: {}", r.content);
-        assert_eq!(r.reason, "scope", "{agent}: {}", r.content);
+        assert_eq!(
+            r.reason,
+            bulwark_audit::Reason::Scope,
+            "{agent}: {}",
+            r.content
+        );
         assert!(r.content.contains("not available"), "{}", r.content);
     }
     f.assert_nothing_spawned();

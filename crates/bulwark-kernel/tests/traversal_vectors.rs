@@ -75,7 +75,9 @@ async fn every_traversal_vector_is_refused_or_harmless() {
             match r.decision {
                 // A write of a dotfile (`.htaccess`) that stays inside is a
                 // capability denial: `**` does not name dotfiles for writes.
-                Decision::Denied if tool == "file_write" && r.reason == "capability" => {
+                Decision::Denied
+                    if tool == "file_write" && r.reason == bulwark_audit::Reason::Capability =>
+                {
                     assert!(
                         line.split('/')
                             .any(|c| c.starts_with('.') && c != "." && c != ".."),
@@ -85,7 +87,12 @@ async fn every_traversal_vector_is_refused_or_harmless() {
                     denied += 1;
                 }
                 Decision::Denied => {
-                    assert_eq!(r.reason, "path", "{tool} {line:?}: {}", r.content);
+                    assert_eq!(
+                        r.reason,
+                        bulwark_audit::Reason::Path,
+                        "{tool} {line:?}: {}",
+                        r.content
+                    );
                     denied += 1;
                 }
                 // Allowed or failed: the path named something inside the
@@ -113,7 +120,7 @@ async fn every_traversal_vector_is_refused_or_harmless() {
     let audited = sink
         .records()
         .iter()
-        .filter(|r| r.action == "tool_call")
+        .filter(|r| r.action == bulwark_audit::Action::ToolCall)
         .count();
     assert_eq!(audited, calls);
     eprintln!("{calls} calls, {denied} denied as path escapes, the rest stayed inside");

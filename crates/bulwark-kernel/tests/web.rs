@@ -111,8 +111,8 @@ argv = ["echo", "**"]
         )
         .await;
     assert_eq!(
-        (r.decision, r.reason.as_str()),
-        (Decision::Denied, "capability")
+        (r.decision, &r.reason),
+        (Decision::Denied, &bulwark_audit::Reason::Capability)
     );
 
     // The injected page now gates the shell behind approval (denied headless).
@@ -127,8 +127,8 @@ argv = ["echo", "**"]
         )
         .await;
     assert_eq!(
-        (r.decision, r.reason.as_str()),
-        (Decision::Denied, "approval"),
+        (r.decision, &r.reason),
+        (Decision::Denied, &bulwark_audit::Reason::Approval),
         "{}",
         r.content
     );
@@ -223,16 +223,11 @@ allow_all = true
         // every real URL here is refused by egress policy (a denial), either
         // at argument parsing (scheme) or by the egress client.
         let expected = if url == "not a url" {
-            (Decision::Failed, "invalid_args")
+            (Decision::Failed, bulwark_audit::Reason::InvalidArgs)
         } else {
-            (Decision::Denied, "egress")
+            (Decision::Denied, bulwark_audit::Reason::Egress)
         };
-        assert_eq!(
-            (r.decision, r.reason.as_str()),
-            expected,
-            "{url}: {}",
-            r.content
-        );
+        assert_eq!((r.decision, r.reason), expected, "{url}: {}", r.content);
     }
 }
 

@@ -503,6 +503,31 @@ impl fmt::Display for Capability {
     }
 }
 
+impl Demand {
+    /// The demand's kind without its value (`file_read`, `net_connect`,
+    /// ...): the word its [`Display`](fmt::Display) form starts with, safe to
+    /// audit because it names no argument.
+    pub fn kind(&self) -> &'static str {
+        use Demand::*;
+        match self {
+            FileRead(_) => "file_read",
+            FileWrite(_) => "file_write",
+            NetConnect { .. } => "net_connect",
+            Tool { .. } => "tool",
+            ShellExec(_) => "shell_exec",
+            MemoryRead(_) => "memory_read",
+            MemoryWrite(_) => "memory_write",
+            AgentSpawn(_) => "agent_spawn",
+            AgentMessage(_) => "agent_message",
+            AgentKill(_) => "agent_kill",
+            LlmQuery(_) => "llm_query",
+            LlmTokens(_) => "llm_tokens",
+            EconSpend(_) => "econ_spend",
+            EconTransfer(_) => "econ_transfer",
+        }
+    }
+}
+
 impl fmt::Display for Demand {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use Demand::*;

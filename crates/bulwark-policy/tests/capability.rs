@@ -402,3 +402,40 @@ proptest! {
         prop_assert!(narrower.tokens_for(tokens) <= tokens);
     }
 }
+
+/// `kind` names what the door audits in place of a demand's value: it must
+/// be the first word of the demand's display form, for every variant.
+#[test]
+fn demand_kind_is_the_first_word_of_its_display() {
+    let path = wp("notes/a.txt");
+    let all = [
+        D::FileRead(path.clone()),
+        D::FileWrite(path),
+        D::NetConnect {
+            host: "::1".into(),
+            port: 443,
+        },
+        D::Tool {
+            domain: "fs".into(),
+            operation: "read".into(),
+        },
+        D::ShellExec(vec!["ls".into(), "-l".into()]),
+        D::MemoryRead("agent".into()),
+        D::MemoryWrite("user".into()),
+        D::AgentSpawn("child".into()),
+        D::AgentMessage("child".into()),
+        D::AgentKill("child".into()),
+        D::LlmQuery("anthropic:claude".into()),
+        D::LlmTokens(10),
+        D::EconSpend(5),
+        D::EconTransfer(5),
+    ];
+    for demand in all {
+        let shown = demand.to_string();
+        assert_eq!(
+            Some(demand.kind()),
+            shown.split_whitespace().next(),
+            "{shown}"
+        );
+    }
+}

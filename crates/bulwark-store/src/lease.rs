@@ -97,22 +97,14 @@ impl LeaseConflict {
     /// shape: `session_lease`/`refused`, no session of its own (the refused
     /// process never ran one), the session named in the digest and detail.
     pub fn audit_record(&self, agent: &str, user: &str) -> bulwark_audit::AuditRecord {
-        bulwark_audit::AuditRecord {
-            time_ms: now_ms(),
-            session: String::new(),
-            agent: agent.into(),
-            user: user.into(),
-            action: "session_lease".into(),
-            tool: String::new(),
-            operation: "refused".into(),
-            args_digest: bulwark_audit::AuditRecord::digest_args(
-                &serde_json::json!({ "session": self.session }),
-            ),
-            decision: bulwark_audit::Decision::Denied,
-            reason: "session_lease".into(),
-            detail: self.to_string(),
-            duration_us: 0,
-        }
+        use bulwark_audit::{Action, AuditRecord, Decision, Event, Identity, Reason};
+        AuditRecord::new(
+            Identity::new("", agent, user),
+            Event::new(Action::SessionLease, Decision::Denied, Reason::SessionLease)
+                .operation("refused")
+                .args(&serde_json::json!({ "session": self.session }))
+                .detail(self.to_string()),
+        )
     }
 }
 

@@ -76,7 +76,7 @@ fn at_most_half_per_transfer_by_default() {
         .newest(100)
         .unwrap()
         .into_iter()
-        .filter(|r| r.record.action == "ledger")
+        .filter(|r| r.record.action == bulwark_audit::Action::Ledger)
         .collect();
     let denied = ledger
         .iter()

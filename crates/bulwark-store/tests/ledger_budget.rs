@@ -134,13 +134,15 @@ fn a_refused_hold_changes_no_balance_and_is_audited_with_who_asked() {
         .unwrap();
     let denied: Vec<_> = records
         .iter()
-        .filter(|r| r.record.action == "ledger" && r.record.operation == "hold")
+        .filter(|r| {
+            r.record.action == bulwark_audit::Action::Ledger && r.record.operation == "hold"
+        })
         .collect();
     assert_eq!(denied.len(), 1);
     assert_eq!(denied[0].record.user, "alice");
     assert_eq!(denied[0].record.agent, "tools");
     assert!(
-        denied[0].record.reason.contains("session budget"),
+        denied[0].record.reason.as_str().contains("session budget"),
         "{:?}",
         denied[0].record.reason
     );
@@ -218,11 +220,9 @@ fn policy_changes_apply_at_once_and_are_audited() {
             limit: 100,
         })
         .unwrap();
-    assert!(
-        records
-            .iter()
-            .any(|r| r.record.operation == "policy" && r.record.reason.contains("changed from"))
-    );
+    assert!(records.iter().any(
+        |r| r.record.operation == "policy" && r.record.reason.as_str().contains("changed from")
+    ));
     let (total, minted) = store.ledger_totals().unwrap();
     assert_eq!((total, minted), (200, 200));
 }

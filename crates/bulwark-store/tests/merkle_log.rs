@@ -13,12 +13,12 @@ fn record(n: u64) -> AuditRecord {
         session: format!("sess-{}", n % 7),
         agent: "coder".into(),
         user: "alice".into(),
-        action: "tool_call".into(),
+        action: bulwark_audit::Action::ToolCall,
         tool: "shell".into(),
         operation: "exec".into(),
         args_digest: AuditRecord::digest_args(&serde_json::json!({ "n": n })),
         decision: Decision::Allowed,
-        reason: "capability".into(),
+        reason: bulwark_audit::Reason::Capability,
         detail: format!("detail {n} ünïcødé \u{0}"),
         duration_us: n * 10,
     }
@@ -333,7 +333,7 @@ fn incremental_check_sees_tampering_after_the_checkpoint_only() {
     // Undone, the rows after the checkpoint verify again.
     conn.execute(
         "UPDATE audit SET reason = ?1 WHERE seq = 70",
-        rusqlite::params![record(69).reason],
+        rusqlite::params![record(69).reason.as_str()],
     )
     .unwrap();
     assert_eq!(since(&sink), None);

@@ -56,12 +56,12 @@ fn record(n: u64) -> AuditRecord {
         session: format!("sess-{}", n % 5),
         agent: ["coder", "researcher"][(n % 2) as usize].into(),
         user: "alice".into(),
-        action: "tool_call".into(),
+        action: bulwark_audit::Action::ToolCall,
         tool: "shell".into(),
         operation: "exec".into(),
         args_digest: AuditRecord::digest_args(&serde_json::json!({ "n": n })),
         decision: DECISIONS[(n % 5) as usize],
-        reason: format!("reason {n}"),
+        reason: format!("reason {n}").into(),
         detail: format!("détail {n}: matched grant"),
         duration_us: n * 37,
     }
@@ -228,8 +228,8 @@ fn forge(conn: &Connection, records: &[AuditRecord], forger: &SigningKey) -> Str
         conn.execute(
             &format!("INSERT INTO audit (seq, {COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"),
             params![
-                s as i64, r.time_ms, r.session, r.agent, r.user, r.action, r.tool, r.operation,
-                r.args_digest, r.decision.as_str(), r.reason, r.detail, r.duration_us as i64,
+                s as i64, r.time_ms, r.session, r.agent, r.user, r.action.as_str(), r.tool, r.operation,
+                r.args_digest, r.decision.as_str(), r.reason.as_str(), r.detail, r.duration_us as i64,
                 leaf.as_slice()
             ],
         )

@@ -1,7 +1,7 @@
 //! The server's side of the brokered store: performs a worker's
 //! [`StoreRequest`]s for that worker's conversation only.
 
-use bulwark_audit::{AuditRecord, AuditSink};
+use bulwark_audit::{Action, AuditRecord, AuditSink, Event, Identity, Reason};
 use bulwark_protocol::protocol::MAX_SHORT_CHARS;
 use bulwark_protocol::store_ipc::{
     AuditEntry, LedgerReceipt, StoreFailure, StoreReply, StoreRequest,
@@ -604,20 +604,20 @@ impl DatabaseBroker {
 
 /// The record as stored: the identity is the server's, not the worker's.
 fn stamp(scope: &BrokerScope, session: &str, entry: AuditEntry) -> AuditRecord {
-    AuditRecord {
-        time_ms: entry.time_ms,
-        session: session.to_owned(),
-        agent: scope.agent.clone(),
-        user: scope.user.clone(),
-        action: entry.action,
-        tool: entry.tool,
-        operation: entry.operation,
-        args_digest: entry.args_digest,
-        decision: entry.decision,
-        reason: entry.reason,
-        detail: entry.detail,
-        duration_us: entry.duration_us,
-    }
+    AuditRecord::at(
+        entry.time_ms,
+        Identity::new(session, &scope.agent, &scope.user),
+        Event {
+            action: Action::from(entry.action),
+            tool: entry.tool,
+            operation: entry.operation,
+            args_digest: entry.args_digest,
+            decision: entry.decision,
+            reason: Reason::from(entry.reason),
+            detail: entry.detail,
+            duration_us: entry.duration_us,
+        },
+    )
 }
 
 /// Messages from index `from`, as many as fit in one reply (always at

@@ -34,7 +34,7 @@ pub use types::{
 
 use crate::audit::append_in_tx;
 use crate::{Store, StoreError, now_ms, sql_limit, sqlite, to_u64};
-use bulwark_audit::{AuditRecord, Decision};
+use bulwark_audit::{Action, AuditRecord, Decision, Event, Identity, Reason};
 use rows::{
     JOURNAL_COLUMNS, NewEntry, account, add_spent, adjust, credit, entry_from_row, evaluate,
     finish_entry, journal, receipt, replay,
@@ -75,20 +75,17 @@ pub(crate) fn record(
     decision: Decision,
     reason: String,
 ) -> AuditRecord {
-    AuditRecord {
-        time_ms: now,
-        session: actor.session.clone(),
-        agent: actor.agent.clone(),
-        user: actor.user.clone(),
-        action: "ledger".into(),
-        tool: "credits".into(),
-        operation: op.into(),
-        args_digest: AuditRecord::digest_args(request),
-        decision,
-        reason,
-        detail: request.to_string(),
-        duration_us: 0,
-    }
+    // Ledger reasons are descriptive text ("minted 5 into ..."), not a
+    // class: they are kept as `Reason::Other`, as they always were stored.
+    AuditRecord::at(
+        now,
+        Identity::new(&actor.session, &actor.agent, &actor.user),
+        Event::new(Action::Ledger, decision, Reason::from(reason))
+            .tool("credits")
+            .operation(op)
+            .args(request)
+            .detail(request.to_string()),
+    )
 }
 impl Store {
     /// Runs one ledger operation in an IMMEDIATE transaction.

@@ -1,0 +1,512 @@
+//! The four stages of a call. Each returns the next stage's input or the
+//! [`Outcome`] that ends the call; none writes the `tool_call` record.
+//!
+//! Session state is read here and changed in two places only: the loop
+//! guard's breaker in [`Door::admit`] and [`commit`] after the record.
+
+use super::record::{CallRecord, Outcome, truncate};
+use super::{DispatchResult, Door, ToolCall};
+use crate::approval::{ApprovalAnswer, ApprovalRequest};
+use crate::children::Caller;
+use crate::scoped::{Access, ScopedFiles, ScopedHttp, ScopedMemory, ScopedProcess, SpawnRecorder};
+use crate::scoped_credits::ScopedCredits;
+use crate::session::Session;
+use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
+use bulwark_audit::{Action, Decision, Reason};
+use bulwark_net::{CallContext, CredentialUse, UseOutcome};
+use bulwark_policy::{Demand, Verdict, taint_needs_approval};
+use std::sync::{Arc, Mutex};
+
+/// Admitted: the tool exists and the loop guard let the call through.
+pub(super) struct Admitted {
+    tool: Arc<dyn Tool>,
+    /// A loop-guard warning, already recorded, appended to the result.
+    warning: Option<String>,
+}
+
+/// Authorized: every demand of the call is granted.
+pub(super) struct Authorized {
+    admitted: Admitted,
+    demands: Vec<Demand>,
+}
+
+/// Approved: a human approved the call where one had to.
+pub(super) struct Approved {
+    authorized: Authorized,
+    human_approved: bool,
+    /// The `domain:operation` a human approved for the rest of the session.
+    for_session: Option<String>,
+}
+
+/// The tool was called: what [`commit`] does for calls that reached it.
+pub(super) struct Ran {
+    for_session: Option<String>,
+}
+
+impl Door {
+    /// The four stages in order; the first `Err` ends the call.
+    pub(super) async fn stages(
+        &self,
+        session: &mut Session,
+        call: ToolCall<'_>,
+        ticket: &CallRecord,
+    ) -> (Outcome, Option<Ran>) {
+        let admitted = match self.admit(session, call, ticket) {
+            Ok(next) => next,
+            Err(outcome) => return (outcome, None),
+        };
+        let authorized = match self.authorize(session, call, ticket, admitted) {
+            Ok(next) => next,
+            Err(outcome) => return (outcome, None),
+        };
+        let approved = match self.approve(session, call, ticket, authorized).await {
+            Ok(next) => next,
+            Err(outcome) => return (outcome, None),
+        };
+        self.execute(session, call, ticket, approved).await
+    }
+
+    /// Stopped session, unknown tool, loop guard.
+    fn admit(
+        &self,
+        session: &mut Session,
+        call: ToolCall<'_>,
+        ticket: &CallRecord,
+    ) -> Result<Admitted, Outcome> {
+        if let Some(why) = session.state.stopped.clone() {
+            let message = format!("the session was stopped: {why}");
+            return Err(Outcome::denied(Reason::Stopped, message.clone(), message).stopping(why));
+        }
+        let Some(tool) = self.registry.get(call.name).cloned() else {
+            // Only the tools this session holds: naming the others would tell
+            // a model what exists beyond its grants.
+            let names: Vec<&str> = self
+                .registry
+                .iter()
+                .map(|t| t.spec())
+                .filter(|spec| {
+                    session
+                        .policy
+                        .check_tool(spec.domain, spec.operation)
+                        .is_ok()
+                })
+                .map(|spec| spec.name)
+                .collect();
+            let message = format!(
+                "there is no tool named `{}`; your tools: {}",
+                call.name,
+                names.join(", ")
+            );
+            return Err(Outcome::denied(
+                Reason::UnknownTool,
+                message,
+                "no tool has this name",
+            ));
+        };
+        let warning = match session.state.guard.check_call(call.name, call.input) {
+            Verdict::Allow => None,
+            Verdict::Warn(msg) => Some(msg),
+            Verdict::Block(msg) => {
+                return Err(Outcome::denied(Reason::LoopGuard, msg.clone(), msg));
+            }
+            Verdict::Break(msg) => {
+                session.state.stopped = Some(msg.clone());
+                let outcome = Outcome::denied(Reason::LoopGuard, msg.clone(), msg.clone());
+                return Err(outcome.stopping(msg));
+            }
+        };
+        if let Some(msg) = &warning {
+            // A warning the log cannot hold is an audit failure like any other.
+            ticket.side(
+                Action::LoopGuard,
+                Decision::Warned,
+                Reason::LoopGuard,
+                msg,
+                ("a loop-guard warning", "loop_guard record failed"),
+            )?;
+        }
+        Ok(Admitted { tool, warning })
+    }
+
+    /// The tool's domain and operation, then every concrete resource the
+    /// arguments name, then the per-call spending limit.
+    fn authorize(
+        &self,
+        session: &Session,
+        call: ToolCall<'_>,
+        ticket: &CallRecord,
+        admitted: Admitted,
+    ) -> Result<Authorized, Outcome> {
+        let spec = admitted.tool.spec();
+        let (domain, operation) = (spec.domain, spec.operation);
+        if let Err(denial) = session.policy.check_tool(domain, operation) {
+            // Domain and operation names are not arguments: safe to keep.
+            return Err(Outcome::denied(
+                Reason::from(denial.reason.as_str()),
+                denial.message.clone(),
+                denial.message,
+            ));
+        }
+        // Parse the arguments into demands: the one place the door reads
+        // the arguments before the call.
+        let demands = admitted
+            .tool
+            .demands(call.input)
+            .map_err(Outcome::tool_error)?;
+        for demand in &demands {
+            if let Err(denial) = session.policy.check_demand(demand) {
+                let detail = format!("no capability covers this {} request", demand.kind());
+                return Err(Outcome::denied(
+                    Reason::from(denial.reason.as_str()),
+                    denial.message,
+                    detail,
+                ));
+            }
+            if let Demand::ShellExec(argv) = demand
+                && let Err(denial) = session.resources.exec_policy.check(argv)
+            {
+                // The reason class, never the argv (arguments stay out of
+                // the audit log).
+                let detail = format!(
+                    "the exec policy ({} mode) refused the command: {:?}",
+                    session.resources.exec_policy.mode(),
+                    denial.reason
+                );
+                return Err(Outcome::denied(Reason::ExecPolicy, denial.message, detail));
+            }
+        }
+        // econ_spend: a priced tool above the per-call limit is refused
+        // before anyone is asked to approve it.
+        if let Some(credits) = &session.credits {
+            let price = credits.prices.tool_cost(ticket.domain);
+            if !session.policy.call_limits.spend_allowed(price) {
+                let message = format!(
+                    "the tool costs {price} credits and agent {} may reserve at most {} per call (econ_spend)",
+                    session.identity.agent,
+                    session.policy.call_limits.max_spend.unwrap_or(0)
+                );
+                return Err(Outcome::denied(
+                    Reason::Capability,
+                    message.clone(),
+                    message,
+                ));
+            }
+        }
+        Ok(Authorized { admitted, demands })
+    }
+
+    /// Taint and policy approval: asks the approver unless a human already
+    /// approved this `domain:operation` for the session.
+    async fn approve(
+        &self,
+        session: &Session,
+        call: ToolCall<'_>,
+        ticket: &CallRecord,
+        authorized: Authorized,
+    ) -> Result<Approved, Outcome> {
+        let spec = authorized.admitted.tool.spec();
+        let (domain, operation) = (spec.domain, spec.operation);
+        let approval_key = format!("{domain}:{operation}");
+        let already = session.state.approved_for_session.contains(&approval_key);
+        let taint_why = taint_needs_approval(&session.state.taint, domain, operation);
+        let policy_why = session
+            .policy
+            .needs_approval(domain, operation)
+            .then(|| "the agent's policy requires approval for this tool".to_string());
+        let Some(why) = taint_why.or(policy_why).filter(|_| !already) else {
+            return Ok(Approved {
+                authorized,
+                human_approved: already,
+                for_session: None,
+            });
+        };
+        let request = ApprovalRequest {
+            session: session.identity.id.clone(),
+            agent: session.identity.agent.clone(),
+            user: session.identity.user.clone(),
+            tool: call.name.to_string(),
+            domain: domain.to_string(),
+            operation: operation.to_string(),
+            args_preview: truncate(&call.input.to_string(), 400),
+            why: why.clone(),
+        };
+        let answer = self.approver.ask(&request).await;
+        let (decision, detail) = match answer {
+            ApprovalAnswer::AllowOnce => (Decision::Approved, "allowed once"),
+            ApprovalAnswer::AllowSession => (Decision::Approved, "allowed for the session"),
+            ApprovalAnswer::Deny => (Decision::Denied, "denied by approver"),
+        };
+        ticket.side(
+            Action::Approval,
+            decision,
+            Reason::Approval,
+            detail,
+            ("the approval", "approval record failed"),
+        )?;
+        let for_session = match answer {
+            ApprovalAnswer::Deny => {
+                let message = format!("{why}, and it was not approved");
+                return Err(Outcome::denied(Reason::Approval, message.clone(), message));
+            }
+            ApprovalAnswer::AllowSession => Some(approval_key),
+            ApprovalAnswer::AllowOnce => None,
+        };
+        Ok(Approved {
+            authorized,
+            human_approved: true,
+            for_session,
+        })
+    }
+
+    /// Reserves the cost, runs the tool with a context that holds only what
+    /// was approved, settles the cost, records credential uses and sandbox
+    /// warnings.
+    async fn execute(
+        &self,
+        session: &Session,
+        call: ToolCall<'_>,
+        ticket: &CallRecord,
+        approved: Approved,
+    ) -> (Outcome, Option<Ran>) {
+        let Approved {
+            authorized: Authorized { admitted, demands },
+            human_approved,
+            for_session,
+        } = approved;
+        // A tool with a cost reserves it first: no credits, no call.
+        let cost = match &session.credits {
+            Some(credits) => match credits.reserve("tool", credits.prices.tool_cost(ticket.domain))
+            {
+                Ok(reserved) => reserved,
+                Err(err) => {
+                    let message = format!("the tool's cost could not be reserved: {err}");
+                    let outcome = if err.is_denial() {
+                        Outcome::denied(
+                            Reason::Credits,
+                            message,
+                            "the credits ledger refused the tool's cost",
+                        )
+                    } else {
+                        Outcome::failed(Reason::Credits, message, "the credits ledger failed")
+                    };
+                    return (outcome, None);
+                }
+            },
+            None => None,
+        };
+        let credentials_used = Arc::new(Mutex::new(Vec::new()));
+        let sandbox_warnings = Arc::new(Mutex::new(Vec::new()));
+        let ctx = self.scope(
+            session,
+            call.id,
+            ticket,
+            &demands,
+            CallContext {
+                tool: ticket.domain.to_string(),
+                human_approved,
+            },
+            credentials_used.clone(),
+            sandbox_warnings.clone(),
+        );
+        // Call the tool: the one place it runs.
+        let limit = session.resources.limits.call_timeout;
+        let result = match tokio::time::timeout(limit, admitted.tool.call(&ctx, call.input)).await {
+            Ok(result) => result,
+            Err(_) => Err(ToolError::Failed(format!(
+                "the tool did not finish within {} s",
+                limit.as_secs()
+            ))),
+        };
+        if let (Some(reserved), Some(credits)) = (cost, &session.credits) {
+            // The tool ran (or tried to): its cost is charged either way.
+            let amount = reserved.amount();
+            if let Err(err) = credits.settle(reserved, amount) {
+                tracing::warn!(session = %session.identity.id, "settling a tool cost failed: {err}");
+            }
+        }
+        if let Err(outcome) = record_credential_uses(ticket, &credentials_used)
+            .and_then(|()| record_sandbox_warnings(ticket, &sandbox_warnings))
+        {
+            // The result is withheld; the session stops.
+            return (outcome, None);
+        }
+        let outcome = match result {
+            Ok(ToolOutput {
+                content,
+                taint,
+                audit_note,
+            }) => {
+                let mut text = if taint.is_empty() {
+                    content
+                } else {
+                    session.state.boundary.wrap(call.name, &taint, &content)
+                };
+                if let Some(msg) = &admitted.warning {
+                    text.push_str(&format!("\n[loop guard warning: {msg}]"));
+                }
+                Outcome::allowed(text, audit_note, taint)
+            }
+            Err(err) => Outcome::tool_error(err),
+        };
+        (outcome, Some(Ran { for_session }))
+    }
+
+    /// Builds the per-call context: one narrowed handle per kind of demand.
+    #[allow(clippy::too_many_arguments)]
+    fn scope(
+        &self,
+        session: &Session,
+        call_id: &str,
+        ticket: &CallRecord,
+        demands: &[Demand],
+        call: CallContext,
+        credentials_used: Arc<Mutex<Vec<CredentialUse>>>,
+        sandbox_warnings: Arc<Mutex<Vec<String>>>,
+    ) -> ToolContext {
+        let res = &session.resources;
+        let mut files = Vec::new();
+        let mut memory = Vec::new();
+        let mut argv = None;
+        let mut hosts = Vec::new();
+        let credits = matches!(ticket.domain, "credits" | "agents").then(|| ScopedCredits {
+            caller: Caller {
+                identity: session.identity.clone(),
+                policy: session.policy.clone(),
+                credits: session.credits.clone(),
+            },
+            host: session.children.clone(),
+            approved: demands.to_vec(),
+            call_id: call_id.to_owned(),
+        });
+        for demand in demands {
+            match demand {
+                Demand::FileRead(p) => files.push((Access::Read, p.clone())),
+                Demand::FileWrite(p) => files.push((Access::Write, p.clone())),
+                Demand::MemoryRead(s) => memory.push((Access::Read, s.clone())),
+                Demand::MemoryWrite(s) => memory.push((Access::Write, s.clone())),
+                Demand::ShellExec(a) => argv = Some(a.clone()),
+                Demand::NetConnect { host, port } => hosts.push((host.clone(), *port)),
+                _ => {}
+            }
+        }
+        ToolContext {
+            files: (!files.is_empty()).then(|| {
+                ScopedFiles::new(
+                    res.workspace.clone(),
+                    files,
+                    session.policy.clone(),
+                    res.limits.max_read_bytes,
+                    res.limits.max_write_bytes,
+                )
+            }),
+            memory: (!memory.is_empty()).then(|| ScopedMemory {
+                agent: res.memory_agent.clone(),
+                user: res.memory_user.clone(),
+                granted: memory,
+                max_bytes: res.limits.max_memory_bytes,
+            }),
+            process: argv.map(|argv| ScopedProcess {
+                argv,
+                cwd: res.process_cwd.clone(),
+                env: res.process_env.clone(),
+                timeout: res.limits.shell_timeout,
+                max_output: res.limits.shell_max_output,
+                sandbox: res.sandbox.clone(),
+                warnings: sandbox_warnings,
+                secret_env: res.process_secrets.clone(),
+                secrets: res.secrets.clone(),
+                used: credentials_used.clone(),
+                spawn_log: SpawnRecorder {
+                    audit: self.audit.clone(),
+                    template: ticket.record(Action::Spawn, Decision::Allowed, Reason::Spawn, ""),
+                },
+            }),
+            http: match (&res.http, hosts.is_empty()) {
+                (Some(http), false) => Some(ScopedHttp {
+                    http: http.clone(),
+                    hosts,
+                    call,
+                    used: credentials_used,
+                }),
+                _ => None,
+            },
+            credits,
+        }
+    }
+}
+
+/// After the record: what the call changes in the session. Taint only
+/// grows; a stop is kept; the loop guard learns the result and a session
+/// approval takes effect only for calls that reached the tool.
+pub(super) fn commit(
+    session: &mut Session,
+    call: ToolCall<'_>,
+    ran: Option<Ran>,
+    result: &DispatchResult,
+) {
+    if let Some(Ran { for_session }) = ran {
+        if let Some(key) = for_session {
+            session.state.approved_for_session.insert(key);
+        }
+        session
+            .state
+            .guard
+            .record_outcome(call.name, call.input, &result.content);
+    }
+    session.state.taint.extend(result.taint.iter().copied());
+    if let Some(stop) = &result.stop {
+        session.state.stopped = Some(stop.clone());
+    }
+}
+
+/// One audit record per credential use of the call, by grant, key and
+/// host names.
+fn record_credential_uses(
+    ticket: &CallRecord,
+    used: &Mutex<Vec<CredentialUse>>,
+) -> Result<(), Outcome> {
+    let uses = used.lock().map(|u| u.clone()).unwrap_or_default();
+    for u in uses {
+        let grant = u.grant.as_deref().unwrap_or("(legacy mode, no grant)");
+        let (decision, what) = match u.outcome {
+            UseOutcome::Injected => (Decision::Allowed, "injected"),
+            UseOutcome::Substituted => (Decision::Allowed, "substituted for a placeholder"),
+            UseOutcome::SkippedNeedsApproval => (
+                Decision::Denied,
+                "not used: the grant requires a human approval",
+            ),
+        };
+        let detail = format!(
+            "grant {grant}: keys {} to {}: {what}",
+            u.keys.join(","),
+            u.host
+        );
+        ticket.side(
+            Action::Credential,
+            decision,
+            Reason::Credential,
+            &detail,
+            ("a credential use", "credential record failed"),
+        )?;
+    }
+    Ok(())
+}
+
+/// One `sandbox` record per warning of a permissive-mode run (which
+/// confinement layer was missing), or the refusal line of a strict run.
+fn record_sandbox_warnings(
+    ticket: &CallRecord,
+    warnings: &Mutex<Vec<String>>,
+) -> Result<(), Outcome> {
+    let lines = warnings.lock().map(|w| w.clone()).unwrap_or_default();
+    for line in lines {
+        ticket.side(
+            Action::Sandbox,
+            Decision::Warned,
+            Reason::Sandbox,
+            &line,
+            ("a sandbox warning", "sandbox record failed"),
+        )?;
+    }
+    Ok(())
+}
