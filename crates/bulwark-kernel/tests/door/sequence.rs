@@ -235,7 +235,7 @@ fn world(funds: u64) -> World {
             .mint(&Actor::default(), "seed", "agent:boss", funds, "")
             .unwrap();
     }
-    let workspace = session.resources.workspace.root().to_path_buf();
+    let workspace = session.resources().workspace.root().to_path_buf();
     for sub in ["out", "ran", "elsewhere"] {
         std::fs::create_dir_all(workspace.join(sub)).unwrap();
     }
@@ -305,7 +305,7 @@ async fn run(funds: u64, steps: Vec<Step>) -> Result<(), TestCaseError> {
             other => (other, false),
         };
         let (name, input, marker) = to_call(&step);
-        let taint_before: BTreeSet<TaintLabel> = w.session.state.taint.clone();
+        let taint_before: BTreeSet<TaintLabel> = w.session.state().taint.clone();
         let records_before = tool_calls(&w.sink);
         let other_before = balance(&w.store, "agent:other");
         let marker_before = marker
@@ -322,7 +322,7 @@ async fn run(funds: u64, steps: Vec<Step>) -> Result<(), TestCaseError> {
             _ => None,
         };
         let needs_approval = untrusted
-            && sink_key.is_some_and(|k| !w.session.state.approved_for_session.contains(k));
+            && sink_key.is_some_and(|k| !w.session.state().approved_for_session.contains(k));
 
         let result = dispatch(&mut w, &format!("c{i}"), name, &input, interrupt).await;
 
@@ -361,7 +361,7 @@ async fn run(funds: u64, steps: Vec<Step>) -> Result<(), TestCaseError> {
             stopped = true;
         }
         if stopped {
-            prop_assert!(w.session.state.stopped.is_some());
+            prop_assert!(w.session.state().stopped.is_some());
         }
         // 2. No effect without a grant.
         if let Some(m) = &marker {
@@ -384,7 +384,7 @@ async fn run(funds: u64, steps: Vec<Step>) -> Result<(), TestCaseError> {
             _ => prop_assert_eq!(other_now, other_before, "{:?} moved credits", step),
         }
         // 3. Taint never shrinks.
-        prop_assert!(w.session.state.taint.is_superset(&taint_before));
+        prop_assert!(w.session.state().taint.is_superset(&taint_before));
         // 5. The ledger conserves credits and never goes negative (an
         //    unreadable or overdrawn account reads as an error here).
         let boss = w.store.balance("agent:boss").map(|b| b.balance);

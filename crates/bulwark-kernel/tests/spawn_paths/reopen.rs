@@ -86,7 +86,7 @@ impl Family {
             .into_iter()
             .map(|r| {
                 (
-                    r.record.action,
+                    r.record.action.to_string(),
                     r.record.decision,
                     r.record.operation,
                     r.record.detail,
