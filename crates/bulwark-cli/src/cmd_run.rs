@@ -4,11 +4,10 @@ use crate::approver::TerminalApprover;
 use crate::checkpoints::{Checkpointer, Shutdown};
 use crate::printer::Printer;
 use crate::records::Records;
-use crate::worker_store::BrokerClient;
 use crate::{ChatArgs, Failure, RunArgs, usage_error};
 use anyhow::{Context, anyhow};
 use bulwark_kernel::{
-    AgentRuntime, Approver, FrontEnd, Home, Kernel, KernelError, OpenError, OpenSession,
+    AgentRuntime, Approver, FrontEnd, Home, Kernel, KernelError, OpenError, OpenSession, Origin,
     PreApproved, Session, SessionFactory, SessionRecords, SessionSpec, ToolRegistry, TurnEnd,
 };
 use bulwark_llm::Message;
@@ -45,19 +44,18 @@ pub(crate) fn open_error(failure: Failure) -> OpenError {
     }
 }
 
-/// A session ready to take turns (shared by `run`, `chat` and `worker`).
+/// A session ready to take turns (shared by `run` and `chat`).
 pub(crate) struct Prepared {
     pub(crate) kernel: Kernel,
     pub(crate) session: Session,
     pub(crate) history: Vec<Message>,
     pub(crate) agent: AgentRuntime,
-    /// Signs checkpoints while the run lasts, and the last one at its end
-    /// (`None` in a worker: the server signs).
+    /// Signs checkpoints while the run lasts, and the last one at its end.
     pub(crate) checkpoints: Option<Checkpointer>,
     /// Ctrl-C / SIGTERM, listened for from before the session starts.
     pub(crate) shutdown: Shutdown,
-    /// This process's lease on the session (`None` in a worker: the
-    /// server holds it), given up when this is dropped.
+    /// This process's lease on the session, given up when this is
+    /// dropped.
     pub(crate) lease: Option<Arc<bulwark_store::SessionLease>>,
 }
 
@@ -73,7 +71,7 @@ impl Drop for Prepared {
 }
 
 impl Prepared {
-    /// Signs the final checkpoint (once; a no-op in a worker).
+    /// Signs the final checkpoint (once).
     pub(crate) fn finish_checkpoints(&mut self) {
         if let Some(checkpoints) = self.checkpoints.take() {
             checkpoints.finish();
@@ -81,47 +79,25 @@ impl Prepared {
     }
 }
 
-/// Who the session serves, with what the CLI needs to reach its records.
-/// It maps onto the kernel's [`bulwark_kernel::Origin`], which decides the
-/// rest (remote narrowing, spawning, who signs checkpoints).
-pub(crate) enum Origin {
-    /// `run` and `chat`: the operator at this machine's terminal. This
-    /// process opens the database, checks the audit log and signs
-    /// checkpoints.
-    Terminal,
-    /// A worker for `serve`: a user who reached the server over the
-    /// network. Every record goes through the server, which keeps them
-    /// for this worker's conversation only.
-    Remote(Arc<BrokerClient>),
-}
-
-impl Origin {
-    pub(crate) fn kernel(&self) -> bulwark_kernel::Origin {
-        match self {
-            Origin::Terminal => bulwark_kernel::Origin::Terminal,
-            Origin::Remote(_) => bulwark_kernel::Origin::Worker,
-        }
-    }
-}
-
-/// Opens a session through the kernel's session factory, with this
-/// front end's records (the database or the server), approver and
-/// warnings (printed). `approver` answers the door's approval requests
-/// (the terminal for `run`/`chat`, the server for a worker).
-pub(crate) fn prepare(
+/// Opens a session of the operator at this machine's terminal
+/// ([`Origin::Terminal`]: this process opens the database, checks the
+/// audit log and signs checkpoints) through the kernel's session factory,
+/// with the database's records, `approver` (the terminal) and warnings
+/// printed. A served worker opens its own in `bulwark-worker`.
+fn prepare(
     home: &Home,
     agent_name: &str,
     user: &str,
     model_override: Option<&str>,
     resume: Option<&str>,
-    origin: Origin,
     approver: Arc<dyn Approver>,
 ) -> Result<Prepared, Failure> {
     let shutdown = Shutdown::listen().context("cannot install the Ctrl-C / SIGTERM handlers")?;
+    let origin = Origin::Terminal;
     let spec = SessionSpec {
         agent: agent_name.to_owned(),
         user: user.to_owned(),
-        origin: origin.kernel(),
+        origin: origin.clone(),
         model: model_override.map(str::to_owned),
         resume: resume.map(str::to_owned),
     };
@@ -208,7 +184,6 @@ pub async fn run(home: &Home, args: RunArgs) -> Result<(), Failure> {
         &args.user,
         args.model.as_deref(),
         args.session.as_deref(),
-        Origin::Terminal,
         Arc::new(TerminalApprover::new(pre)),
     )?;
     eprintln!(
@@ -268,7 +243,6 @@ pub async fn chat(home: &Home, args: ChatArgs) -> Result<(), Failure> {
         &args.user,
         args.model.as_deref(),
         args.resume.as_deref(),
-        Origin::Terminal,
         Arc::new(TerminalApprover::new(PreApproved::default())),
     )?;
     eprintln!(

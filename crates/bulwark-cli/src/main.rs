@@ -18,15 +18,12 @@ mod cmd_sandbox;
 mod cmd_serve;
 mod cmd_status;
 mod cmd_witness;
-mod cmd_worker;
 mod evidence;
 mod printer;
 mod records;
 mod session_lease;
 mod terminal;
 mod witnessing;
-mod worker_confine;
-mod worker_store;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -179,7 +176,7 @@ enum Command {
     Status,
     /// Run one conversation for `bulwark serve` (frames on stdin/stdout).
     #[command(hide = true)]
-    Worker(worker_confine::WorkerArgs),
+    Worker(bulwark_worker::WorkerArgs),
 }
 
 #[derive(Subcommand)]
@@ -564,19 +561,18 @@ fn main() -> ExitCode {
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .init();
     }
-    // A worker confines itself to its user's and agent's data now, while
-    // this is the only thread: Landlock binds the calling thread and those
-    // it starts later, so the runtime's threads are built inside it.
-    let worker_start = match &cli.command {
-        Command::Worker(args) => match home(cli.home.clone()) {
-            Ok(home) => Some(worker_confine::confine_worker(&home, args)),
+    // `bulwark worker` (started by `serve`): the worker library confines
+    // the process while this is its only thread, then runs its own
+    // runtime. Nothing else of the CLI runs in that mode.
+    if let Command::Worker(args) = &cli.command {
+        return match home(cli.home) {
+            Ok(home) => ExitCode::from(bulwark_worker::run_main(&home, args)),
             Err(failure) => {
                 eprintln!("error: {:#}", failure.error);
-                return ExitCode::from(failure.code);
+                ExitCode::from(failure.code)
             }
-        },
-        _ => None,
-    };
+        };
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -722,10 +718,7 @@ fn main() -> ExitCode {
             Command::Credits { command } => cmd_credits::credits(&home, command),
             Command::Sign { agent, key } => cmd_keys::sign(&home, &agent, key.as_deref()),
             Command::Verify { agent } => cmd_keys::verify(&home, &agent),
-            Command::Worker(_) => match &worker_start {
-                Some(start) => cmd_worker::worker(&home, start).await,
-                None => Err(anyhow::anyhow!("the worker was not set up").into()),
-            },
+            Command::Worker(_) => Err(anyhow::anyhow!("the worker was not dispatched").into()),
             Command::Serve(args) => cmd_serve::serve(&home, args).await,
             Command::Witness { command } => cmd_witness::witness(&home, command).await,
         }

@@ -7,7 +7,6 @@ use crate::common;
 
 mod audit_order;
 
-
 use bulwark_protocol::protocol::{Command, ErrorCode, Event, ToolDecision, TurnEnd};
 use bulwark_server::workers::{
     Broker, Conversation, DatabaseBroker, EndReason, OpenRequest, Supervisor, SupervisorConfig,

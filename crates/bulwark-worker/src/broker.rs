@@ -69,7 +69,14 @@ struct Sent {
     reply: std_mpsc::Receiver<StoreReply>,
 }
 
-pub(crate) struct BrokerClient {
+/// The worker's store: the kernel's [`ConversationStore`], [`AuditSink`]
+/// and [`Ledger`], each operation a request to the server. The
+/// conversation loop hands it the server's replies ([`deliver`]) and says
+/// when no more will come ([`close`]).
+///
+/// [`deliver`]: BrokerClient::deliver
+/// [`close`]: BrokerClient::close
+pub struct BrokerClient {
     events: mpsc::UnboundedSender<Event>,
     pending: Mutex<HashMap<u64, std_mpsc::SyncSender<StoreReply>>>,
     next: AtomicU64,
@@ -88,7 +95,8 @@ pub(crate) struct BrokerClient {
 }
 
 impl BrokerClient {
-    pub(crate) fn new(events: mpsc::UnboundedSender<Event>) -> Self {
+    /// A client that sends its requests as [`Event::Store`] on `events`.
+    pub fn new(events: mpsc::UnboundedSender<Event>) -> Self {
         Self {
             events,
             pending: Mutex::new(HashMap::new()),
@@ -110,7 +118,7 @@ impl BrokerClient {
 
     /// Hands the server's answer to the call waiting for it; `false` when
     /// none waits (the server broke the protocol, or the call timed out).
-    pub(crate) fn deliver(&self, request_id: u64, reply: StoreReply) -> bool {
+    pub fn deliver(&self, request_id: u64, reply: StoreReply) -> bool {
         match self.pending().remove(&request_id) {
             Some(waiter) => waiter.try_send(reply).is_ok(),
             None => false,
@@ -119,7 +127,7 @@ impl BrokerClient {
 
     /// No more replies will come: every waiting call fails now (its
     /// sender is dropped), and later calls fail at once.
-    pub(crate) fn close(&self) {
+    pub fn close(&self) {
         let mut pending = self.pending();
         self.closed.store(true, Ordering::SeqCst);
         pending.clear();
@@ -242,7 +250,7 @@ impl BrokerClient {
 
     /// Opens stored session `session` of this worker's user and agent; its
     /// saved state.
-    pub(crate) fn resume(&self, session: &str) -> Result<Option<String>, StoreError> {
+    pub fn resume(&self, session: &str) -> Result<Option<String>, StoreError> {
         let mut resumed = self.resumed.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((id, state)) = resumed.as_ref()
             && id == session
@@ -261,14 +269,14 @@ impl BrokerClient {
     }
 
     /// Creates the new session `session` for this worker's user and agent.
-    pub(crate) fn create(&self, session: &str) -> Result<(), StoreError> {
+    pub fn create(&self, session: &str) -> Result<(), StoreError> {
         self.done(StoreRequest::Create {
             session: session.to_owned(),
         })
     }
 
     /// Tokens this worker's user used since `since_ms`.
-    pub(crate) fn tokens_since(&self, since_ms: i64) -> Result<u64, StoreError> {
+    pub fn tokens_since(&self, since_ms: i64) -> Result<u64, StoreError> {
         match self.call(StoreRequest::TokensSince { since_ms })? {
             StoreReply::Tokens { tokens } => Ok(tokens),
             other => Err(unexpected(&other)),

@@ -1,29 +1,31 @@
 //! `bulwark worker`: one conversation in its own process, for `bulwark
 //! serve`. Commands arrive as frames on stdin, events leave as frames on
-//! stdout (see the `bulwark-worker` crate); nothing else is ever written
-//! to stdout, which is moved off fd 1 before anything runs.
+//! stdout (see [`crate::io`]); nothing else is ever written to stdout,
+//! which is moved off fd 1 before anything runs.
 //!
 //! The worker trusts its parent: only the supervisor holds its stdin, and
-//! it authenticated the user named in `Start`. The session is set up
-//! exactly as `bulwark run` sets one up (`prepare`), with an approver that
-//! asks the server instead of a terminal.
+//! it authenticated the user named in `Start`. The session is opened by
+//! the kernel's [`SessionFactory`] as `bulwark run` opens one, with
+//! [`Origin::Worker`], records that go to the server ([`WorkerRecords`])
+//! and an approver that asks the server instead of a terminal.
 
-use crate::cmd_run::{Origin, Prepared, prepare};
-use crate::worker_confine::WorkerStart;
-use crate::worker_store::BrokerClient;
-use crate::{Failure, usage_error};
-use anyhow::{Context, anyhow};
+use crate::broker::BrokerClient;
+use crate::confine::WorkerStart;
+use crate::error::WorkerError;
+use crate::io::{FrameReader, FrameWriter};
+use crate::records::WorkerRecords;
 use bulwark_audit::Decision;
 use bulwark_kernel::{
-    ApprovalAnswer, ApprovalRequest, Approver, CancellationToken, DispatchResult, Home,
-    KernelError, TurnObserver,
+    AgentRuntime, ApprovalAnswer, ApprovalRequest, Approver, CancellationToken, DispatchResult,
+    FrontEnd, Home, Kernel, KernelError, OpenSession, Origin, Session, SessionFactory,
+    SessionRecords, SessionSpec, TurnObserver,
 };
+use bulwark_llm::Message;
 use bulwark_protocol::protocol::{
     Command, ErrorCode, Event, MAX_ID_CHARS, MAX_SHORT_CHARS, MAX_TEXT_CHARS, ToolDecision,
     TurnEnd, Usage,
 };
 use bulwark_store::StoreError;
-use bulwark_worker::io::{FrameReader, FrameWriter};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,11 +43,14 @@ const FLUSH_WAIT: Duration = Duration::from_secs(5);
 
 type Events = mpsc::UnboundedSender<Event>;
 
-pub async fn worker(home: &Home, expected: &WorkerStart) -> Result<(), Failure> {
+/// Serves the conversation: reads commands, runs turns, writes events,
+/// until `Shutdown`, the end of stdin or a signal. Runs on the runtime
+/// [`crate::run_main`] built after confining the process to `expected`.
+pub(crate) async fn worker(home: &Home, expected: &WorkerStart) -> Result<(), WorkerError> {
     // main() hardened the process already; again here so worker mode never
     // depends on the order of main's start-up (not dumpable, no core).
-    bulwark_sandbox::harden_process().map_err(|e| usage_error(anyhow!(e)))?;
-    let pipes = bulwark_worker::stdio::take_ipc().context("cannot take the IPC pipes")?;
+    bulwark_sandbox::harden_process().map_err(WorkerError::Harden)?;
+    let pipes = crate::stdio::take_ipc().map_err(WorkerError::Pipes)?;
     let (events, events_rx) = mpsc::unbounded_channel();
     let writer = tokio::spawn(write_events(pipes.events, events_rx));
     let (stop_tx, stop) = watch::channel(false);
@@ -109,7 +114,7 @@ async fn converse(
     approvals: Arc<Approvals>,
     store: Arc<BrokerClient>,
     expected: &WorkerStart,
-) -> Result<(), Failure> {
+) -> Result<(), WorkerError> {
     let start = tokio::select! {
         start = &mut ch.start => start.ok(),
         () = stopped(&ch.stop) => None,
@@ -128,18 +133,21 @@ async fn converse(
     // log) under that reference. A refused resume only echoes the user's
     // own request, with the data directory named, not spelled out.
     let root = home.root().display().to_string();
-    let fail = |code, failure: Failure| {
+    let fail = |code, failure: WorkerError| {
         let (message, failure) = match code {
             ErrorCode::Setup => {
                 let reference = log_reference();
                 let message = format!(
                     "agent `{agent}` could not be started; an administrator can find why in the server log under reference {reference}"
                 );
-                let error = failure.error.context(format!("reference {reference}"));
-                (message, Failure { error, ..failure })
+                let failure = WorkerError::Referenced {
+                    reference,
+                    source: Box::new(failure),
+                };
+                (message, failure)
             }
             _ => {
-                let message = format!("{:#}", failure.error).replace(&root, "$BULWARK_HOME");
+                let message = failure.report().replace(&root, "$BULWARK_HOME");
                 (message, failure)
             }
         };
@@ -153,15 +161,13 @@ async fn converse(
     // Started for one user and agent (`--user`, `--agent`) and confined to
     // their data before this runtime existed: it serves nobody else.
     if user != expected.user || agent != expected.agent {
-        let failure = usage_error(anyhow!(
-            "this worker was started for a different user or agent than `Start` names"
-        ));
-        return fail(ErrorCode::Forbidden, failure);
+        return fail(ErrorCode::Forbidden, WorkerError::WrongConversation);
     }
     if let Some(refusal) = &expected.refusal {
-        return fail(ErrorCode::Setup, anyhow!("{refusal}").into());
+        return fail(ErrorCode::Setup, WorkerError::Unconfined(refusal.clone()));
     }
-    // Resumed before `prepare` (which asks again and gets the same answer)
+    // Resumed before the session is opened (which asks again and gets the
+    // same answer)
     // so that the answer is `Forbidden` and does not say whose session it
     // is, or whether it exists.
     if let Some(id) = &resume
@@ -170,26 +176,20 @@ async fn converse(
         return match err {
             StoreError::NotFound(_) => fail(
                 ErrorCode::Forbidden,
-                usage_error(anyhow!(
-                    "no session `{id}` of user `{user}` with agent `{agent}`"
-                )),
+                WorkerError::NoSession {
+                    id: id.clone(),
+                    user: user.clone(),
+                    agent: agent.clone(),
+                },
             ),
             // Another process runs the session: the server's message
             // says which and until when.
-            StoreError::Conflict(why) => fail(ErrorCode::Busy, Failure::from(anyhow!("{why}"))),
-            other => fail(ErrorCode::Setup, Failure::from(other)),
+            StoreError::Conflict(why) => fail(ErrorCode::Busy, WorkerError::Busy(why)),
+            other => fail(ErrorCode::Setup, WorkerError::Store(other)),
         };
     }
     let turn_stop = approvals.clone();
-    let mut p = match prepare(
-        home,
-        &agent,
-        &user,
-        None,
-        resume.as_deref(),
-        Origin::Remote(store.clone()),
-        approvals,
-    ) {
+    let mut p = match open(home, &agent, &user, resume, &store, approvals) {
         Ok(p) => p,
         Err(failure) => return fail(ErrorCode::Setup, failure),
     };
@@ -220,8 +220,90 @@ async fn converse(
             break;
         }
     }
-    p.finish_checkpoints();
     Ok(())
+}
+
+/// The worker's open session, and the signals that end it.
+struct Served {
+    kernel: Kernel,
+    session: Session,
+    history: Vec<Message>,
+    agent: AgentRuntime,
+    /// Ctrl-C / SIGTERM, listened for from before the session opens.
+    shutdown: Shutdown,
+}
+
+/// Opens the session through the kernel's factory: [`Origin::Worker`]
+/// (the `[remote]` policy narrows it, it cannot spawn), records that go
+/// to the server, approvals asked of the server.
+fn open(
+    home: &Home,
+    agent: &str,
+    user: &str,
+    resume: Option<String>,
+    store: &Arc<BrokerClient>,
+    approver: Arc<dyn Approver>,
+) -> Result<Served, WorkerError> {
+    let shutdown = Shutdown::listen().map_err(WorkerError::Signals)?;
+    let spec = SessionSpec {
+        agent: agent.to_owned(),
+        user: user.to_owned(),
+        origin: Origin::Worker,
+        model: None,
+        resume,
+    };
+    let records = Arc::new(WorkerRecords::new(store.clone()));
+    let front = FrontEnd {
+        approver,
+        records: Box::new(move |_| Ok(records as Arc<dyn SessionRecords>)),
+        warn: Arc::new(|warning: &str| eprintln!("warning: {warning}")),
+    };
+    let OpenSession {
+        kernel,
+        session,
+        history,
+        agent,
+        ..
+    } = SessionFactory::new(home.clone())
+        .open(spec, front)
+        .map_err(WorkerError::Open)?;
+    Ok(Served {
+        kernel,
+        session,
+        history,
+        agent,
+        shutdown,
+    })
+}
+
+/// Ctrl-C and SIGTERM, remembered: once [`listen`](Self::listen) returns,
+/// the handlers are installed, so a signal that arrives while nothing
+/// waits is not lost.
+struct Shutdown {
+    requested: watch::Receiver<bool>,
+}
+
+impl Shutdown {
+    /// Installs the handlers now (on the current tokio runtime).
+    fn listen() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        let mut terminate = signal(SignalKind::terminate())?;
+        let (tx, requested) = watch::channel(false);
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
+            let _ = tx.send(true);
+        });
+        Ok(Self { requested })
+    }
+
+    /// Resolves once a signal has arrived (immediately if one already did).
+    async fn requested(&self) {
+        stopped(&self.requested).await;
+    }
 }
 
 /// The window of `tokens_per_day`.
@@ -284,7 +366,7 @@ fn now_ms() -> i64 {
 
 /// Runs one turn; `false` when the worker must stop (shutdown, signal).
 async fn run_turn(
-    p: &mut Prepared,
+    p: &mut Served,
     ch: &mut Channels,
     approvals: &Approvals,
     message_id: u64,

@@ -15,10 +15,11 @@
 //! `[sandbox] enforcement`, what happens when that fails: strict refuses
 //! to serve (the client gets a setup error), permissive warns and goes on.
 //!
-//! It runs in `main` before the async runtime exists: Landlock binds the
-//! calling thread and the threads started after it, never earlier ones.
+//! It runs in [`crate::run_main`] before the async runtime exists:
+//! Landlock binds the calling thread and the threads started after it,
+//! never earlier ones.
 
-use anyhow::anyhow;
+use crate::error::chain;
 use bulwark_kernel::{Home, KernelError, valid_name};
 use bulwark_policy::{GlobalConfig, SandboxEnforcement, parse_model_ref};
 use bulwark_sandbox::SelfConfinement;
@@ -149,12 +150,20 @@ pub fn local_model_file(home: &Home, global: &GlobalConfig, agent: &str) -> Opti
 /// Creates what must exist before the rules are made: the user's
 /// directories for the agent (a rule is on an existing directory; a
 /// missing one would stay unreachable).
-fn prepare_paths(home: &Home, user: &str, agent: &str) -> anyhow::Result<()> {
+fn prepare_paths(home: &Home, user: &str, agent: &str) -> Result<(), String> {
+    let text = |err: &dyn std::error::Error| chain(err);
     // Only for an agent that exists: a request naming another must not
     // leave directories behind (the session setup refuses it anyway).
-    if home.agent_dir(agent)?.join("agent.toml").is_file() {
-        std::fs::create_dir_all(home.workspace_dir(user, agent)?)?;
-        std::fs::create_dir_all(home.user_memory_dir(user)?)?;
+    if home
+        .agent_dir(agent)
+        .map_err(|e| text(&e))?
+        .join("agent.toml")
+        .is_file()
+    {
+        let workspace = home.workspace_dir(user, agent).map_err(|e| text(&e))?;
+        std::fs::create_dir_all(workspace).map_err(|e| text(&e))?;
+        let memory = home.user_memory_dir(user).map_err(|e| text(&e))?;
+        std::fs::create_dir_all(memory).map_err(|e| text(&e))?;
     }
     Ok(())
 }
@@ -179,7 +188,7 @@ pub fn confine_worker(home: &Home, args: &WorkerArgs) -> WorkerStart {
         .map(Home::new)
         .unwrap_or_else(|_| home.clone());
     let confined = prepare_paths(&home, &args.user, &args.agent)
-        .map_err(|e| anyhow!("the data directory is not ready for a worker: {e:#}"))
+        .map_err(|e| format!("the data directory is not ready for a worker: {e}"))
         .and_then(|()| {
             let model = local_model_file(&home, &global, &args.agent);
             let exe = std::env::current_exe().ok();
@@ -190,11 +199,9 @@ pub fn confine_worker(home: &Home, args: &WorkerArgs) -> WorkerStart {
                 model.as_deref(),
                 exe.as_deref(),
             )
-            .map_err(|e| anyhow!("{e}"))
+            .map_err(|e| e.to_string())
         })
-        .and_then(|rules| {
-            bulwark_sandbox::confine_current_process(&rules).map_err(anyhow::Error::from)
-        });
+        .and_then(|rules| bulwark_sandbox::confine_current_process(&rules).map_err(|e| chain(&e)));
     match confined {
         Ok(report) => {
             eprintln!(
@@ -203,7 +210,7 @@ pub fn confine_worker(home: &Home, args: &WorkerArgs) -> WorkerStart {
             );
             start(None)
         }
-        Err(err) => start(decide(strict, &format!("{err:#}"))),
+        Err(err) => start(decide(strict, &err)),
     }
 }
 
