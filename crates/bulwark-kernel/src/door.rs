@@ -362,10 +362,11 @@ impl Door {
             );
             return self.finish(&audit, outcome);
         }
-        let demands = match tool.demands(call.input) {
-            Ok(d) => d,
+        let parsed = match tool.parse(call.input) {
+            Ok(parsed) => parsed,
             Err(err) => return self.finish(&audit, Self::tool_error(err)),
         };
+        let demands = parsed.demands().to_vec();
         for demand in &demands {
             if let Err(denial) = session.policy.check_demand(demand) {
                 let detail = format!("no capability covers this {} request", demand_kind(demand));
@@ -496,7 +497,7 @@ impl Door {
             sandbox_warnings.clone(),
         );
         let limit = session.resources.limits.call_timeout;
-        let outcome = match tokio::time::timeout(limit, tool.call(&ctx, call.input)).await {
+        let outcome = match tokio::time::timeout(limit, parsed.call(&ctx)).await {
             Ok(outcome) => outcome,
             Err(_) => Err(ToolError::Failed(format!(
                 "the tool did not finish within {} s",

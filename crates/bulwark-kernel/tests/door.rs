@@ -1,6 +1,8 @@
 //! The door: every tool is refused without its grant, allowed with it, and
 //! every decision is audited once.
 
+#[path = "door/args.rs"]
+mod args;
 mod common;
 #[path = "door/links.rs"]
 mod links;
