@@ -102,7 +102,7 @@ impl AccessEditor {
             .users
             .into_iter()
             .map(|(name, u)| UserSummary {
-                name,
+                name: name.into_string(),
                 role: u.role,
                 agents: u.agents,
                 tokens: u
