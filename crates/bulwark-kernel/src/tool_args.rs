@@ -106,20 +106,6 @@ fn tidy(schema: &mut Value) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use crate::registry::ToolRegistry;
-
-    /// The schemas as the model sees them, for review: `cargo test -p
-    /// bulwark-kernel print_schemas -- --nocapture`.
-    #[test]
-    fn print_schemas() {
-        for tool in ToolRegistry::builtin().iter() {
-            println!("{}: {}", tool.spec().name, tool.input_schema());
-        }
-    }
-}
-
 /// `{"type": ["string", "null"]}` → `{"type": "string"}`, and an `anyOf`
 /// with a `{"type": "null"}` branch loses that branch.
 fn drop_null(schema: &mut Value) {
