@@ -1,6 +1,6 @@
-//! Tool arguments are JSON chosen by the model. Every built-in tool derives
-//! its demands from them; that must never panic, and no file demand may
-//! name a path outside the workspace.
+//! Tool arguments are JSON chosen by the model. Every built-in tool parses
+//! them once and derives its demands from the parsed value; that must never
+//! panic, and no file demand may name a path outside the workspace.
 #![no_main]
 
 use bulwark_kernel::ToolRegistry;
@@ -15,11 +15,11 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     for tool in REGISTRY.iter() {
-        let Ok(demands) = tool.demands(&args) else {
+        let Ok(parsed) = tool.parse(&args) else {
             continue;
         };
-        for demand in demands {
-            if let Demand::FileRead(p) | Demand::FileWrite(p) = &demand {
+        for demand in parsed.demands() {
+            if let Demand::FileRead(p) | Demand::FileWrite(p) = demand {
                 let path = p.as_str();
                 assert!(
                     !path.starts_with('/') && path.split('/').all(|c| c != ".."),

@@ -81,6 +81,7 @@ enum Command {
     #[command(after_help = "Example:\n  bulwark preflight assistant")]
     Preflight {
         /// The agent's name (a directory under agents/).
+        #[arg(value_parser = agent_arg)]
         agent: String,
         /// Check this model instead of the manifest's.
         #[arg(long)]
@@ -139,6 +140,7 @@ enum Command {
     )]
     Sign {
         /// The agent's name (a directory under agents/).
+        #[arg(value_parser = agent_arg)]
         agent: String,
         /// The signing key (keys/<NAME>.key); needed when there are several.
         #[arg(long, value_name = "NAME")]
@@ -156,6 +158,7 @@ enum Command {
     )]
     Verify {
         /// The agent's name (a directory under agents/).
+        #[arg(value_parser = agent_arg)]
         agent: String,
     },
     /// Credits: balances, transfers, minting, history and each account's
@@ -315,6 +318,7 @@ enum CredentialsCommand {
         after_help = "Examples:\n  bulwark credentials check researcher\n  bulwark credentials check researcher --require-strict\n\nStrict mode: the agent declares [credentials.grants.<name>] with keys, tools,\nhosts and inject rules; keys reach only those hosts. Legacy mode (no grants):\nany [secrets] env key may be placed into any request the agent can make."
     )]
     Check {
+        #[arg(value_parser = agent_arg)]
         agent: String,
         /// Also fail (exit 1) if the agent runs in legacy mode.
         #[arg(long)]
@@ -340,9 +344,21 @@ enum NetCommand {
     },
 }
 
+/// An agent name argument, checked as an [`AgentName`](bulwark_policy::AgentName)
+/// before anything runs (a path-like name is a usage error).
+fn agent_arg(name: &str) -> Result<String, bulwark_policy::NameError> {
+    bulwark_policy::AgentName::new(name).map(String::from)
+}
+
+/// A `--user` argument, checked as a [`UserName`](bulwark_policy::UserName).
+fn user_arg(name: &str) -> Result<String, bulwark_policy::NameError> {
+    bulwark_policy::UserName::new(name).map(String::from)
+}
+
 #[derive(Args)]
 pub struct RunArgs {
     /// The agent's name (a directory under agents/).
+    #[arg(value_parser = agent_arg)]
     agent: String,
     /// The task, as one argument.
     task: String,
@@ -354,7 +370,7 @@ pub struct RunArgs {
     #[arg(long = "approve", value_name = "TOOL[:OP]")]
     approve: Vec<String>,
     /// Act as this user (their restrictions from access.toml apply).
-    #[arg(long, default_value = bulwark_kernel::LOCAL_USER)]
+    #[arg(long, default_value = bulwark_kernel::LOCAL_USER, value_parser = user_arg)]
     user: String,
     /// Continue an earlier session instead of starting a new one.
     #[arg(long, value_name = "ID")]
@@ -364,6 +380,7 @@ pub struct RunArgs {
 #[derive(Args)]
 pub struct ChatArgs {
     /// The agent's name (a directory under agents/).
+    #[arg(value_parser = agent_arg)]
     agent: String,
     /// Resume a stored session by id.
     #[arg(long, value_name = "ID")]
@@ -372,7 +389,7 @@ pub struct ChatArgs {
     #[arg(long)]
     model: Option<String>,
     /// Act as this user (their restrictions from access.toml apply).
-    #[arg(long, default_value = bulwark_kernel::LOCAL_USER)]
+    #[arg(long, default_value = bulwark_kernel::LOCAL_USER, value_parser = user_arg)]
     user: String,
 }
 
@@ -407,9 +424,10 @@ enum PolicyCommand {
     )]
     Explain {
         /// The agent's name (a directory under agents/).
+        #[arg(value_parser = agent_arg)]
         agent: String,
         /// Apply this user's restrictions from access.toml.
-        #[arg(long, default_value = bulwark_kernel::LOCAL_USER)]
+        #[arg(long, default_value = bulwark_kernel::LOCAL_USER, value_parser = user_arg)]
         user: String,
         /// Apply the remote-session sandbox policy (as `serve` would).
         #[arg(long)]

@@ -6,8 +6,8 @@
 
 use bulwark_audit::{AuditSink, MemorySink};
 use bulwark_kernel::{
-    AgentSetup, Door, Home, PreApproved, Session, SessionIdentity, Tool, ToolCall, ToolContext,
-    ToolError, ToolLimits, ToolOutput, ToolRegistry, ToolSpec, build_session,
+    AgentSetup, Door, Home, PreApproved, Session, SessionIdentity, ToolCall, ToolContext,
+    ToolError, ToolLimits, ToolOutput, ToolRegistry, ToolSpec, TypedTool, build_session,
 };
 use bulwark_policy::{Demand, GlobalConfig, PolicyInputs, compute_effective, parse_manifest};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -18,15 +18,20 @@ struct Noop {
     spec: ToolSpec,
 }
 
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct NoArgs {}
+
 #[async_trait::async_trait]
-impl Tool for Noop {
+impl TypedTool for Noop {
+    type Args = NoArgs;
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
-    fn demands(&self, _args: &Value) -> Result<Vec<Demand>, ToolError> {
+    fn demands(&self, _args: &NoArgs) -> Result<Vec<Demand>, ToolError> {
         Ok(Vec::new())
     }
-    async fn call(&self, _ctx: &ToolContext, _args: &Value) -> Result<ToolOutput, ToolError> {
+    async fn call(&self, _ctx: &ToolContext, _args: NoArgs) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::text("ok"))
     }
     fn example_args(&self) -> Value {
@@ -88,7 +93,6 @@ fn bench_door(c: &mut Criterion) {
             domain: "noop",
             operation: "call",
             description: "does nothing",
-            input_schema: json!({"type": "object"}),
         },
     }));
     let policy = effective(MANIFEST, &registry);

@@ -7,7 +7,8 @@
 
 use crate::agent::KernelError;
 use bulwark_policy::{
-    AccessFile, GlobalConfig, Manifest, parse_access, parse_global_config, parse_manifest,
+    AccessFile, AgentName, GlobalConfig, Manifest, UserName, parse_access, parse_global_config,
+    parse_manifest,
 };
 use std::path::{Path, PathBuf};
 
@@ -38,19 +39,20 @@ fn sha256(text: &str) -> [u8; 32] {
 pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a careful assistant. Use the tools you are given \
 to do the task, and say plainly when a tool is refused.";
 
-/// Names that become directory names: lowercase letters, digits, `-`, `_`.
+/// Names that become directory names: lowercase letters, digits, `-`, `_`
+/// ([`AgentName`]'s rule; prefer the type where a name is kept).
 pub fn valid_name(name: &str) -> bool {
     bulwark_policy::is_agent_name(name)
 }
 
-fn check_name(kind: &str, name: &str) -> Result<(), KernelError> {
-    if valid_name(name) {
-        Ok(())
-    } else {
-        Err(KernelError::Setup(format!(
-            "{kind} name `{name}` is invalid: use 1-64 lowercase letters, digits, `-` or `_`, starting with a letter or digit"
-        )))
-    }
+/// `agent` as an [`AgentName`], or the setup error that says the rule.
+fn agent_name(agent: &str) -> Result<AgentName, KernelError> {
+    AgentName::new(agent).map_err(|e| KernelError::Setup(e.to_string()))
+}
+
+/// `user` as a [`UserName`], or the setup error that says the rule.
+fn user_name(user: &str) -> Result<UserName, KernelError> {
+    UserName::new(user).map_err(|e| KernelError::Setup(e.to_string()))
 }
 
 impl Home {
@@ -89,35 +91,50 @@ impl Home {
     pub fn agents_dir(&self) -> PathBuf {
         self.root.join("agents")
     }
+    /// `agents/<agent>`; the `&str` forms check the name, the typed ones
+    /// ([`Home::agent_path`], ...) cannot fail.
     pub fn agent_dir(&self, agent: &str) -> Result<PathBuf, KernelError> {
-        check_name("agent", agent)?;
-        Ok(self.agents_dir().join(agent))
-    }
-    fn user_dir(&self, user: &str) -> Result<PathBuf, KernelError> {
-        check_name("user", user)?;
-        Ok(self.root.join("users").join(user))
+        Ok(self.agent_path(&agent_name(agent)?))
     }
     /// `users/<user>/agents/<agent>/workspace`
     pub fn workspace_dir(&self, user: &str, agent: &str) -> Result<PathBuf, KernelError> {
-        check_name("agent", agent)?;
-        Ok(self
-            .user_dir(user)?
-            .join("agents")
-            .join(agent)
-            .join("workspace"))
+        let agent = agent_name(agent)?;
+        Ok(self.workspace_path(&user_name(user)?, &agent))
     }
     /// `users/<user>/agents/<agent>/memory`
     pub fn agent_memory_dir(&self, user: &str, agent: &str) -> Result<PathBuf, KernelError> {
-        check_name("agent", agent)?;
-        Ok(self
-            .user_dir(user)?
-            .join("agents")
-            .join(agent)
-            .join("memory"))
+        let agent = agent_name(agent)?;
+        Ok(self.agent_memory_path(&user_name(user)?, &agent))
     }
     /// `users/<user>/memory`, shared by the user's agents.
     pub fn user_memory_dir(&self, user: &str) -> Result<PathBuf, KernelError> {
-        Ok(self.user_dir(user)?.join("memory"))
+        Ok(self.user_memory_path(&user_name(user)?))
+    }
+
+    /// `agents/<agent>`: a name is one safe path component by construction.
+    pub fn agent_path(&self, agent: &AgentName) -> PathBuf {
+        self.agents_dir().join(agent.as_str())
+    }
+    fn user_path(&self, user: &UserName) -> PathBuf {
+        self.root.join("users").join(user.as_str())
+    }
+    /// `users/<user>/agents/<agent>/workspace`
+    pub fn workspace_path(&self, user: &UserName, agent: &AgentName) -> PathBuf {
+        self.user_path(user)
+            .join("agents")
+            .join(agent.as_str())
+            .join("workspace")
+    }
+    /// `users/<user>/agents/<agent>/memory`
+    pub fn agent_memory_path(&self, user: &UserName, agent: &AgentName) -> PathBuf {
+        self.user_path(user)
+            .join("agents")
+            .join(agent.as_str())
+            .join("memory")
+    }
+    /// `users/<user>/memory`, shared by the user's agents.
+    pub fn user_memory_path(&self, user: &UserName) -> PathBuf {
+        self.user_path(user).join("memory")
     }
 
     fn read_optional(path: &Path) -> Result<Option<String>, KernelError> {

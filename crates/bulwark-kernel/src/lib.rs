@@ -20,6 +20,7 @@ mod scoped_credits;
 mod session;
 mod setup;
 mod tool;
+mod tool_args;
 mod tools;
 
 pub use agent::{
@@ -56,4 +57,5 @@ pub use setup::{
     egress_client, load_secrets,
 };
 pub use tokio_util::sync::CancellationToken;
-pub use tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+pub use tool::{ParsedCall, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool};
+pub use tool_args::{parse_args, schema_for};

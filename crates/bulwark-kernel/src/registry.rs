@@ -3,12 +3,15 @@
 use crate::tool::Tool;
 use bulwark_llm::ToolDef;
 use bulwark_policy::{EffectivePolicy, ToolCatalog};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: BTreeMap<&'static str, Arc<dyn Tool>>,
+    /// Each tool's argument schema, derived once when it is registered.
+    schemas: BTreeMap<&'static str, Value>,
 }
 
 impl ToolRegistry {
@@ -22,7 +25,9 @@ impl ToolRegistry {
     }
 
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
-        self.tools.insert(tool.spec().name, tool);
+        let name = tool.spec().name;
+        self.schemas.insert(name, tool.input_schema());
+        self.tools.insert(name, tool);
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
@@ -60,7 +65,11 @@ impl ToolRegistry {
             .map(|t| ToolDef {
                 name: t.spec().name.to_string(),
                 description: t.spec().description.to_string(),
-                input_schema: t.spec().input_schema.clone(),
+                input_schema: self
+                    .schemas
+                    .get(t.spec().name)
+                    .cloned()
+                    .unwrap_or_else(|| t.input_schema()),
             })
             .collect()
     }

@@ -10,6 +10,8 @@
 use crate::scoped::{ScopedFiles, ScopedHttp, ScopedMemory, ScopedProcess};
 use crate::scoped_credits::ScopedCredits;
 use bulwark_policy::{Demand, TaintLabel};
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 /// Static description of one tool operation as the model and the policy see it.
@@ -22,7 +24,6 @@ pub struct ToolSpec {
     /// The operation within the domain (`read`).
     pub operation: &'static str,
     pub description: &'static str,
-    pub input_schema: Value,
 }
 
 /// What a tool returns to the model.
@@ -148,49 +149,95 @@ impl ToolContext {
     }
 }
 
+/// One tool operation as the model and the policy see it.
+///
+/// Object-safe, so the registry holds built-in tools beside tools whose
+/// schema is only known at run time (MCP servers, WASM skills). The door
+/// parses a call's arguments exactly once, with [`Tool::parse`]: the
+/// [`ParsedCall`] it gets back carries the demands derived from the parsed
+/// value and is then the only way to run the call, so what the policy
+/// checked is what the tool receives. Built-in tools implement
+/// [`TypedTool`] and get this trait from it.
 #[async_trait::async_trait]
 pub trait Tool: Send + Sync {
     fn spec(&self) -> &ToolSpec;
-    /// The concrete capabilities this call needs, derived from its arguments
-    /// alone. The door checks each against the session's effective set and
-    /// scopes the context to exactly these.
-    fn demands(&self, args: &Value) -> Result<Vec<Demand>, ToolError>;
-    async fn call(&self, ctx: &ToolContext, args: &Value) -> Result<ToolOutput, ToolError>;
+    /// The JSON schema of the arguments, as shown to the model (and turned
+    /// into the local model's grammar): a subset every provider accepts, see
+    /// [`crate::tool_args::schema_for`].
+    fn input_schema(&self) -> Value;
+    /// Parses the arguments once and derives the call's demands from the
+    /// parsed value. Malformed arguments are [`ToolError::InvalidArgs`]
+    /// naming the field.
+    fn parse<'t>(&'t self, args: &Value) -> Result<Box<dyn ParsedCall + 't>, ToolError>;
     /// Arguments that exercise the tool, for tests that enumerate every tool.
     fn example_args(&self) -> Value;
 }
 
-/// Reads a required string argument.
-pub fn arg_str<'a>(args: &'a Value, key: &str) -> Result<&'a str, ToolError> {
-    args.get(key)
-        .and_then(Value::as_str)
-        .ok_or_else(|| ToolError::InvalidArgs(format!("`{key}` must be a string")))
+/// A call whose arguments were parsed and whose demands are known: the
+/// door checks [`ParsedCall::demands`], scopes the context to them and runs
+/// [`ParsedCall::call`] with the same parsed arguments.
+#[async_trait::async_trait]
+pub trait ParsedCall: Send {
+    /// The concrete capabilities this call needs, derived from its parsed
+    /// arguments alone. The door checks each against the session's
+    /// effective set and scopes the context to exactly these.
+    fn demands(&self) -> &[Demand];
+    async fn call(self: Box<Self>, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
 }
 
-/// Reads an optional string argument.
-pub fn arg_opt_str<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>, ToolError> {
-    match args.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(ToolError::InvalidArgs(format!("`{key}` must be a string"))),
+/// A tool with one argument struct. Its JSON schema is derived from the
+/// struct (so the schema, the accepted keys and the parsed fields cannot
+/// drift apart), `deny_unknown_fields` refuses options the tool would
+/// silently ignore, and `demands` sees the same value `call` receives.
+#[async_trait::async_trait]
+pub trait TypedTool: Send + Sync {
+    type Args: DeserializeOwned + JsonSchema + Send + Sync + 'static;
+    fn spec(&self) -> &ToolSpec;
+    /// The concrete capabilities a call with `args` needs. Refusals that are
+    /// not about the arguments' shape (a path outside the workspace, a
+    /// scheme egress refuses) are returned here with their own class.
+    fn demands(&self, args: &Self::Args) -> Result<Vec<Demand>, ToolError>;
+    async fn call(&self, ctx: &ToolContext, args: Self::Args) -> Result<ToolOutput, ToolError>;
+    /// Arguments that exercise the tool, for tests that enumerate every tool.
+    fn example_args(&self) -> Value;
+}
+
+/// A [`TypedTool`] call after parsing: its arguments and their demands.
+struct TypedCall<'t, T: TypedTool> {
+    tool: &'t T,
+    args: T::Args,
+    demands: Vec<Demand>,
+}
+
+#[async_trait::async_trait]
+impl<T: TypedTool> ParsedCall for TypedCall<'_, T> {
+    fn demands(&self) -> &[Demand] {
+        &self.demands
+    }
+    async fn call(self: Box<Self>, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let this = *self;
+        this.tool.call(ctx, this.args).await
     }
 }
 
-/// Refuses arguments that are not an object or carry keys the schema lacks,
-/// so a model cannot smuggle options a tool would silently ignore.
-pub fn check_keys(args: &Value, allowed: &[&str]) -> Result<(), ToolError> {
-    let Some(map) = args.as_object() else {
-        return Err(ToolError::InvalidArgs(
-            "arguments must be a JSON object".into(),
-        ));
-    };
-    for key in map.keys() {
-        if !allowed.contains(&key.as_str()) {
-            return Err(ToolError::InvalidArgs(format!(
-                "unknown argument `{key}`; allowed: {}",
-                allowed.join(", ")
-            )));
-        }
+#[async_trait::async_trait]
+impl<T: TypedTool> Tool for T {
+    fn spec(&self) -> &ToolSpec {
+        TypedTool::spec(self)
     }
-    Ok(())
+    fn input_schema(&self) -> Value {
+        crate::tool_args::schema_for::<T::Args>()
+    }
+    fn parse<'t>(&'t self, args: &Value) -> Result<Box<dyn ParsedCall + 't>, ToolError> {
+        let args: T::Args = crate::tool_args::parse_args(args)?;
+        let demands = self.demands(&args)?;
+        Ok(Box::new(TypedCall {
+            tool: self,
+            args,
+            demands,
+        }))
+    }
+    fn example_args(&self) -> Value {
+        TypedTool::example_args(self)
+    }
 }

@@ -2,6 +2,8 @@
 //! every decision is audited once.
 
 use crate::common;
+#[path = "door/args.rs"]
+mod args;
 #[path = "door/links.rs"]
 mod links;
 #[path = "door/sequence.rs"]

@@ -7,13 +7,16 @@ use serde::{Deserialize, Serialize};
 use crate::capability::Capability;
 use crate::error::{ConfigError, Located, Seg};
 use crate::manifest::{AccessMode, Manifest, ToolFilter, is_agent_name};
+use crate::names::UserName;
 use crate::validate;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AccessFile {
+    /// Keyed by name: a name that breaks the rule fails the parse, with
+    /// its table named.
     #[serde(default)]
-    pub users: BTreeMap<String, UserEntry>,
+    pub users: BTreeMap<UserName, UserEntry>,
 }
 
 impl AccessFile {
@@ -185,19 +188,10 @@ pub fn parse_access(src: &str, origin: &str) -> Result<AccessFile, ConfigError> 
     let mut seen_ids = std::collections::BTreeSet::new();
     for (name, u) in &a.users {
         let base = [Key("users"), Key(name.as_str())];
-        // User names become directory names under users/, so they follow
-        // the same rule as agent names.
-        let valid = crate::manifest::is_agent_name(name);
-        if !valid {
-            return Err(loc.at(
-                &base,
-                "user name must be 1-64 lowercase letters, digits, `-` or `_`, starting with a letter or digit",
-            ));
-        }
         // The operator's own entry may narrow the operator (limits, tools,
         // agents), but it can never hold a token: a token would let a
         // remote client act as the operator.
-        if let Some(why) = AccessFile::reserved_user_name(name)
+        if let Some(why) = name.reserved()
             && !u.tokens.is_empty()
         {
             return Err(loc.at(

@@ -25,6 +25,7 @@ mod glob;
 mod layering;
 mod loop_guard;
 mod manifest;
+mod names;
 mod path;
 mod spawn;
 mod taint;
@@ -58,6 +59,7 @@ pub use manifest::{
     AccessMode, AccessSection, AgentSection, ApprovalSection, Manifest, ModelRef, OpFilter,
     SandboxSection, ToolFilter, is_agent_name, parse_manifest, parse_model_ref,
 };
+pub use names::{AgentName, MAX_NAME_LEN, NAME_RULE, NameError, UserName};
 pub use path::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES, PathError, WorkspacePath};
 pub use spawn::{SpawnGrant, SpawnViolation, spawn_violations};
 pub use taint::{TaintLabel, taint_needs_approval};

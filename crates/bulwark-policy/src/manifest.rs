@@ -216,18 +216,7 @@ pub fn parse_model_ref(s: &str) -> Result<ModelRef, String> {
     })
 }
 
-/// Is `name` a valid agent name: `[a-z0-9][a-z0-9_-]{0,63}`?
-/// The one rule for names that become directory or account names: agents,
-/// users, ledger accounts. 1-64 lowercase ASCII letters, digits, `-` and
-/// `_`, starting with a letter or digit.
-pub fn is_agent_name(name: &str) -> bool {
-    let b = name.as_bytes();
-    !b.is_empty()
-        && b.len() <= 64
-        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-')
-}
+pub use crate::names::is_agent_name;
 
 /// Parse and validate an agent manifest. `origin` names the file in errors.
 pub fn parse_manifest(src: &str, origin: &str) -> Result<Manifest, ConfigError> {

@@ -335,6 +335,18 @@ role = "admin"
         "{e}"
     );
 
+    // A user name that is not a safe directory name fails where it is
+    // read, naming the table and the rule (the name is a `UserName`).
+    for name in ["Root", "\"../etc\"", "\"a b\""] {
+        let bad = src.replacen("[users.root]", &format!("[users.{name}]"), 1);
+        let e = parse_access(&bad, "access.toml").unwrap_err();
+        assert_eq!(e.line, line_of(&bad, &format!("[users.{name}]")), "{e}");
+        assert!(
+            e.message.contains("users") && e.message.contains(bulwark_policy::NAME_RULE),
+            "{e}"
+        );
+    }
+
     let bad = src.replacen("agents = [\"researcher\"]", "agents = [\"Bad Name\"]", 1);
     let e = parse_access(&bad, "access.toml").unwrap_err();
     assert_eq!(e.line, line_of(&bad, "Bad Name"), "{e}");

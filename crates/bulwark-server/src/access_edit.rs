@@ -102,7 +102,7 @@ impl AccessEditor {
             .users
             .into_iter()
             .map(|(name, u)| UserSummary {
-                name,
+                name: name.into_string(),
                 role: u.role,
                 agents: u.agents,
                 tokens: u
@@ -125,7 +125,7 @@ impl AccessEditor {
     ) -> Result<Created, AccessEditError> {
         check_user(user)?;
         for a in agents.unwrap_or_default() {
-            if !(a == "*" || bulwark_kernel::valid_name(a)) {
+            if !(a == "*" || bulwark_policy::AgentName::new(a.as_str()).is_ok()) {
                 return Err(AccessEditError::BadAgentName(a.clone()));
             }
         }
@@ -246,10 +246,10 @@ impl AccessEditor {
 }
 
 fn check_user(user: &str) -> Result<(), AccessEditError> {
-    if !bulwark_kernel::valid_name(user) {
+    let Ok(name) = bulwark_policy::UserName::new(user) else {
         return Err(AccessEditError::BadUserName(user.into()));
-    }
-    if let Some(why) = bulwark_policy::AccessFile::reserved_user_name(user) {
+    };
+    if let Some(why) = name.reserved() {
         return Err(AccessEditError::ReservedUserName {
             name: user.into(),
             why,

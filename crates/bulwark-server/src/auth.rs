@@ -116,7 +116,7 @@ impl AuthSnapshot {
             for t in &entry.tokens {
                 let mut mac = [0u8; 32];
                 if hex::decode_to_slice(&t.hash, &mut mac).is_ok() {
-                    snap.tokens.insert(t.id.clone(), (user.clone(), mac));
+                    snap.tokens.insert(t.id.clone(), (user.to_string(), mac));
                 }
             }
         }

@@ -271,12 +271,13 @@ fn payee(to: &str) -> Result<Payee, ApiError> {
         )
     };
     let (kind, name) = to.split_once(':').ok_or_else(bad)?;
-    if !bulwark_kernel::valid_name(name) {
-        return Err(bad());
-    }
     match kind {
-        "agent" => Ok(Payee::Agent(name.to_owned())),
-        "user" => Ok(Payee::User(name.to_owned())),
+        "agent" => bulwark_policy::AgentName::new(name)
+            .map(|n| Payee::Agent(n.into_string()))
+            .map_err(|_| bad()),
+        "user" => bulwark_policy::UserName::new(name)
+            .map(|n| Payee::User(n.into_string()))
+            .map_err(|_| bad()),
         _ => Err(bad()),
     }
 }

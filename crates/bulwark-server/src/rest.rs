@@ -11,6 +11,7 @@ use crate::error::{ApiError, ErrorBody};
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
+use bulwark_policy::{AgentName, UserName};
 use bulwark_store::SessionRow;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -122,11 +123,13 @@ pub(crate) fn bad_query(e: QueryRejection) -> ApiError {
     ))
 }
 
-fn check_name(what: &str, name: &Option<String>) -> Result<(), ApiError> {
-    match name {
-        Some(n) if !bulwark_kernel::valid_name(n) => Err(ApiError::BadRequest(format!(
-            "`{what}` must be 1-64 lowercase letters, digits, `-` or `_`"
-        ))),
+/// A query's `agent` or `user`: checked as the name type it must be.
+fn check_name<N>(what: &str, name: &Option<String>) -> Result<(), ApiError>
+where
+    N: std::str::FromStr<Err = bulwark_policy::NameError>,
+{
+    match name.as_deref().map(N::from_str) {
+        Some(Err(e)) => Err(ApiError::BadRequest(format!("`{what}`: {e}"))),
         _ => Ok(()),
     }
 }
@@ -216,8 +219,8 @@ pub(crate) async fn list_sessions(
     query: Result<Query<SessionQuery>, QueryRejection>,
 ) -> Result<Json<SessionList>, ApiError> {
     let Query(q) = query.map_err(bad_query)?;
-    check_name("agent", &q.agent)?;
-    check_name("user", &q.user)?;
+    check_name::<AgentName>("agent", &q.agent)?;
+    check_name::<UserName>("user", &q.user)?;
     let max = state.config().limits.max_listed_sessions;
     let limit = q.limit.unwrap_or(DEFAULT_LIMIT) as usize;
     if limit == 0 || limit > max {
@@ -307,7 +310,7 @@ pub(crate) async fn usage(
     query: Result<Query<UsageQuery>, QueryRejection>,
 ) -> Result<Json<Usage>, ApiError> {
     let Query(q) = query.map_err(bad_query)?;
-    check_name("user", &q.user)?;
+    check_name::<UserName>("user", &q.user)?;
     let user = scope(&p, q.user)?;
     let rows = sessions_of(&state, None, user, MAX_USAGE_SESSIONS).await?;
     let mut out = Usage {

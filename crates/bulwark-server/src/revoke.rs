@@ -20,7 +20,7 @@ pub fn revoked_users(old: &AuthSnapshot, new: &AuthSnapshot) -> Vec<(String, &'s
             continue;
         }
         let Some(now) = new.access.users.get(user) else {
-            out.push((user.clone(), "revoked"));
+            out.push((user.to_string(), "revoked"));
             continue;
         };
         let all_still_valid = entry.tokens.iter().all(|t| {
@@ -34,7 +34,7 @@ pub fn revoked_users(old: &AuthSnapshot, new: &AuthSnapshot) -> Vec<(String, &'s
             } else {
                 "rotated"
             };
-            out.push((user.clone(), why));
+            out.push((user.to_string(), why));
         }
     }
     out

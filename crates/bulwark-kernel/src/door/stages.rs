@@ -11,7 +11,7 @@ use crate::children::Caller;
 use crate::scoped::{Access, ScopedFiles, ScopedHttp, ScopedMemory, ScopedProcess, SpawnRecorder};
 use crate::scoped_credits::ScopedCredits;
 use crate::session::Session;
-use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
+use crate::tool::{ParsedCall, Tool, ToolContext, ToolError, ToolOutput};
 use bulwark_audit::{Action, Decision, Reason};
 use bulwark_net::{CallContext, CredentialUse, UseOutcome};
 use bulwark_policy::{Demand, Verdict, taint_needs_approval};
@@ -24,15 +24,18 @@ pub(super) struct Admitted {
     warning: Option<String>,
 }
 
-/// Authorized: every demand of the call is granted.
-pub(super) struct Authorized {
+/// Authorized: the arguments parsed (once) and every demand of the call
+/// is granted. `parsed` is what the tool will run: nothing re-reads the
+/// raw arguments after this stage.
+pub(super) struct Authorized<'t> {
     admitted: Admitted,
     demands: Vec<Demand>,
+    parsed: Box<dyn ParsedCall + 't>,
 }
 
 /// Approved: a human approved the call where one had to.
-pub(super) struct Approved {
-    authorized: Authorized,
+pub(super) struct Approved<'t> {
+    authorized: Authorized<'t>,
     human_approved: bool,
     /// The `domain:operation` a human approved for the rest of the session.
     for_session: Option<String>,
@@ -55,7 +58,9 @@ impl Door {
             Ok(next) => next,
             Err(outcome) => return (outcome, None),
         };
-        let authorized = match self.authorize(session, call, ticket, admitted) {
+        // The tool outlives its parsed call, which borrows it.
+        let tool = admitted.tool.clone();
+        let authorized = match self.authorize(session, call, ticket, admitted, &*tool) {
             Ok(next) => next,
             Err(outcome) => return (outcome, None),
         };
@@ -130,13 +135,14 @@ impl Door {
 
     /// The tool's domain and operation, then every concrete resource the
     /// arguments name, then the per-call spending limit.
-    fn authorize(
+    fn authorize<'t>(
         &self,
         session: &Session,
         call: ToolCall<'_>,
         ticket: &CallRecord,
         admitted: Admitted,
-    ) -> Result<Authorized, Outcome> {
+        tool: &'t dyn Tool,
+    ) -> Result<Authorized<'t>, Outcome> {
         let spec = admitted.tool.spec();
         let (domain, operation) = (spec.domain, spec.operation);
         if let Err(denial) = session.policy.check_tool(domain, operation) {
@@ -147,12 +153,10 @@ impl Door {
                 denial.message,
             ));
         }
-        // Parse the arguments into demands: the one place the door reads
-        // the arguments before the call.
-        let demands = admitted
-            .tool
-            .demands(call.input)
-            .map_err(Outcome::tool_error)?;
+        // Parse the arguments once into the call and its demands: the one
+        // place the door reads the raw arguments.
+        let parsed = tool.parse(call.input).map_err(Outcome::tool_error)?;
+        let demands = parsed.demands().to_vec();
         for demand in &demands {
             if let Err(denial) = session.policy.check_demand(demand) {
                 let detail = format!("no capability covers this {} request", demand.kind());
@@ -192,18 +196,22 @@ impl Door {
                 ));
             }
         }
-        Ok(Authorized { admitted, demands })
+        Ok(Authorized {
+            admitted,
+            demands,
+            parsed,
+        })
     }
 
     /// Taint and policy approval: asks the approver unless a human already
     /// approved this `domain:operation` for the session.
-    async fn approve(
+    async fn approve<'t>(
         &self,
         session: &Session,
         call: ToolCall<'_>,
         ticket: &CallRecord,
-        authorized: Authorized,
-    ) -> Result<Approved, Outcome> {
+        authorized: Authorized<'t>,
+    ) -> Result<Approved<'t>, Outcome> {
         let spec = authorized.admitted.tool.spec();
         let (domain, operation) = (spec.domain, spec.operation);
         let approval_key = format!("{domain}:{operation}");
@@ -266,10 +274,15 @@ impl Door {
         session: &Session,
         call: ToolCall<'_>,
         ticket: &CallRecord,
-        approved: Approved,
+        approved: Approved<'_>,
     ) -> (Outcome, Option<Ran>) {
         let Approved {
-            authorized: Authorized { admitted, demands },
+            authorized:
+                Authorized {
+                    admitted,
+                    demands,
+                    parsed,
+                },
             human_approved,
             for_session,
         } = approved;
@@ -310,7 +323,7 @@ impl Door {
         );
         // Call the tool: the one place it runs.
         let limit = session.resources.limits.call_timeout;
-        let result = match tokio::time::timeout(limit, admitted.tool.call(&ctx, call.input)).await {
+        let result = match tokio::time::timeout(limit, parsed.call(&ctx)).await {
             Ok(result) => result,
             Err(_) => Err(ToolError::Failed(format!(
                 "the tool did not finish within {} s",

@@ -1,24 +1,77 @@
 //! `files` domain: read, write, list, edit, search inside the agent's workspace.
 
-use crate::tool::{ToolContext, ToolError, ToolOutput, ToolSpec, arg_opt_str, arg_str, check_keys};
-use bulwark_policy::{Demand, TaintLabel, WorkspacePath};
+use crate::tool::{ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool};
+use crate::tool_args::{NonEmpty, PathArg};
+use bulwark_policy::{Demand, TaintLabel};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 
-fn path_arg(args: &Value, key: &str) -> Result<WorkspacePath, ToolError> {
-    let raw = arg_opt_str(args, key)?.unwrap_or("");
-    WorkspacePath::parse(raw).map_err(|e| ToolError::Path(e.to_string()))
+/// `file_read`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileReadArgs {
+    /// workspace-relative file path
+    path: PathArg,
 }
 
-fn required_path(args: &Value) -> Result<WorkspacePath, ToolError> {
-    let raw = arg_str(args, "path")?;
-    let path = WorkspacePath::parse(raw).map_err(|e| ToolError::Path(e.to_string()))?;
-    if path.is_root() {
-        return Err(ToolError::Path(
-            "`path` must name a file, not the workspace root".into(),
-        ));
+/// `file_write`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileWriteArgs {
+    /// workspace-relative file path
+    path: PathArg,
+    content: String,
+}
+
+/// `file_list`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileListArgs {
+    /// workspace-relative directory; omit for the root
+    path: Option<PathArg>,
+}
+
+/// `file_edit`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileEditArgs {
+    /// workspace-relative file path
+    path: PathArg,
+    /// the exact text to replace
+    old: NonEmpty,
+    new: String,
+    /// replace every occurrence (default: `old` must occur exactly once)
+    replace_all: Option<bool>,
+}
+
+/// `file_search`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileSearchArgs {
+    /// the text to find (plain text, not a pattern)
+    query: NonEmpty,
+    /// workspace-relative directory; omit for the root
+    path: Option<PathArg>,
+    /// at most this many matching lines (1-500; default 50)
+    max_results: Option<MaxResults>,
+}
+
+/// How many matching lines `file_search` returns: 1 to 500, 50 by default.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(try_from = "u64")]
+#[schemars(extend("minimum" = 1, "maximum" = 500))]
+struct MaxResults(usize);
+
+impl TryFrom<u64> for MaxResults {
+    type Error = &'static str;
+    fn try_from(n: u64) -> Result<Self, Self::Error> {
+        match usize::try_from(n) {
+            Ok(n) if (1..=500).contains(&n) => Ok(Self(n)),
+            _ => Err("must be 1..=500"),
+        }
     }
-    Ok(path)
 }
 
 pub struct FileRead {
@@ -33,23 +86,22 @@ impl FileRead {
                 domain: "files",
                 operation: "read",
                 description: "Read a UTF-8 text file from the workspace. `path` is relative to the workspace root.",
-                input_schema: json!({"type":"object","properties":{"path":{"type":"string","description":"workspace-relative file path"}},"required":["path"],"additionalProperties":false}),
             },
         }
     }
 }
 
 #[async_trait::async_trait]
-impl crate::tool::Tool for FileRead {
+impl TypedTool for FileRead {
+    type Args = FileReadArgs;
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
-    fn demands(&self, args: &Value) -> Result<Vec<Demand>, ToolError> {
-        check_keys(args, &["path"])?;
-        Ok(vec![Demand::FileRead(required_path(args)?)])
+    fn demands(&self, args: &FileReadArgs) -> Result<Vec<Demand>, ToolError> {
+        Ok(vec![Demand::FileRead(args.path.file("path")?)])
     }
-    async fn call(&self, ctx: &ToolContext, args: &Value) -> Result<ToolOutput, ToolError> {
-        let path = required_path(args)?;
+    async fn call(&self, ctx: &ToolContext, args: FileReadArgs) -> Result<ToolOutput, ToolError> {
+        let path = args.path.file("path")?;
         let bytes = ctx.files()?.read(&path)?;
         let text = String::from_utf8(bytes)
             .map_err(|_| ToolError::Failed(format!("`{path}` is not UTF-8 text")))?;
@@ -72,25 +124,23 @@ impl FileWrite {
                 domain: "files",
                 operation: "write",
                 description: "Create or replace a text file in the workspace (parent directories are created).",
-                input_schema: json!({"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"],"additionalProperties":false}),
             },
         }
     }
 }
 
 #[async_trait::async_trait]
-impl crate::tool::Tool for FileWrite {
+impl TypedTool for FileWrite {
+    type Args = FileWriteArgs;
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
-    fn demands(&self, args: &Value) -> Result<Vec<Demand>, ToolError> {
-        check_keys(args, &["path", "content"])?;
-        arg_str(args, "content")?;
-        Ok(vec![Demand::FileWrite(required_path(args)?)])
+    fn demands(&self, args: &FileWriteArgs) -> Result<Vec<Demand>, ToolError> {
+        Ok(vec![Demand::FileWrite(args.path.file("path")?)])
     }
-    async fn call(&self, ctx: &ToolContext, args: &Value) -> Result<ToolOutput, ToolError> {
-        let path = required_path(args)?;
-        let content = arg_str(args, "content")?;
+    async fn call(&self, ctx: &ToolContext, args: FileWriteArgs) -> Result<ToolOutput, ToolError> {
+        let path = args.path.file("path")?;
+        let content = args.content;
         ctx.files()?.write(&path, content.as_bytes())?;
         Ok(ToolOutput::text(format!(
             "wrote {} bytes to {path}",
@@ -114,23 +164,24 @@ impl FileList {
                 domain: "files",
                 operation: "list",
                 description: "List a directory of the workspace (default: the root).",
-                input_schema: json!({"type":"object","properties":{"path":{"type":"string","description":"workspace-relative directory; omit for the root"}},"additionalProperties":false}),
             },
         }
     }
 }
 
 #[async_trait::async_trait]
-impl crate::tool::Tool for FileList {
+impl TypedTool for FileList {
+    type Args = FileListArgs;
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
-    fn demands(&self, args: &Value) -> Result<Vec<Demand>, ToolError> {
-        check_keys(args, &["path"])?;
-        Ok(vec![Demand::FileRead(path_arg(args, "path")?)])
+    fn demands(&self, args: &FileListArgs) -> Result<Vec<Demand>, ToolError> {
+        Ok(vec![Demand::FileRead(PathArg::dir_or_root(
+            args.path.as_ref(),
+        )?)])
     }
-    async fn call(&self, ctx: &ToolContext, args: &Value) -> Result<ToolOutput, ToolError> {
-        let path = path_arg(args, "path")?;
+    async fn call(&self, ctx: &ToolContext, args: FileListArgs) -> Result<ToolOutput, ToolError> {
+        let path = PathArg::dir_or_root(args.path.as_ref())?;
         let (entries, hidden) = ctx.files()?.list(&path)?;
         let mut out = String::new();
         for entry in entries {
@@ -164,44 +215,30 @@ impl FileEdit {
                 domain: "files",
                 operation: "edit",
                 description: "Replace text in a workspace file. `old` must occur exactly once unless `replace_all` is true.",
-                input_schema: json!({"type":"object","properties":{"path":{"type":"string"},"old":{"type":"string"},"new":{"type":"string"},"replace_all":{"type":"boolean"}},"required":["path","old","new"],"additionalProperties":false}),
             },
         }
     }
 }
 
 #[async_trait::async_trait]
-impl crate::tool::Tool for FileEdit {
+impl TypedTool for FileEdit {
+    type Args = FileEditArgs;
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
-    fn demands(&self, args: &Value) -> Result<Vec<Demand>, ToolError> {
-        check_keys(args, &["path", "old", "new", "replace_all"])?;
-        arg_str(args, "old")?;
-        arg_str(args, "new")?;
-        let path = required_path(args)?;
+    fn demands(&self, args: &FileEditArgs) -> Result<Vec<Demand>, ToolError> {
+        let path = args.path.file("path")?;
         Ok(vec![
             Demand::FileRead(path.clone()),
             Demand::FileWrite(path),
         ])
     }
-    async fn call(&self, ctx: &ToolContext, args: &Value) -> Result<ToolOutput, ToolError> {
-        let path = required_path(args)?;
-        let old = arg_str(args, "old")?;
-        let new = arg_str(args, "new")?;
-        if old.is_empty() {
-            return Err(ToolError::InvalidArgs("`old` must not be empty".into()));
-        }
-        let replace_all = match args.get("replace_all") {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(_) => {
-                return Err(ToolError::InvalidArgs(
-                    "`replace_all` must be a boolean".into(),
-                ));
-            }
-        };
-        let count = ctx.files()?.edit(&path, old, new, replace_all)?;
+    async fn call(&self, ctx: &ToolContext, args: FileEditArgs) -> Result<ToolOutput, ToolError> {
+        let path = args.path.file("path")?;
+        let replace_all = args.replace_all.unwrap_or(false);
+        let count = ctx
+            .files()?
+            .edit(&path, args.old.as_str(), &args.new, replace_all)?;
         Ok(ToolOutput::text(format!(
             "replaced {count} occurrence(s) in {path}"
         )))
@@ -223,37 +260,26 @@ impl FileSearch {
                 domain: "files",
                 operation: "search",
                 description: "Find lines containing `query` in workspace files under `path` (default: the root).",
-                input_schema: json!({"type":"object","properties":{"query":{"type":"string"},"path":{"type":"string"},"max_results":{"type":"integer","minimum":1,"maximum":500}},"required":["query"],"additionalProperties":false}),
             },
         }
     }
 }
 
 #[async_trait::async_trait]
-impl crate::tool::Tool for FileSearch {
+impl TypedTool for FileSearch {
+    type Args = FileSearchArgs;
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
-    fn demands(&self, args: &Value) -> Result<Vec<Demand>, ToolError> {
-        check_keys(args, &["query", "path", "max_results"])?;
-        arg_str(args, "query")?;
-        Ok(vec![Demand::FileRead(path_arg(args, "path")?)])
+    fn demands(&self, args: &FileSearchArgs) -> Result<Vec<Demand>, ToolError> {
+        Ok(vec![Demand::FileRead(PathArg::dir_or_root(
+            args.path.as_ref(),
+        )?)])
     }
-    async fn call(&self, ctx: &ToolContext, args: &Value) -> Result<ToolOutput, ToolError> {
-        let query = arg_str(args, "query")?;
-        if query.is_empty() {
-            return Err(ToolError::InvalidArgs("`query` must not be empty".into()));
-        }
-        let path = path_arg(args, "path")?;
-        let max = match args.get("max_results") {
-            None | Some(Value::Null) => 50,
-            Some(v) => v
-                .as_u64()
-                .filter(|n| (1..=500).contains(n))
-                .ok_or_else(|| ToolError::InvalidArgs("`max_results` must be 1..=500".into()))?
-                as usize,
-        };
-        let (hits, skipped) = ctx.files()?.search(&path, query, max)?;
+    async fn call(&self, ctx: &ToolContext, args: FileSearchArgs) -> Result<ToolOutput, ToolError> {
+        let path = PathArg::dir_or_root(args.path.as_ref())?;
+        let max = args.max_results.map_or(50, |m| m.0);
+        let (hits, skipped) = ctx.files()?.search(&path, args.query.as_str(), max)?;
         let mut out = String::new();
         for hit in &hits {
             let _ = writeln!(out, "{}:{}: {}", hit.path, hit.line, hit.text);

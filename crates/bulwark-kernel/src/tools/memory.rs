@@ -1,40 +1,87 @@
 //! `memory` domain: small named notes per agent and per user, kept in separate
 //! directories so one scope can never be reached through the other.
 
-use crate::tool::{ToolContext, ToolError, ToolOutput, ToolSpec, arg_str, check_keys};
+use crate::tool::{ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool};
 use bulwark_policy::{Demand, TaintLabel};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-const SCOPES: [&str; 2] = ["agent", "user"];
+/// Whose notes: this agent's, or the user's (shared across the user's
+/// agents). Each is its own directory and its own capability.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum Scope {
+    Agent,
+    User,
+}
 
-fn scope(args: &Value) -> Result<String, ToolError> {
-    let scope = arg_str(args, "scope")?;
-    if SCOPES.contains(&scope) {
-        Ok(scope.to_string())
-    } else {
-        Err(ToolError::InvalidArgs(format!(
-            "`scope` must be `agent` or `user`, not `{scope}`"
-        )))
+impl Scope {
+    fn as_str(self) -> &'static str {
+        match self {
+            Scope::Agent => "agent",
+            Scope::User => "user",
+        }
     }
 }
 
 /// A note key becomes one file name; only a plain, short name is accepted so a
 /// key can never be a path.
-fn key_file(args: &Value) -> Result<String, ToolError> {
-    let key = arg_str(args, "key")?;
-    let ok = !key.is_empty()
-        && key.len() <= 64
-        && !key.starts_with('.')
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-    if ok {
-        Ok(format!("{key}.md"))
-    } else {
-        Err(ToolError::InvalidArgs(
-            "`key` must be 1-64 characters of A-Z a-z 0-9 _ - . and not start with a dot".into(),
-        ))
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(try_from = "String")]
+struct NoteKey(String);
+
+impl TryFrom<String> for NoteKey {
+    type Error = &'static str;
+    fn try_from(key: String) -> Result<Self, Self::Error> {
+        let ok = !key.is_empty()
+            && key.len() <= 64
+            && !key.starts_with('.')
+            && key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if ok {
+            Ok(Self(key))
+        } else {
+            Err("must be 1-64 characters of A-Z a-z 0-9 _ - . and not start with a dot")
+        }
     }
+}
+
+impl NoteKey {
+    /// The note's file name in its scope's directory.
+    fn file(&self) -> String {
+        format!("{}.md", self.0)
+    }
+}
+
+/// `memory_read`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryReadArgs {
+    /// `agent` (this agent's notes) or `user` (shared by this user's agents)
+    scope: Scope,
+    /// the note's name: 1-64 of A-Z a-z 0-9 _ - . not starting with a dot
+    key: NoteKey,
+}
+
+/// `memory_write`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryWriteArgs {
+    /// `agent` (this agent's notes) or `user` (shared by this user's agents)
+    scope: Scope,
+    /// the note's name: 1-64 of A-Z a-z 0-9 _ - . not starting with a dot
+    key: NoteKey,
+    content: String,
+}
+
+/// `memory_list`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryListArgs {
+    /// `agent` (this agent's notes) or `user` (shared by this user's agents)
+    scope: Scope,
 }
 
 pub struct MemoryRead {
@@ -55,7 +102,6 @@ impl MemoryRead {
                 domain: "memory",
                 operation: "read",
                 description: "Read a note saved earlier. `scope` is `agent` (this agent's notes) or `user` (notes shared across this user's agents).",
-                input_schema: json!({"type":"object","properties":{"scope":{"type":"string","enum":["agent","user"]},"key":{"type":"string"}},"required":["scope","key"],"additionalProperties":false}),
             },
         }
     }
@@ -68,7 +114,6 @@ impl MemoryWrite {
                 domain: "memory",
                 operation: "write",
                 description: "Save a note under `key` for later sessions.",
-                input_schema: json!({"type":"object","properties":{"scope":{"type":"string","enum":["agent","user"]},"key":{"type":"string"},"content":{"type":"string"}},"required":["scope","key","content"],"additionalProperties":false}),
             },
         }
     }
@@ -81,24 +126,22 @@ impl MemoryList {
                 domain: "memory",
                 operation: "list",
                 description: "List the saved notes of a scope.",
-                input_schema: json!({"type":"object","properties":{"scope":{"type":"string","enum":["agent","user"]}},"required":["scope"],"additionalProperties":false}),
             },
         }
     }
 }
 
 #[async_trait::async_trait]
-impl crate::tool::Tool for MemoryRead {
+impl TypedTool for MemoryRead {
+    type Args = MemoryReadArgs;
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
-    fn demands(&self, args: &Value) -> Result<Vec<Demand>, ToolError> {
-        check_keys(args, &["scope", "key"])?;
-        key_file(args)?;
-        Ok(vec![Demand::MemoryRead(scope(args)?)])
+    fn demands(&self, args: &MemoryReadArgs) -> Result<Vec<Demand>, ToolError> {
+        Ok(vec![Demand::MemoryRead(args.scope.as_str().to_owned())])
     }
-    async fn call(&self, ctx: &ToolContext, args: &Value) -> Result<ToolOutput, ToolError> {
-        let bytes = ctx.memory()?.read(&scope(args)?, &key_file(args)?)?;
+    async fn call(&self, ctx: &ToolContext, args: MemoryReadArgs) -> Result<ToolOutput, ToolError> {
+        let bytes = ctx.memory()?.read(args.scope.as_str(), &args.key.file())?;
         Ok(ToolOutput::tainted(
             String::from_utf8_lossy(&bytes).into_owned(),
             TaintLabel::Memory,
@@ -110,20 +153,24 @@ impl crate::tool::Tool for MemoryRead {
 }
 
 #[async_trait::async_trait]
-impl crate::tool::Tool for MemoryWrite {
+impl TypedTool for MemoryWrite {
+    type Args = MemoryWriteArgs;
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
-    fn demands(&self, args: &Value) -> Result<Vec<Demand>, ToolError> {
-        check_keys(args, &["scope", "key", "content"])?;
-        key_file(args)?;
-        arg_str(args, "content")?;
-        Ok(vec![Demand::MemoryWrite(scope(args)?)])
+    fn demands(&self, args: &MemoryWriteArgs) -> Result<Vec<Demand>, ToolError> {
+        Ok(vec![Demand::MemoryWrite(args.scope.as_str().to_owned())])
     }
-    async fn call(&self, ctx: &ToolContext, args: &Value) -> Result<ToolOutput, ToolError> {
-        let content = arg_str(args, "content")?;
-        ctx.memory()?
-            .write(&scope(args)?, &key_file(args)?, content.as_bytes())?;
+    async fn call(
+        &self,
+        ctx: &ToolContext,
+        args: MemoryWriteArgs,
+    ) -> Result<ToolOutput, ToolError> {
+        ctx.memory()?.write(
+            args.scope.as_str(),
+            &args.key.file(),
+            args.content.as_bytes(),
+        )?;
         Ok(ToolOutput::text("saved"))
     }
     fn example_args(&self) -> Value {
@@ -132,16 +179,16 @@ impl crate::tool::Tool for MemoryWrite {
 }
 
 #[async_trait::async_trait]
-impl crate::tool::Tool for MemoryList {
+impl TypedTool for MemoryList {
+    type Args = MemoryListArgs;
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
-    fn demands(&self, args: &Value) -> Result<Vec<Demand>, ToolError> {
-        check_keys(args, &["scope"])?;
-        Ok(vec![Demand::MemoryRead(scope(args)?)])
+    fn demands(&self, args: &MemoryListArgs) -> Result<Vec<Demand>, ToolError> {
+        Ok(vec![Demand::MemoryRead(args.scope.as_str().to_owned())])
     }
-    async fn call(&self, ctx: &ToolContext, args: &Value) -> Result<ToolOutput, ToolError> {
-        let entries = ctx.memory()?.list(&scope(args)?)?;
+    async fn call(&self, ctx: &ToolContext, args: MemoryListArgs) -> Result<ToolOutput, ToolError> {
+        let entries = ctx.memory()?.list(args.scope.as_str())?;
         let names: Vec<String> = entries
             .into_iter()
             .filter_map(|e| e.name.strip_suffix(".md").map(str::to_string))

@@ -1,5 +1,6 @@
 //! The built-in tools. Each is one operation of a policy domain.
 
+mod agents;
 mod credits;
 mod files;
 mod memory;
@@ -12,7 +13,7 @@ use std::sync::Arc;
 
 /// Every built-in tool, in a stable order.
 pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
-    let mut tools: Vec<Arc<dyn Tool>> = vec![
+    vec![
         Arc::new(files::FileRead::new()),
         Arc::new(files::FileWrite::new()),
         Arc::new(files::FileList::new()),
@@ -24,11 +25,12 @@ pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
         Arc::new(memory::MemoryWrite::new()),
         Arc::new(memory::MemoryList::new()),
         Arc::new(time::TimeNow::new()),
-    ];
-    tools.extend(
-        credits::CreditsTool::all()
-            .into_iter()
-            .map(|t| Arc::new(t) as Arc<dyn Tool>),
-    );
-    tools
+        Arc::new(credits::CreditsBalance::new()),
+        Arc::new(credits::TransferCredits::new()),
+        Arc::new(agents::SpawnAgent::new()),
+        Arc::new(agents::FundChild::new()),
+        Arc::new(agents::MessageChild::new()),
+        Arc::new(agents::RecallChild::new()),
+        Arc::new(agents::ListChildren::new()),
+    ]
 }

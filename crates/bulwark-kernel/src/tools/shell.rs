@@ -1,34 +1,46 @@
 //! `shell` domain: run one program with an argv, never through a shell.
 
-use crate::tool::{ToolContext, ToolError, ToolOutput, ToolSpec, check_keys};
+use crate::tool::{ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool};
 use bulwark_policy::{Demand, TaintLabel};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 
 const MAX_ARGS: usize = 256;
 const MAX_ARG_LEN: usize = 16 * 1024;
 
-fn argv(args: &Value) -> Result<Vec<String>, ToolError> {
-    let list = args
-        .get("argv")
-        .and_then(Value::as_array)
-        .ok_or_else(|| ToolError::InvalidArgs("`argv` must be an array of strings".into()))?;
-    if list.is_empty() || list.len() > MAX_ARGS {
-        return Err(ToolError::InvalidArgs(format!(
-            "`argv` must hold 1 to {MAX_ARGS} strings"
-        )));
+/// `shell_exec`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShellExecArgs {
+    /// the program, then its arguments
+    argv: Argv,
+}
+
+/// A program and its arguments: 1 to [`MAX_ARGS`] strings, each at most
+/// [`MAX_ARG_LEN`] bytes and without NUL.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(try_from = "Vec<String>")]
+#[schemars(extend("minItems" = 1))]
+struct Argv(Vec<String>);
+
+impl TryFrom<Vec<String>> for Argv {
+    type Error = String;
+    fn try_from(list: Vec<String>) -> Result<Self, String> {
+        if list.is_empty() || list.len() > MAX_ARGS {
+            return Err(format!("must hold 1 to {MAX_ARGS} strings"));
+        }
+        if list
+            .iter()
+            .any(|s| s.len() > MAX_ARG_LEN || s.contains('\0'))
+        {
+            return Err(format!(
+                "an argument is longer than {MAX_ARG_LEN} bytes or contains NUL"
+            ));
+        }
+        Ok(Self(list))
     }
-    list.iter()
-        .map(|v| match v.as_str() {
-            Some(s) if s.len() <= MAX_ARG_LEN && !s.contains('\0') => Ok(s.to_string()),
-            Some(_) => Err(ToolError::InvalidArgs(
-                "an argument is too long or contains NUL".into(),
-            )),
-            None => Err(ToolError::InvalidArgs(
-                "`argv` must hold only strings".into(),
-            )),
-        })
-        .collect()
 }
 
 pub struct ShellExec {
@@ -43,24 +55,22 @@ impl ShellExec {
                 domain: "shell",
                 operation: "exec",
                 description: "Run a program in the workspace. `argv[0]` is the program, the rest its arguments; no shell interprets them (no pipes, globs or variables). The environment is minimal and holds no credentials.",
-                input_schema: json!({"type":"object","properties":{"argv":{"type":"array","items":{"type":"string"},"minItems":1}},"required":["argv"],"additionalProperties":false}),
             },
         }
     }
 }
 
 #[async_trait::async_trait]
-impl crate::tool::Tool for ShellExec {
+impl TypedTool for ShellExec {
+    type Args = ShellExecArgs;
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
-    fn demands(&self, args: &Value) -> Result<Vec<Demand>, ToolError> {
-        check_keys(args, &["argv"])?;
-        Ok(vec![Demand::ShellExec(argv(args)?)])
+    fn demands(&self, args: &ShellExecArgs) -> Result<Vec<Demand>, ToolError> {
+        Ok(vec![Demand::ShellExec(args.argv.0.clone())])
     }
-    async fn call(&self, ctx: &ToolContext, args: &Value) -> Result<ToolOutput, ToolError> {
-        let argv = argv(args)?;
-        let out = ctx.process()?.run(&argv).await?;
+    async fn call(&self, ctx: &ToolContext, args: ShellExecArgs) -> Result<ToolOutput, ToolError> {
+        let out = ctx.process()?.run(&args.argv.0).await?;
         let mut text = String::new();
         match (out.exit_code, out.signal) {
             (Some(code), _) => {

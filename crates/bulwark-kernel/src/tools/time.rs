@@ -1,6 +1,7 @@
 //! `time` domain: the current time, the one tool with no resource to guard.
 
-use crate::tool::{ToolContext, ToolError, ToolOutput, ToolSpec, check_keys};
+use crate::tool::{ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool};
+use crate::tool_args::NoArgs;
 use bulwark_policy::Demand;
 use serde_json::{Value, json};
 
@@ -16,22 +17,21 @@ impl TimeNow {
                 domain: "time",
                 operation: "now",
                 description: "The current date and time in UTC (RFC 3339).",
-                input_schema: json!({"type":"object","properties":{},"additionalProperties":false}),
             },
         }
     }
 }
 
 #[async_trait::async_trait]
-impl crate::tool::Tool for TimeNow {
+impl TypedTool for TimeNow {
+    type Args = NoArgs;
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
-    fn demands(&self, args: &Value) -> Result<Vec<Demand>, ToolError> {
-        check_keys(args, &[])?;
+    fn demands(&self, _args: &NoArgs) -> Result<Vec<Demand>, ToolError> {
         Ok(Vec::new())
     }
-    async fn call(&self, _ctx: &ToolContext, _args: &Value) -> Result<ToolOutput, ToolError> {
+    async fn call(&self, _ctx: &ToolContext, _args: NoArgs) -> Result<ToolOutput, ToolError> {
         let now = time::OffsetDateTime::now_utc()
             .format(&time::format_description::well_known::Rfc3339)
             .map_err(|e| ToolError::Failed(format!("cannot format the time: {e}")))?;

@@ -1,8 +1,21 @@
 //! `web` domain: fetch a URL through the one egress client.
 
-use crate::tool::{ToolContext, ToolError, ToolOutput, ToolSpec, arg_str, check_keys};
+use crate::tool::{ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool};
 use bulwark_policy::{Demand, TaintLabel};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+/// `web_fetch`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebFetchArgs {
+    /// an http(s) URL
+    url: String,
+    /// extra request headers; write ${KEY_NAME} to place a granted credential
+    headers: Option<Headers>,
+}
 
 /// The host and port a URL will connect to, parsed by the WHATWG parser the
 /// egress client also uses, so the door checks what will really be dialled.
@@ -38,30 +51,27 @@ const MAX_HEADER_BYTES: usize = 8 * 1024;
 
 /// The optional `headers` argument: names to string values, bounded.
 /// (Names and values are validated again by the client.)
-fn headers(args: &Value) -> Result<Vec<(String, String)>, ToolError> {
-    let Some(v) = args.get("headers") else {
-        return Ok(Vec::new());
-    };
-    let map = v
-        .as_object()
-        .ok_or_else(|| ToolError::InvalidArgs("`headers` must be an object of strings".into()))?;
-    if map.len() > MAX_HEADERS {
-        return Err(ToolError::InvalidArgs(format!(
-            "`headers` has {} entries; at most {MAX_HEADERS}",
-            map.len()
-        )));
-    }
-    map.iter()
-        .map(|(k, v)| match v.as_str() {
-            Some(s) if k.len() + s.len() <= MAX_HEADER_BYTES => Ok((k.clone(), s.to_string())),
-            Some(_) => Err(ToolError::InvalidArgs(format!(
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(try_from = "BTreeMap<String, String>")]
+#[schemars(extend("maxProperties" = MAX_HEADERS))]
+struct Headers(Vec<(String, String)>);
+
+impl TryFrom<BTreeMap<String, String>> for Headers {
+    type Error = String;
+    fn try_from(map: BTreeMap<String, String>) -> Result<Self, String> {
+        if map.len() > MAX_HEADERS {
+            return Err(format!("has {} entries; at most {MAX_HEADERS}", map.len()));
+        }
+        if let Some((k, _)) = map
+            .iter()
+            .find(|(k, v)| k.len() + v.len() > MAX_HEADER_BYTES)
+        {
+            return Err(format!(
                 "header `{k}` is longer than {MAX_HEADER_BYTES} bytes"
-            ))),
-            None => Err(ToolError::InvalidArgs(format!(
-                "header `{k}` must be a string"
-            ))),
-        })
-        .collect()
+            ));
+        }
+        Ok(Self(map.into_iter().collect()))
+    }
 }
 
 /// Width HTML is wrapped to when rendered as text.
@@ -135,39 +145,25 @@ impl WebFetch {
                 domain: "web",
                 operation: "fetch",
                 description: "Fetch an http(s) URL and return its text. Only hosts the agent was granted are reachable. Credentials granted for a host are added automatically; to place one yourself, write ${KEY_NAME} in a header value (never the secret itself: requests carrying secret values are refused).",
-                input_schema: json!({
-                    "type": "object",
-                    "properties": {
-                        "url": {"type": "string"},
-                        "headers": {
-                            "type": "object",
-                            "additionalProperties": {"type": "string"},
-                            "maxProperties": MAX_HEADERS
-                        }
-                    },
-                    "required": ["url"],
-                    "additionalProperties": false
-                }),
             },
         }
     }
 }
 
 #[async_trait::async_trait]
-impl crate::tool::Tool for WebFetch {
+impl TypedTool for WebFetch {
+    type Args = WebFetchArgs;
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
-    fn demands(&self, args: &Value) -> Result<Vec<Demand>, ToolError> {
-        check_keys(args, &["url", "headers"])?;
-        headers(args)?;
-        let (host, port) = target(arg_str(args, "url")?)?;
+    fn demands(&self, args: &WebFetchArgs) -> Result<Vec<Demand>, ToolError> {
+        let (host, port) = target(&args.url)?;
         Ok(vec![Demand::NetConnect { host, port }])
     }
-    async fn call(&self, ctx: &ToolContext, args: &Value) -> Result<ToolOutput, ToolError> {
-        let url = arg_str(args, "url")?;
+    async fn call(&self, ctx: &ToolContext, args: WebFetchArgs) -> Result<ToolOutput, ToolError> {
         let http = ctx.http()?;
-        let response = http.get_with_headers(url, headers(args)?).await?;
+        let headers = args.headers.map(|h| h.0).unwrap_or_default();
+        let response = http.get_with_headers(&args.url, headers).await?;
         let mut text = format!(
             "HTTP {} {}\ncontent-type: {}\n\n",
             response.status,

@@ -154,7 +154,7 @@ impl ClientFrame {
     fn check(&self) -> Result<(), FrameError> {
         match self {
             ClientFrame::Subscribe { agent, session, .. } => {
-                if !bulwark_kernel::valid_name(agent) {
+                if bulwark_policy::AgentName::new(agent.as_str()).is_err() {
                     return Err(FrameError::new(
                         WsErrorCode::InvalidFrame,
                         "`agent` must be an agent name: 1-64 lowercase letters, digits, `-` or `_`",
