@@ -87,7 +87,6 @@ enum Cap {
     ToolInvoke(Text),
     ToolAll,
     ShellExec(Vec<Text>),
-    EnvRead(Text),
     MemoryRead(Scope),
     MemoryWrite(Scope),
     AgentSpawn(Text),
@@ -111,7 +110,6 @@ impl Cap {
             Cap::ShellExec(v) => C::ShellExec {
                 argv: v.iter().map(Text::render).collect(),
             },
-            Cap::EnvRead(t) => C::EnvRead { name: t.render() },
             Cap::MemoryRead(s) => C::MemoryRead { scope: s.render() },
             Cap::MemoryWrite(s) => C::MemoryWrite { scope: s.render() },
             Cap::AgentSpawn(t) => C::AgentSpawn { agent: t.render() },
@@ -132,7 +130,6 @@ enum Dem {
     NetConnect(Text, u16),
     Tool(Text, Text),
     ShellExec(Vec<Text>),
-    EnvRead(Text),
     MemoryRead(Scope),
     MemoryWrite(Scope),
     AgentSpawn(Text),
@@ -160,7 +157,6 @@ impl Dem {
                 operation: o.render(),
             },
             Dem::ShellExec(v) => D::ShellExec(v.iter().map(Text::render).collect()),
-            Dem::EnvRead(t) => D::EnvRead(t.render()),
             Dem::MemoryRead(s) => D::MemoryRead(s.render()),
             Dem::MemoryWrite(s) => D::MemoryWrite(s.render()),
             Dem::AgentSpawn(t) => D::AgentSpawn(t.render()),
@@ -206,7 +202,6 @@ impl Cap {
             | Cap::FileWrite(t)
             | Cap::NetConnect(t)
             | Cap::ToolInvoke(t)
-            | Cap::EnvRead(t)
             | Cap::AgentSpawn(t)
             | Cap::AgentMessage(t)
             | Cap::AgentKill(t)
@@ -257,7 +252,6 @@ impl Cap {
             Cap::ToolInvoke(t) => Dem::Tool(inst(t), Text(fill.to_vec())),
             Cap::ToolAll => Dem::Tool(Text(fill.to_vec()), Text(Vec::new())),
             Cap::ShellExec(v) => Dem::ShellExec(v.iter().map(&mut inst).collect()),
-            Cap::EnvRead(t) => Dem::EnvRead(inst(t)),
             Cap::MemoryRead(s) => Dem::MemoryRead(*s),
             Cap::MemoryWrite(s) => Dem::MemoryWrite(*s),
             Cap::AgentSpawn(t) => Dem::AgentSpawn(inst(t)),

@@ -554,7 +554,10 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     bulwark_kernel::environment();
-    bulwark_sandbox::scrub_environment(bulwark_kernel::KEPT_VARIABLES);
+    if let Err(err) = bulwark_sandbox::scrub_environment(bulwark_kernel::KEPT_VARIABLES) {
+        eprintln!("bulwark: {err}");
+        return ExitCode::from(2);
+    }
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("BULWARK_LOG").unwrap_or_else(|_| {
         // A server's requests and workers are worth an info line each.

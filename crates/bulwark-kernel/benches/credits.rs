@@ -8,6 +8,9 @@
 //! - `credits/spawn_check`: `spawn_violations` for a typical parent and
 //!   child (pure: effective policies already computed).
 
+// A benchmark or diagnostic is a test: a failed setup step should stop it loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use bulwark_kernel::{
     AgentSetup, Door, Home, PreApproved, SessionCredits, SessionIdentity, ToolCall, ToolLimits,
     ToolRegistry, build_session,

@@ -4,6 +4,9 @@
 //! batches by a writer thread), with a flush after every call (the
 //! synchronous worst case), and with an in-memory sink (the door alone).
 
+// A benchmark or diagnostic is a test: a failed setup step should stop it loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use bulwark_audit::{AuditSink, MemorySink};
 use bulwark_kernel::{
     AgentSetup, Door, Home, PreApproved, Session, SessionIdentity, ToolCall, ToolContext,

@@ -11,6 +11,9 @@
 //! tokenizing, compiling the grammar, the grammar check of every token,
 //! detokenizing, streaming over the channel and parsing the output.
 
+// A benchmark or diagnostic is a test: a failed setup step should stop it loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -2,6 +2,9 @@
 //! against the same command through the sandbox helper (namespaces,
 //! Landlock, seccomp, and a pids cgroup when running as root).
 
+// A benchmark or diagnostic is a test: a failed setup step should stop it loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 use std::time::Duration;
 

@@ -32,6 +32,14 @@ pub enum HardeningError {
         what: &'static str,
         errno: rustix::io::Errno,
     },
+    #[error(
+        "the process already runs {threads} threads; its environment can only be scrubbed \
+         while it has one, so call scrub_environment first thing in main, before any thread \
+         (or async runtime) is started"
+    )]
+    MultiThreaded { threads: u64 },
+    #[error("cannot tell whether the process is single-threaded: {0}")]
+    ThreadCount(String),
 }
 
 /// Steps 1-3 (see the module doc). Call first thing in `main`.
@@ -70,17 +78,35 @@ pub fn harden_process() -> Result<(), HardeningError> {
 /// shows exactly that block. So the removed entries are also zeroed in
 /// place (kept entries, which `environ` still points to, are untouched).
 ///
-/// Must be called while the process has a single thread (before any
-/// runtime or thread is started): the environment is not thread-safe to
-/// modify, which is why `remove_var` is `unsafe`.
-pub fn scrub_environment(keep: &[&str]) -> Vec<String> {
+/// The environment is not thread-safe to modify (which is why
+/// `remove_var` is `unsafe`): another thread may be reading it through
+/// libc at any moment. So this checks that the calling thread is the
+/// process's only one (`Threads:` of `/proc/self/status`, as
+/// [`confine_current_process`](crate::confine_current_process) does) and
+/// otherwise changes nothing and returns
+/// [`HardeningError::MultiThreaded`]. Only the calling thread could start
+/// another one, so the answer cannot change before the scrub is done.
+///
+/// ```rust,standalone_crate
+/// // A doctest runs as a process of its own, on its main thread.
+/// let removed = bulwark_sandbox::scrub_environment(&["PATH"]).unwrap();
+/// assert!(std::env::vars_os().all(|(k, _)| k == "PATH"));
+/// assert!(!removed.iter().any(|k| k == "PATH"));
+/// ```
+pub fn scrub_environment(keep: &[&str]) -> Result<Vec<String>, HardeningError> {
+    let threads = thread_count().map_err(HardeningError::ThreadCount)?;
+    if threads != 1 {
+        return Err(HardeningError::MultiThreaded { threads });
+    }
     let doomed: Vec<std::ffi::OsString> = std::env::vars_os()
         .map(|(k, _)| k)
         .filter(|k| !k.to_str().is_some_and(|k| keep.contains(&k)))
         .collect();
     for key in &doomed {
-        // SAFETY: documented precondition of this function: no other thread
-        // exists yet, so nothing reads the environment concurrently.
+        // SAFETY: `remove_var` is unsound only while another thread may
+        // read or write the environment. The check above found this thread
+        // to be the process's only one, and nothing between it and here
+        // starts a thread.
         #[allow(unsafe_code)]
         unsafe {
             std::env::remove_var(key)
@@ -91,10 +117,22 @@ pub fn scrub_environment(keep: &[&str]) -> Vec<String> {
         .map(|k| std::os::unix::ffi::OsStrExt::as_bytes(k.as_os_str()).to_vec())
         .collect();
     wipe_initial_environment(&names);
-    doomed
+    Ok(doomed
         .into_iter()
         .map(|k| k.to_string_lossy().into_owned())
-        .collect()
+        .collect())
+}
+
+/// `Threads:` of `/proc/self/status`; the error says what could not be
+/// read.
+pub(crate) fn thread_count() -> Result<u64, String> {
+    let status = std::fs::read_to_string("/proc/self/status")
+        .map_err(|e| format!("/proc/self/status: {e}"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| "no Threads: line in /proc/self/status".to_string())
 }
 
 /// `env_start` and `env_end` (fields 50 and 51 of `/proc/self/stat`): the
@@ -111,38 +149,66 @@ fn initial_environment_block() -> Option<(usize, usize)> {
 }
 
 /// Zero every `NAME=value` entry of the initial block whose name is in
-/// `names`.
+/// `names`. Only called by [`scrub_environment`], after its
+/// single-thread check.
 fn wipe_initial_environment(names: &[Vec<u8>]) {
     let Some((start, end)) = initial_environment_block() else {
         return;
     };
-    let base = start as *mut u8;
-    let len = end - start;
-    let mut entry_start = 0;
-    while entry_start < len {
-        // SAFETY: [start, end) is this process's initial environment block,
-        // mapped readable and writable on the main stack for the life of
-        // the process (the kernel reports it in /proc/self/stat). Reads and
-        // writes stay inside it; the process is single-threaded (see
-        // `scrub_environment`), and after `remove_var` nothing refers to the
-        // entries that are overwritten.
-        #[allow(unsafe_code)]
-        let entry_len = (entry_start..len)
-            .position(|i| unsafe { base.add(i).read() } == 0)
-            .unwrap_or(len - entry_start);
-        #[allow(unsafe_code)]
+    // SAFETY: [start, end) is this process's initial environment block,
+    // mapped readable and writable on the main stack for the life of the
+    // process (the kernel reports it in /proc/self/stat), and `end > start`
+    // was checked. No Rust reference points into it; libc's `environ`
+    // still holds raw pointers to the kept entries, but the process has a
+    // single thread (checked by `scrub_environment`, the only caller) and
+    // nothing reads the environment while this slice lives. Only removed
+    // entries, which `environ` no longer refers to, are written.
+    #[allow(unsafe_code)]
+    let block = unsafe { std::slice::from_raw_parts_mut(start as *mut u8, end - start) };
+    wipe_entries(block, names);
+}
+
+/// Zero, in a block of NUL-separated `NAME=value` entries, every entry
+/// whose name is in `names`.
+fn wipe_entries(block: &mut [u8], names: &[Vec<u8>]) {
+    for entry in block.split_mut(|&b| b == 0) {
         let doomed = names.iter().any(|n| {
-            n.len() < entry_len
-                && (0..n.len()).all(|i| unsafe { base.add(entry_start + i).read() } == n[i])
-                && unsafe { base.add(entry_start + n.len()).read() } == b'='
+            entry
+                .strip_prefix(n.as_slice())
+                .is_some_and(|rest| rest.first() == Some(&b'='))
         });
         if doomed {
-            // SAFETY: as above; the range is this entry, inside the block.
-            #[allow(unsafe_code)]
-            unsafe {
-                std::ptr::write_bytes(base.add(entry_start), 0, entry_len)
-            };
+            entry.fill(0);
         }
-        entry_start += entry_len + 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_thread_alive_is_refused_and_nothing_is_removed() {
+        let before: Vec<_> = std::env::vars_os().collect();
+        let (stop, wait) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || wait.recv());
+        let result = scrub_environment(&[]);
+        drop(stop);
+        let _ = other.join();
+        match result {
+            Err(HardeningError::MultiThreaded { threads }) => assert!(threads >= 2),
+            other => panic!("expected MultiThreaded, got {other:?}"),
+        }
+        assert_eq!(std::env::vars_os().collect::<Vec<_>>(), before);
+    }
+
+    #[test]
+    fn only_entries_named_exactly_are_wiped() {
+        let mut block = b"KEY=v\0KEYS=w\0OTHER=KEY=x\0KEY\0KEY=\0".to_vec();
+        wipe_entries(&mut block, &[b"KEY".to_vec()]);
+        assert_eq!(
+            block,
+            b"\0\0\0\0\0\0KEYS=w\0OTHER=KEY=x\0KEY\0\0\0\0\0\0".to_vec()
+        );
     }
 }

@@ -352,15 +352,7 @@ fn exists(path: &Path) -> bool {
 
 /// `Threads:` of `/proc/self/status`.
 fn thread_count() -> Result<u64, SelfConfineError> {
-    let status = std::fs::read_to_string("/proc/self/status")
-        .map_err(|e| SelfConfineError::ThreadCount(format!("/proc/self/status: {e}")))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Threads:"))
-        .and_then(|n| n.trim().parse().ok())
-        .ok_or_else(|| {
-            SelfConfineError::ThreadCount("no Threads: line in /proc/self/status".into())
-        })
+    crate::hardening::thread_count().map_err(SelfConfineError::ThreadCount)
 }
 
 #[cfg(test)]

@@ -7,6 +7,9 @@
 //! - `audit_append_sync`: one autocommit INSERT per record, no batching.
 //! - `audit_batch_1000_flush`: throughput, 1000 records then one flush.
 
+// A benchmark or diagnostic is a test: a failed setup step should stop it loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use bulwark_audit::{AuditRecord, AuditSink, Decision};
 use bulwark_store::Store;
 use criterion::{Criterion, criterion_group, criterion_main};

@@ -7,6 +7,9 @@
 //!   the account's per-day counter);
 //! - `ledger_hold_settle`: a hold then its settlement (two transactions).
 
+// A benchmark or diagnostic is a test: a failed setup step should stop it loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use bulwark_store::{AccountKind, Actor, Policy, Store, TransferRequest};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;

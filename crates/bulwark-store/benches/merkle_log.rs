@@ -14,6 +14,9 @@
 //! their warm-up and measurement times are minimal, so each runs about a
 //! dozen iterations.
 
+// A benchmark or diagnostic is a test: a failed setup step should stop it loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use bulwark_audit::{AuditRecord, AuditSink, Decision, SigningKey};
 use bulwark_store::{SCHEMA_VERSION, SqliteAuditSink, Store};
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};

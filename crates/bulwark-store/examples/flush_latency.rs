@@ -1,6 +1,10 @@
 //! Diagnostic: the latency distribution (p50..max) of record+flush and of a
 //! synchronous append, which criterion's mean hides. `cargo run --release
 //! -p bulwark-store --example flush_latency`.
+
+// A benchmark or diagnostic is a test: a failed setup step should stop it loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use bulwark_audit::{AuditRecord, AuditSink, Decision};
 use bulwark_store::Store;
 use std::time::Instant;

@@ -48,8 +48,8 @@ pub use pins::{
 };
 pub use store::{TrustStore, Trusted};
 pub use verify::{
-    MAX_SIGNATURE_FILE, Signed, Verified, VerifiedAgent, previous_version, sign_agent,
-    sign_agent_version, verify_agent, verify_bundle,
+    MAX_SIGNATURE_FILE, Signed, SignedListing, Verified, VerifiedAgent, open_signed_listing,
+    previous_version, sign_agent, sign_agent_version, verify_agent, verify_bundle,
 };
 pub use versions::{VERSIONS_FILE, VersionFloors, check_version, record_version};
 

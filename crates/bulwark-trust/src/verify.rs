@@ -125,59 +125,17 @@ pub fn verify_bundle(
     let sig_path = dir.join(SIGNATURE_FILE);
     let note = read_signature(dir, agent, &sig_path)?;
     let mut bundle = AgentBundle::read(dir, agent)?;
+    let SignedListing {
+        signer,
+        signers: trusted_signers,
+        text,
+        listing: signed,
+    } = open_signed_listing(&note, agent, store.list(), &sig_path)?;
+    let text = text.as_str();
     let malformed = |reason: String| TrustError::MalformedSignature {
         path: sig_path.clone(),
         reason,
     };
-    let signers = signature_lines(&note).map_err(malformed)?;
-    let text = match open_note(&note, store.list()) {
-        Ok(text) => text,
-        Err(CheckpointError::NoTrustedSignature) => {
-            let trusted_with_same_name = store
-                .list()
-                .iter()
-                .filter(|k| signers.iter().any(|s| s.name == k.name()))
-                .map(|k| SignerId {
-                    name: k.name().to_owned(),
-                    key_id: k.key_id(),
-                })
-                .collect();
-            return Err(TrustError::UntrustedSigner {
-                agent: agent.to_owned(),
-                signers,
-                trusted_with_same_name,
-            });
-        }
-        Err(CheckpointError::BadSignature { name, key_id }) => {
-            return Err(TrustError::BadSignature {
-                path: sig_path,
-                signer: SignerId { name, key_id },
-            });
-        }
-        Err(other) => return Err(malformed(other.to_string())),
-    };
-    // `open_note` succeeded, so every signature line whose name and key ID
-    // match a trusted key verified; the first one is reported.
-    let trusted_signers: Vec<VerifierKey> = store
-        .list()
-        .iter()
-        .filter(|k| {
-            signers
-                .iter()
-                .any(|s| s.name == k.name() && s.key_id == k.key_id())
-        })
-        .cloned()
-        .collect();
-    let signer = signers
-        .into_iter()
-        .find(|s| {
-            trusted_signers
-                .iter()
-                .any(|k| k.name() == s.name && k.key_id() == s.key_id)
-        })
-        .ok_or_else(|| malformed("no signature line matches the key that verified".into()))?;
-    let signed = AgentListing::parse(text)
-        .map_err(|reason| malformed(format!("the signed listing is invalid: {reason}")))?;
     // The directory does not say which version it is: the signature does.
     bundle.set_version(signed.version);
     if text == bundle.listing().text() {
@@ -200,6 +158,91 @@ pub fn verify_bundle(
         agent: agent.to_owned(),
         signer,
         differences,
+    })
+}
+
+/// What an `agent.sig` says once a trusted key's signature verified: who
+/// signed and the listing signed. It says nothing yet about the files: the
+/// caller compares [`listing`](Self::listing) with the directory's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedListing {
+    /// The first signature line whose key is trusted (and verified).
+    pub signer: SignerId,
+    /// Every trusted key whose signature line verified.
+    pub signers: Vec<VerifierKey>,
+    /// The signed text, exactly as in the note.
+    pub text: String,
+    /// The signed text, parsed.
+    pub listing: AgentListing,
+}
+
+/// Opens the text of an `agent.sig` (`path` is only named in errors) with
+/// the `trusted` keys and nothing else, and parses the signed listing;
+/// `agent` is named when no signer is trusted. Every byte of `note` is
+/// outside input: this is the parser the `agent_signature` fuzz target
+/// drives.
+pub fn open_signed_listing(
+    note: &str,
+    agent: &str,
+    trusted: &[VerifierKey],
+    path: &Path,
+) -> Result<SignedListing, TrustError> {
+    let malformed = |reason: String| TrustError::MalformedSignature {
+        path: path.to_owned(),
+        reason,
+    };
+    let signers = signature_lines(note).map_err(malformed)?;
+    let text = match open_note(note, trusted) {
+        Ok(text) => text,
+        Err(CheckpointError::NoTrustedSignature) => {
+            let trusted_with_same_name = trusted
+                .iter()
+                .filter(|k| signers.iter().any(|s| s.name == k.name()))
+                .map(|k| SignerId {
+                    name: k.name().to_owned(),
+                    key_id: k.key_id(),
+                })
+                .collect();
+            return Err(TrustError::UntrustedSigner {
+                agent: agent.to_owned(),
+                signers,
+                trusted_with_same_name,
+            });
+        }
+        Err(CheckpointError::BadSignature { name, key_id }) => {
+            return Err(TrustError::BadSignature {
+                path: path.to_owned(),
+                signer: SignerId { name, key_id },
+            });
+        }
+        Err(other) => return Err(malformed(other.to_string())),
+    };
+    // `open_note` succeeded, so every signature line whose name and key ID
+    // match a trusted key verified; the first one is reported.
+    let trusted_signers: Vec<VerifierKey> = trusted
+        .iter()
+        .filter(|k| {
+            signers
+                .iter()
+                .any(|s| s.name == k.name() && s.key_id == k.key_id())
+        })
+        .cloned()
+        .collect();
+    let signer = signers
+        .into_iter()
+        .find(|s| {
+            trusted_signers
+                .iter()
+                .any(|k| k.name() == s.name && k.key_id() == s.key_id)
+        })
+        .ok_or_else(|| malformed("no signature line matches the key that verified".into()))?;
+    let listing = AgentListing::parse(text)
+        .map_err(|reason| malformed(format!("the signed listing is invalid: {reason}")))?;
+    Ok(SignedListing {
+        signer,
+        signers: trusted_signers,
+        text: text.to_owned(),
+        listing,
     })
 }
 
