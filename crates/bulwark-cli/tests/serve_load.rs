@@ -32,6 +32,8 @@
 //! measured. Conversations are spread over users so that each has at most
 //! the server's default of 4 running.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::Bw;

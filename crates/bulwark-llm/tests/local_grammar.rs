@@ -11,7 +11,7 @@
 #[path = "support/gbnf.rs"]
 mod gbnf;
 #[path = "support/schemas.rs"]
-mod schemas;
+pub(crate) mod schemas;
 
 use bulwark_llm::ToolDef;
 use bulwark_llm::local::grammar::{call_grammar, text_grammar, tool_grammar};

@@ -11,8 +11,7 @@
 //! the KV-cache test needs to know what the cache holds.
 #![cfg(feature = "local")]
 
-#[path = "support/schemas.rs"]
-mod schemas;
+use crate::local_grammar::schemas;
 
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, OnceLock};

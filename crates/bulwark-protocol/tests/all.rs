@@ -1,5 +1,7 @@
 //! The protocol crate's one integration-test binary.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "all/frame.rs"]
 mod frame;
 #[path = "all/frame_props.rs"]

@@ -10,6 +10,8 @@
 //! parent to check. They run as root in CI, where only Landlock (not file
 //! permissions) stands between the child and the files.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};

@@ -12,6 +12,8 @@
 //! Run with `cargo bench -p bulwark-server --bench relay`; medians are in
 //! `target/criterion/<group>/<bench>/new/estimates.json`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use bulwark_protocol::frame::{EventCodec, encode_frame};
 use bulwark_protocol::protocol::Event;
 use bulwark_server::workers::relay;

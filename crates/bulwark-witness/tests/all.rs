@@ -1,5 +1,7 @@
 //! The witness crate's one integration-test binary.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "all/codec.rs"]
 mod codec;
 #[path = "all/common.rs"]
