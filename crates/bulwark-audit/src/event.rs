@@ -99,29 +99,6 @@ macro_rules! vocabulary {
             }
         }
 
-        // Transitional: lets crates not yet converted keep building with
-        // string literals and string comparisons. The lead removes these
-        // once every construction and comparison site names a variant.
-        impl From<&str> for $name {
-            fn from(text: &str) -> Self {
-                $name::parse(text.to_owned())
-            }
-        }
-        impl PartialEq<str> for $name {
-            fn eq(&self, other: &str) -> bool {
-                self.as_str() == other
-            }
-        }
-        impl PartialEq<&str> for $name {
-            fn eq(&self, other: &&str) -> bool {
-                self.as_str() == *other
-            }
-        }
-        impl PartialEq<$name> for &str {
-            fn eq(&self, other: &$name) -> bool {
-                *self == other.as_str()
-            }
-        }
     };
 }
 
@@ -372,7 +349,7 @@ mod tests {
     #[test]
     fn other_spelling_a_known_word_is_that_word() {
         assert_eq!(Action::Other("tool_call".into()), Action::ToolCall);
-        assert_eq!(Reason::from("ok"), Reason::Ok);
-        assert!(Reason::from("ok").is_known());
+        assert_eq!(Reason::parse("ok"), Reason::Ok);
+        assert!(Reason::parse("ok").is_known());
     }
 }

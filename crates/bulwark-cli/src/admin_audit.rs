@@ -29,7 +29,7 @@ use crate::Failure;
 /// One operator security event (the shared vocabulary: `access_change`,
 /// `key_trust`, `agent_sign`).
 pub(crate) struct Event {
-    pub action: &'static str,
+    pub action: bulwark_audit::Action,
     pub operation: &'static str,
     /// The agent concerned, or "".
     pub agent: String,
@@ -66,20 +66,17 @@ pub(crate) fn open(home: &Home) -> Result<AdminAudit, Failure> {
 
 impl AdminAudit {
     fn write(&self, event: &Event) -> Result<(), bulwark_audit::AuditError> {
-        let record = AuditRecord {
-            time_ms: now_ms(),
-            session: String::new(),
-            agent: event.agent.clone(),
-            user: LOCAL_USER.to_owned(),
-            action: event.action.into(),
-            tool: String::new(),
-            operation: event.operation.to_owned(),
-            args_digest: AuditRecord::digest_args(&event.what),
-            decision: Decision::Allowed,
-            reason: bulwark_audit::Reason::Operator,
-            detail: event.detail.clone(),
-            duration_us: 0,
-        };
+        let record = AuditRecord::new(
+            bulwark_audit::Identity::new("", event.agent.clone(), LOCAL_USER),
+            bulwark_audit::Event::new(
+                event.action.clone(),
+                Decision::Allowed,
+                bulwark_audit::Reason::Operator,
+            )
+            .operation(event.operation)
+            .args(&event.what)
+            .detail(event.detail.clone()),
+        );
         self.sink.record(&record)?;
         self.sink.flush()
     }
@@ -178,11 +175,4 @@ impl Snapshot {
         drop(file);
         fs::rename(&tmp, &self.path)
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }

@@ -69,7 +69,7 @@ pub fn create(
     };
     audit.commit(
         &Event {
-            action: "access_change",
+            action: bulwark_audit::Action::AccessChange,
             operation: "create",
             agent: String::new(),
             what: serde_json::json!({
@@ -121,7 +121,7 @@ pub fn rotate(home: &Home, user: &str) -> Result<(), Failure> {
     let (token, replaced) = editor(home).rotate(user).map_err(failure)?;
     audit.commit(
         &Event {
-            action: "access_change",
+            action: bulwark_audit::Action::AccessChange,
             operation: "rotate",
             agent: String::new(),
             what: serde_json::json!({"user": user, "token_id": token.id, "replaced": replaced}),
@@ -147,7 +147,7 @@ pub fn revoke(home: &Home, user: &str) -> Result<(), Failure> {
     if removed > 0 {
         audit.commit(
             &Event {
-                action: "access_change",
+                action: bulwark_audit::Action::AccessChange,
                 operation: "revoke",
                 agent: String::new(),
                 what: serde_json::json!({"user": user, "revoked": removed}),

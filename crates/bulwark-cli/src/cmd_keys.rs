@@ -102,7 +102,7 @@ pub fn keys_trust(home: &Home, vkey_or_path: &str) -> Result<(), Failure> {
 fn key_event(operation: &'static str, key: &VerifierKey) -> Event {
     let key_id = format!("{:08x}", key.key_id());
     Event {
-        action: "key_trust",
+        action: bulwark_audit::Action::KeyTrust,
         operation,
         agent: String::new(),
         what: serde_json::json!({"key": key.name(), "key_id": key_id}),
@@ -203,7 +203,7 @@ pub fn sign(home: &Home, agent: &str, key: Option<&str>) -> Result<(), Failure> 
     let listing_digest = hex::encode(sha2::Sha256::digest(signed.listing.text().as_bytes()));
     audit.commit(
         &Event {
-            action: "agent_sign",
+            action: bulwark_audit::Action::AgentSign,
             operation: "sign",
             agent: agent.to_owned(),
             what: serde_json::json!({

@@ -22,7 +22,7 @@ use crate::factory::{
 };
 use crate::home::{Home, valid_name};
 use crate::session::SessionIdentity;
-use bulwark_audit::{AuditRecord, AuditSink, Decision};
+use bulwark_audit::{Action, AuditRecord, AuditSink, Decision, Event, Identity, Reason};
 use bulwark_policy::{
     AccessFile, CredentialsSection, EffectivePolicy, GlobalConfig, ModelRef, SpawnViolation,
 };
@@ -176,20 +176,18 @@ impl ChildHost {
     ) -> Result<(), ChildError> {
         let request = serde_json::json!({"op": op, "agent": agent});
         self.audit
-            .record(&AuditRecord {
-                time_ms: crate::door::now_ms(),
-                session: caller.identity.id.clone(),
-                agent: caller.identity.agent.clone(),
-                user: caller.identity.user.clone(),
-                action: "spawn_check".into(),
-                tool: "agents".into(),
-                operation: format!("agents:{op}"),
-                args_digest: AuditRecord::digest_args(&request),
-                decision,
-                reason: "spawn_check".into(),
-                detail,
-                duration_us: 0,
-            })
+            .record(&AuditRecord::new(
+                Identity::new(
+                    caller.identity.id.clone(),
+                    caller.identity.agent.clone(),
+                    caller.identity.user.clone(),
+                ),
+                Event::new(Action::SpawnCheck, decision, Reason::SpawnCheck)
+                    .tool("agents")
+                    .operation(format!("agents:{op}"))
+                    .args(&request)
+                    .detail(detail),
+            ))
             .and_then(|()| self.audit.flush())
             .map_err(|e| ChildError::Audit(e.to_string()))
     }

@@ -21,7 +21,7 @@ use crate::providers::{default_model, resolve_model, resolve_model_with};
 use crate::registry::ToolRegistry;
 use crate::session::{Session, SessionIdentity, SessionState, ToolLimits};
 use crate::setup::{AgentSetup, PolicyContext, build_session, effective_policy, load_secrets};
-use bulwark_audit::{AuditRecord, AuditSink, Decision};
+use bulwark_audit::{Action, AuditRecord, AuditSink, Decision, Event, Identity, Reason};
 use bulwark_llm::Message;
 use bulwark_policy::{
     AccessFile, CredentialsSection, EffectivePolicy, GlobalConfig, ModelRef, SpawnGrant,
@@ -557,8 +557,8 @@ impl SessionFactory {
             audit
                 .record(&opening_record(
                     &identity,
-                    "config_load",
-                    "config_load",
+                    Action::ConfigLoad,
+                    Reason::ConfigLoad,
                     describe,
                 ))
                 .map_err(|e| {
@@ -576,8 +576,8 @@ impl SessionFactory {
             audit
                 .record(&opening_record(
                     &identity,
-                    "session_start",
-                    "policy_load",
+                    Action::SessionStart,
+                    Reason::PolicyLoad,
                     detail,
                 ))
                 .map_err(|e| {
@@ -743,43 +743,27 @@ fn describe_sources(
 
 fn opening_record(
     identity: &SessionIdentity,
-    action: &str,
-    reason: &str,
+    action: Action,
+    reason: Reason,
     detail: String,
 ) -> AuditRecord {
-    AuditRecord {
-        time_ms: crate::door::now_ms(),
-        session: identity.id.clone(),
-        agent: identity.agent.clone(),
-        user: identity.user.clone(),
-        action: action.into(),
-        tool: String::new(),
-        operation: String::new(),
-        args_digest: String::new(),
-        decision: Decision::Allowed,
-        reason: reason.into(),
-        detail,
-        duration_us: 0,
-    }
+    AuditRecord::new(
+        Identity::new(
+            identity.id.clone(),
+            identity.agent.clone(),
+            identity.user.clone(),
+        ),
+        Event::new(action, Decision::Allowed, reason).detail(detail),
+    )
 }
 
 /// Audits the refusal of a rolled-back agent, and says why (and whether
 /// the refusal could not be audited).
 fn refuse_rollback(audit: &dyn AuditSink, agent: &str, user: &str, reason: String) -> OpenError {
-    let record = AuditRecord {
-        time_ms: crate::door::now_ms(),
-        session: new_session_id(),
-        agent: agent.into(),
-        user: user.into(),
-        action: "config_load".into(),
-        tool: String::new(),
-        operation: String::new(),
-        args_digest: String::new(),
-        decision: Decision::Denied,
-        reason: "rollback".into(),
-        detail: reason.clone(),
-        duration_us: 0,
-    };
+    let record = AuditRecord::new(
+        Identity::new(new_session_id(), agent, user),
+        Event::new(Action::ConfigLoad, Decision::Denied, Reason::Rollback).detail(reason.clone()),
+    );
     match audit.record(&record).and_then(|()| audit.flush()) {
         Ok(()) => OpenError::Refused(reason),
         Err(err) => OpenError::Refused(format!(

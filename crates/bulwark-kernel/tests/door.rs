@@ -9,7 +9,7 @@ mod links;
 #[path = "door/sequence.rs"]
 mod sequence;
 
-use bulwark_audit::{Decision, MemorySink};
+use bulwark_audit::{Decision, MemorySink, Reason};
 use bulwark_kernel::{ToolCall, ToolRegistry};
 use common::*;
 use serde_json::json;
@@ -94,7 +94,7 @@ async fn every_resource_tool_is_refused_without_its_capability() {
             );
             assert_eq!(
                 r.reason,
-                "capability",
+                Reason::Capability,
                 "{}: {}",
                 tool.spec().name,
                 r.content

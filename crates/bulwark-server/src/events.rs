@@ -14,7 +14,7 @@
 //! never stored.
 
 use crate::limits::failure_network;
-use bulwark_audit::{AuditRecord, AuditSink, Decision};
+use bulwark_audit::{Action, AuditRecord, AuditSink, Decision, Event, Identity, Reason};
 use serde_json::json;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -103,11 +103,11 @@ impl SecurityLog {
                 "to_ms": end_ms,
             });
             self.write(
-                "auth_failure",
+                Action::AuthFailure,
                 "sign_in",
                 "",
                 Decision::Denied,
-                "invalid_token",
+                Reason::InvalidToken,
                 &args,
                 format!(
                     "{} failed sign-in(s) from {net}{prefix} in {} s",
@@ -125,17 +125,17 @@ impl SecurityLog {
         let (decision, reason, detail) = match problem {
             None => (
                 Decision::Allowed,
-                "reloaded",
+                Reason::Reloaded,
                 format!("access.toml reloaded (version {generation}, {users} users)"),
             ),
             Some(p) => (
                 Decision::Denied,
-                "invalid",
+                Reason::Invalid,
                 format!("access.toml reloaded but refused, nobody can sign in: {p}"),
             ),
         };
         self.write(
-            "config_reload",
+            Action::ConfigReload,
             "access",
             "",
             decision,
@@ -151,11 +151,11 @@ impl SecurityLog {
     pub fn revocation(&self, user: &str, why: &str, conversations: &[String]) {
         let args = json!({ "user": user, "sessions": conversations });
         self.write(
-            "revocation",
+            Action::Revocation,
             "stop_turns",
             user,
             Decision::Allowed,
-            why,
+            Reason::parse(why.to_owned()),
             &args,
             format!(
                 "{why}: stopped {} running conversation(s) of `{user}` and their turns",
@@ -168,30 +168,23 @@ impl SecurityLog {
     #[allow(clippy::too_many_arguments)]
     fn write(
         &self,
-        action: &str,
+        action: Action,
         operation: &str,
         user: &str,
         decision: Decision,
-        reason: &str,
+        reason: Reason,
         args: &serde_json::Value,
         detail: String,
     ) {
-        let record = AuditRecord {
-            time_ms: now_ms(),
-            session: String::new(),
-            agent: String::new(),
-            user: user.to_owned(),
-            action: action.into(),
-            tool: String::new(),
-            operation: operation.to_owned(),
-            args_digest: AuditRecord::digest_args(args),
-            decision,
-            reason: reason.into(),
-            detail,
-            duration_us: 0,
-        };
+        let record = AuditRecord::new(
+            Identity::new("", "", user),
+            Event::new(action, decision, reason)
+                .operation(operation)
+                .args(args)
+                .detail(detail),
+        );
         if let Err(error) = self.sink.record(&record) {
-            tracing::error!(%error, action, "a security event could not be audited");
+            tracing::error!(%error, action = %record.action, "a security event could not be audited");
         }
     }
 

@@ -30,8 +30,6 @@ use record::CallRecord;
 use serde_json::Value;
 use std::sync::Arc;
 
-pub(crate) use bulwark_audit::now_ms;
-
 /// Who a session's audit records are about: the one place the kernel turns
 /// a session's identity into the audit vocabulary.
 pub(crate) fn audit_identity(session: &Session) -> Identity {

@@ -148,7 +148,7 @@ impl Door {
         if let Err(denial) = session.policy.check_tool(domain, operation) {
             // Domain and operation names are not arguments: safe to keep.
             return Err(Outcome::denied(
-                Reason::from(denial.reason.as_str()),
+                deny_reason(denial.reason),
                 denial.message.clone(),
                 denial.message,
             ));
@@ -161,7 +161,7 @@ impl Door {
             if let Err(denial) = session.policy.check_demand(demand) {
                 let detail = format!("no capability covers this {} request", demand.kind());
                 return Err(Outcome::denied(
-                    Reason::from(denial.reason.as_str()),
+                    deny_reason(denial.reason),
                     denial.message,
                     detail,
                 ));
@@ -522,4 +522,13 @@ fn record_sandbox_warnings(
         )?;
     }
     Ok(())
+}
+
+/// The audit reason of a policy refusal.
+fn deny_reason(reason: bulwark_policy::DenyReason) -> Reason {
+    match reason {
+        bulwark_policy::DenyReason::Tool => Reason::Tool,
+        bulwark_policy::DenyReason::Operation => Reason::Operation,
+        bulwark_policy::DenyReason::Capability => Reason::Capability,
+    }
 }

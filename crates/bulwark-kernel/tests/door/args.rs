@@ -5,7 +5,7 @@
 
 use super::call;
 use crate::common::*;
-use bulwark_audit::{Decision, MemorySink};
+use bulwark_audit::{Action, Decision, MemorySink, Reason};
 use bulwark_kernel::{ApprovalAnswer, ApprovalRequest, Approver, ToolRegistry};
 use bulwark_llm::ToolDef;
 use bulwark_llm::local::grammar::tool_grammar;
@@ -304,7 +304,7 @@ path = "**"
     assert!(
         records
             .iter()
-            .all(|r| r.action == "tool_call" && r.reason == "invalid_args"),
+            .all(|r| r.action == Action::ToolCall && r.reason == Reason::InvalidArgs),
         "{records:?}"
     );
     // Well-formed arguments still reach the approver.

@@ -13,7 +13,7 @@ fn records(f: &Fixture, action: &str) -> Vec<AuditRecord> {
         .unwrap()
         .into_iter()
         .map(|r| r.record)
-        .filter(|r| r.action == action)
+        .filter(|r| r.action.as_str() == action)
         .collect()
 }
 

@@ -35,7 +35,7 @@ fn records(store: &Store, action: &str) -> Vec<bulwark_audit::AuditRecord> {
         .unwrap()
         .into_iter()
         .map(|r| r.record)
-        .filter(|r| r.action == action)
+        .filter(|r| r.action.as_str() == action)
         .collect()
 }
 

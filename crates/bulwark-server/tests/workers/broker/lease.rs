@@ -53,7 +53,7 @@ fn a_second_worker_on_a_served_session_is_refused_until_the_first_ends() {
     let audited = store.audit_sink().tail(10).unwrap();
     let lease: Vec<_> = audited
         .iter()
-        .filter(|r| r.record.action == "session_lease")
+        .filter(|r| r.record.action == bulwark_audit::Action::SessionLease)
         .collect();
     assert_eq!(lease.len(), 1, "{audited:#?}");
     let record = &lease[0].record;
