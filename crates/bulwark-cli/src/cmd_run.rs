@@ -11,6 +11,7 @@ use bulwark_kernel::{
     PreApproved, Session, SessionFactory, SessionRecords, SessionSpec, ToolRegistry, TurnEnd,
 };
 use bulwark_llm::Message;
+use bulwark_policy::{AgentName, UserName};
 use std::io::{BufRead, Write};
 use std::sync::{Arc, OnceLock};
 
@@ -95,8 +96,8 @@ fn prepare(
     let shutdown = Shutdown::listen().context("cannot install the Ctrl-C / SIGTERM handlers")?;
     let origin = Origin::Terminal;
     let spec = SessionSpec {
-        agent: agent_name.to_owned(),
-        user: user.to_owned(),
+        agent: AgentName::new(agent_name).map_err(|e| usage_error(anyhow!("{e}")))?,
+        user: UserName::new(user).map_err(|e| usage_error(anyhow!("{e}")))?,
         origin: origin.clone(),
         model: model_override.map(str::to_owned),
         resume: resume.map(str::to_owned),

@@ -110,7 +110,7 @@ impl Kernel {
     /// stops the session.
     fn flush_audit(&self, session: &mut Session) -> Result<(), KernelError> {
         self.door.audit().flush().map_err(|err| {
-            session.state.stopped = Some("audit sink failed".into());
+            session.stop("audit sink failed");
             KernelError::Audit(err.to_string())
         })
     }
@@ -136,7 +136,7 @@ impl Kernel {
             .detail(why.clone()),
         ));
         if let Err(err) = written {
-            session.state.stopped = Some("audit sink failed".into());
+            session.stop("audit sink failed");
             return Err(KernelError::Audit(format!(
                 "the refusal of a model call could not be recorded ({err}); the session is stopped"
             )));
@@ -152,7 +152,7 @@ impl Kernel {
     }
 
     fn save_state(&self, session: &Session) -> Result<(), KernelError> {
-        let json = serde_json::to_string(&session.state)?;
+        let json = serde_json::to_string(session.state())?;
         self.store.save_state(&session.identity.id, &json)?;
         Ok(())
     }
@@ -206,7 +206,7 @@ impl Kernel {
         let system = format!(
             "{}\n\n{}",
             agent.system_prompt.trim_end(),
-            session.state.boundary.instruction()
+            session.state().boundary.instruction()
         );
         let tools = self.door.registry().definitions_for(&session.policy);
         let mut usage = Usage::default();
@@ -217,7 +217,7 @@ impl Kernel {
             if interrupt.is_cancelled() {
                 return self.interrupted(session, last_text, tool_calls, usage);
             }
-            if let Some(why) = session.state.stopped.clone() {
+            if let Some(why) = session.state().stopped.clone() {
                 return Ok(TurnOutcome {
                     text: last_text,
                     end: TurnEnd::Stopped(why),
@@ -311,7 +311,7 @@ impl Kernel {
                             )),
                         ));
                         if let Err(err) = written {
-                            session.state.stopped = Some("audit sink failed".into());
+                            session.stop("audit sink failed");
                             return Err(KernelError::Audit(format!(
                                 "the model overrun warning was refused ({err}); the session is stopped"
                             )));
@@ -334,8 +334,8 @@ impl Kernel {
             let spent = response.usage.input_tokens + response.usage.output_tokens;
             self.store
                 .record_tokens(&session.identity.id, &session.identity.user, spent)?;
-            if let Verdict::Break(why) = session.state.guard.charge_tokens(spent) {
-                session.state.stopped = Some(why);
+            if let Verdict::Break(why) = session.guard_mut().charge_tokens(spent) {
+                session.stop(why);
             }
 
             let assistant = response.message;
@@ -350,7 +350,7 @@ impl Kernel {
             if calls.is_empty() {
                 self.flush_audit(session)?;
                 self.save_state(session)?;
-                let end = match session.state.stopped.clone() {
+                let end = match session.state().stopped.clone() {
                     Some(why) => TurnEnd::Stopped(why),
                     None => TurnEnd::Completed,
                 };
@@ -398,7 +398,7 @@ impl Kernel {
         }
         self.flush_audit(session)?;
         self.save_state(session)?;
-        let end = match session.state.stopped.clone() {
+        let end = match session.state().stopped.clone() {
             Some(why) => TurnEnd::Stopped(why),
             None if interrupt.is_cancelled() => TurnEnd::Interrupted,
             None => TurnEnd::MaxTurns,

@@ -20,12 +20,13 @@ use crate::factory::{
     FrontEnd, OpenError, OpenSession, Origin, ParentGrant, SessionFactory, SessionRecords,
     SessionSpec, StoreRecords,
 };
-use crate::home::{Home, valid_name};
+use crate::home::Home;
 use crate::session::SessionIdentity;
 use bulwark_audit::{Action, AuditRecord, AuditSink, Decision, Event, Identity, Reason};
 use bulwark_policy::{
     AccessFile, CredentialsSection, EffectivePolicy, GlobalConfig, ModelRef, SpawnViolation,
 };
+use bulwark_policy::{AgentName, UserName};
 use bulwark_store::{
     AccountKind, Actor, ChildRecord, ChildState, LedgerError, NewSession, Policy, Store,
     StoreError, TransferReceipt, TransferRequest,
@@ -67,8 +68,10 @@ pub fn agent_wallet(agent: &str) -> String {
 /// can name the agent from its arguments alone.
 pub fn child_agent_of(child_id: &str) -> Option<&str> {
     let (agent, suffix) = child_id.split_once('.')?;
-    (valid_name(agent) && !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_hexdigit()))
-        .then_some(agent)
+    (AgentName::new(agent).is_ok()
+        && !suffix.is_empty()
+        && suffix.bytes().all(|b| b.is_ascii_hexdigit()))
+    .then_some(agent)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -256,10 +259,8 @@ impl ChildHost {
                 existing.len()
             )));
         }
-        if !valid_name(agent) {
-            return Err(ChildError::Invalid(format!(
-                "`{agent}` is not an agent name (1-64 lowercase letters, digits, `-`, `_`)"
-            )));
+        if let Err(err) = AgentName::new(agent) {
+            return Err(ChildError::Invalid(err.to_string()));
         }
         self.factory()
             .child_violations(&self.parent_grant(caller), agent)
@@ -351,9 +352,12 @@ impl ChildHost {
         // Opened like every session, and held to the parent's effective
         // policy again: the manifest on disk may have changed since the
         // spawn.
+        let names = AgentName::new(child.agent.clone())
+            .and_then(|agent| Ok((agent, UserName::new(caller.identity.user.clone())?)));
+        let (agent, user) = names.map_err(|e| ChildError::Invalid(e.to_string()))?;
         let spec = SessionSpec {
-            agent: child.agent.clone(),
-            user: caller.identity.user.clone(),
+            agent,
+            user,
             origin: Origin::Child {
                 parent: Box::new(self.parent_grant(caller)),
                 account: child.account.clone(),

@@ -16,7 +16,7 @@ use crate::children::{Caller, ChildHost, agent_wallet};
 use crate::conversation::ConversationStore;
 use crate::credits::{Ledger, SessionCredits};
 use crate::door::Door;
-use crate::home::{Home, LoadedAgent, valid_name};
+use crate::home::{Home, LoadedAgent};
 use crate::providers::{default_model, resolve_model, resolve_model_with};
 use crate::registry::ToolRegistry;
 use crate::session::{Session, SessionIdentity, SessionState, ToolLimits};
@@ -24,8 +24,8 @@ use crate::setup::{AgentSetup, PolicyContext, build_session, effective_policy, l
 use bulwark_audit::{Action, AuditRecord, AuditSink, Decision, Event, Identity, Reason};
 use bulwark_llm::Message;
 use bulwark_policy::{
-    AccessFile, CredentialsSection, EffectivePolicy, GlobalConfig, ModelRef, SpawnGrant,
-    SpawnViolation, parse_model_ref, spawn_violations,
+    AccessFile, AgentName, CredentialsSection, EffectivePolicy, GlobalConfig, ModelRef, SpawnGrant,
+    SpawnViolation, UserName, parse_model_ref, spawn_violations,
 };
 use bulwark_store::{AccountKind, Actor, Budget, NewSession, Store};
 use std::sync::Arc;
@@ -136,8 +136,9 @@ pub struct ParentGrant {
 
 /// What to open.
 pub struct SessionSpec {
-    pub agent: String,
-    pub user: String,
+    /// Typed: a name that is not a safe directory name cannot be asked for.
+    pub agent: AgentName,
+    pub user: UserName,
     pub origin: Origin,
     /// `--model`, replacing the agent's own.
     pub model: Option<String>,
@@ -309,11 +310,10 @@ impl SessionFactory {
         access: &AccessFile,
         warn: &Warn,
     ) -> Result<ChildAgent, OpenError> {
-        if !valid_name(agent) {
-            return Err(OpenError::Usage(format!(
-                "`{agent}` is not an agent name (1-64 lowercase letters, digits, `-`, `_`)"
-            )));
-        }
+        let agent = AgentName::new(agent)
+            .map_err(|e| OpenError::Usage(e.to_string()))?
+            .into_string();
+        let agent = agent.as_str();
         let files = load_agent(&self.home, agent, global.trust.require_signed, &**warn)?;
         let user = &parent.caller.identity.user;
         let policy = policy_of(global, access, &files.loaded, user, parent.remote)?;
@@ -361,7 +361,7 @@ impl SessionFactory {
     /// refused rollback.
     pub fn open(&self, spec: SessionSpec, front: FrontEnd) -> Result<OpenSession, OpenError> {
         let SessionSpec {
-            agent: agent_name,
+            agent,
             user,
             origin,
             model: model_override,
@@ -372,9 +372,7 @@ impl SessionFactory {
             records: open_records,
             warn,
         } = front;
-        // Both names become directory names: refuse bad ones before
-        // anything (the database, a session row) is created.
-        self.home.workspace_dir(&user, &agent_name)?;
+        let (agent_name, user) = (agent.into_string(), user.into_string());
         let (global, access, digests) = self.config()?;
         let require_signed = global.trust.require_signed;
         let loaded_child = match &origin {

@@ -39,12 +39,6 @@ fn sha256(text: &str) -> [u8; 32] {
 pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a careful assistant. Use the tools you are given \
 to do the task, and say plainly when a tool is refused.";
 
-/// Names that become directory names: lowercase letters, digits, `-`, `_`
-/// ([`AgentName`]'s rule; prefer the type where a name is kept).
-pub fn valid_name(name: &str) -> bool {
-    bulwark_policy::is_agent_name(name)
-}
-
 /// `agent` as an [`AgentName`], or the setup error that says the rule.
 fn agent_name(agent: &str) -> Result<AgentName, KernelError> {
     AgentName::new(agent).map_err(|e| KernelError::Setup(e.to_string()))

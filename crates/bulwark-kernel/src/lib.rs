@@ -43,7 +43,7 @@ pub use factory::{
     FrontEnd, MAX_CHILDREN, OpenError, OpenRecords, OpenSession, Origin, ParentGrant,
     SessionFactory, SessionRecords, SessionSpec, StoreRecords,
 };
-pub use home::{DEFAULT_SYSTEM_PROMPT, Home, LoadedAgent, valid_name};
+pub use home::{DEFAULT_SYSTEM_PROMPT, Home, LoadedAgent};
 pub use providers::{
     LocalModelFile, MODEL_CATALOGUE_VAR, ModelFiles, ResolvedModel, check_model, default_model,
     model_catalogue, provider_key_env, resolve_model, resolve_model_with,

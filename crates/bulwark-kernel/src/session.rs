@@ -111,7 +111,10 @@ pub struct Session {
     pub(crate) identity: SessionIdentity,
     pub(crate) policy: Arc<EffectivePolicy>,
     pub(crate) resources: SessionResources,
-    pub(crate) state: SessionState,
+    /// Private even to the kernel: changed only through the methods below,
+    /// which can add taint, stop the session and grant approvals but never
+    /// undo any of them.
+    state: SessionState,
     /// How the session pays for model calls and tools; `None` when
     /// config.toml has no `[credits]` section.
     pub(crate) credits: Option<SessionCredits>,
@@ -150,6 +153,24 @@ impl Session {
     /// Adds taint labels; taint is never removed.
     pub fn add_taint(&mut self, labels: impl IntoIterator<Item = TaintLabel>) {
         self.state.taint.extend(labels);
+    }
+
+    /// Stops the session for good: every later call is refused. The first
+    /// reason is kept; a stopped session is never started again.
+    pub(crate) fn stop(&mut self, why: impl Into<String>) {
+        if self.state.stopped.is_none() {
+            self.state.stopped = Some(why.into());
+        }
+    }
+
+    /// A human approved `domain:operation` for the rest of the session.
+    pub(crate) fn approve_for_session(&mut self, key: String) {
+        self.state.approved_for_session.insert(key);
+    }
+
+    /// The loop guard, which counts every call and token spent.
+    pub(crate) fn guard_mut(&mut self) -> &mut LoopGuard {
+        &mut self.state.guard
     }
 
     /// Pays from `credits` (set as the session is built).

@@ -5,6 +5,7 @@
 //! crate's tests can use it without a dependency cycle. Being test code, it
 //! panics on a failed setup step with what failed.
 
+pub mod home;
 pub mod http;
 pub mod process;
 pub mod sse;

@@ -20,8 +20,8 @@
 //! never earlier ones.
 
 use crate::error::chain;
-use bulwark_kernel::{Home, KernelError, valid_name};
-use bulwark_policy::{GlobalConfig, SandboxEnforcement, parse_model_ref};
+use bulwark_kernel::{Home, KernelError};
+use bulwark_policy::{AgentName, GlobalConfig, SandboxEnforcement, UserName, parse_model_ref};
 use bulwark_sandbox::SelfConfinement;
 use std::path::{Path, PathBuf};
 
@@ -31,22 +31,25 @@ use std::path::{Path, PathBuf};
 #[derive(clap::Args, Debug, Clone)]
 pub struct WorkerArgs {
     /// The user the conversation belongs to (authenticated by the server).
-    #[arg(long, value_parser = parse_name)]
+    #[arg(long, value_parser = parse_user)]
     pub user: String,
     /// The agent of the conversation.
-    #[arg(long, value_parser = parse_name)]
+    #[arg(long, value_parser = parse_agent)]
     pub agent: String,
 }
 
-fn parse_name(name: &str) -> Result<String, String> {
-    if valid_name(name) {
-        Ok(name.to_owned())
-    } else {
-        Err(
-            "use 1-64 lowercase letters, digits, `-` or `_`, starting with a letter or digit"
-                .into(),
-        )
-    }
+/// An `--agent` argument, checked as an [`AgentName`].
+fn parse_agent(name: &str) -> Result<String, String> {
+    AgentName::new(name)
+        .map(String::from)
+        .map_err(|e| e.to_string())
+}
+
+/// A `--user` argument, checked as a [`UserName`].
+fn parse_user(name: &str) -> Result<String, String> {
+    UserName::new(name)
+        .map(String::from)
+        .map_err(|e| e.to_string())
 }
 
 /// What the worker knows when its runtime starts.
@@ -353,9 +356,9 @@ mod tests {
         assert!(worker_rules(&home, "../keys", "helper", None, None).is_err());
         assert!(worker_rules(&home, "alice", "a/b", None, None).is_err());
         for bad in ["", "Alice", "../x", "-x", "a b"] {
-            assert!(parse_name(bad).is_err(), "{bad:?}");
+            assert!(parse_agent(bad).is_err(), "{bad:?}");
         }
-        assert_eq!(parse_name("alice").as_deref(), Ok("alice"));
+        assert_eq!(parse_user("alice").as_deref(), Ok("alice"));
     }
 
     #[test]

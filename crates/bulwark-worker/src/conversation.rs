@@ -17,10 +17,11 @@ use crate::records::WorkerRecords;
 use bulwark_audit::Decision;
 use bulwark_kernel::{
     AgentRuntime, ApprovalAnswer, ApprovalRequest, Approver, CancellationToken, DispatchResult,
-    FrontEnd, Home, Kernel, KernelError, OpenSession, Origin, Session, SessionFactory,
+    FrontEnd, Home, Kernel, KernelError, OpenError, OpenSession, Origin, Session, SessionFactory,
     SessionRecords, SessionSpec, TurnObserver,
 };
 use bulwark_llm::Message;
+use bulwark_policy::{AgentName, UserName};
 use bulwark_protocol::protocol::{
     Command, ErrorCode, Event, MAX_ID_CHARS, MAX_SHORT_CHARS, MAX_TEXT_CHARS, ToolDecision,
     TurnEnd, Usage,
@@ -246,8 +247,10 @@ fn open(
 ) -> Result<Served, WorkerError> {
     let shutdown = Shutdown::listen().map_err(WorkerError::Signals)?;
     let spec = SessionSpec {
-        agent: agent.to_owned(),
-        user: user.to_owned(),
+        agent: AgentName::new(agent)
+            .map_err(|e| WorkerError::Open(OpenError::Usage(e.to_string())))?,
+        user: UserName::new(user)
+            .map_err(|e| WorkerError::Open(OpenError::Usage(e.to_string())))?,
         origin: Origin::Worker,
         model: None,
         resume,

@@ -157,18 +157,13 @@ impl Bw {
 
     /// Writes `contents` to `rel` under the home, creating directories.
     pub fn write(&self, rel: &str, contents: &str) {
-        let path = self.path(rel);
-        std::fs::create_dir_all(path.parent().expect("a parent directory"))
-            .expect("create parent directories");
-        std::fs::write(&path, contents).expect("write a test file");
+        bulwark_test_support::home::write_file(self.home(), rel, contents);
     }
 
     /// `agents/<name>/agent.toml` and, when given, its `s.jsonl` script.
     pub fn agent(&self, name: &str, manifest: &str, script: Option<&str>) {
-        self.write(&format!("agents/{name}/agent.toml"), manifest);
-        if let Some(script) = script {
-            self.write(&format!("agents/{name}/s.jsonl"), script);
-        }
+        let files: Vec<(&str, &str)> = script.map(|s| ("s.jsonl", s)).into_iter().collect();
+        bulwark_test_support::home::write_agent(self.home(), name, manifest, &files);
     }
 
     /// `users/local/agents/<agent>/workspace/<rel>`.

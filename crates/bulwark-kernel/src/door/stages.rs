@@ -78,7 +78,7 @@ impl Door {
         call: ToolCall<'_>,
         ticket: &CallRecord,
     ) -> Result<Admitted, Outcome> {
-        if let Some(why) = session.state.stopped.clone() {
+        if let Some(why) = session.state().stopped.clone() {
             let message = format!("the session was stopped: {why}");
             return Err(Outcome::denied(Reason::Stopped, message.clone(), message).stopping(why));
         }
@@ -108,14 +108,14 @@ impl Door {
                 "no tool has this name",
             ));
         };
-        let warning = match session.state.guard.check_call(call.name, call.input) {
+        let warning = match session.guard_mut().check_call(call.name, call.input) {
             Verdict::Allow => None,
             Verdict::Warn(msg) => Some(msg),
             Verdict::Block(msg) => {
                 return Err(Outcome::denied(Reason::LoopGuard, msg.clone(), msg));
             }
             Verdict::Break(msg) => {
-                session.state.stopped = Some(msg.clone());
+                session.stop(msg.clone());
                 let outcome = Outcome::denied(Reason::LoopGuard, msg.clone(), msg.clone());
                 return Err(outcome.stopping(msg));
             }
@@ -215,8 +215,8 @@ impl Door {
         let spec = authorized.admitted.tool.spec();
         let (domain, operation) = (spec.domain, spec.operation);
         let approval_key = format!("{domain}:{operation}");
-        let already = session.state.approved_for_session.contains(&approval_key);
-        let taint_why = taint_needs_approval(&session.state.taint, domain, operation);
+        let already = session.state().approved_for_session.contains(&approval_key);
+        let taint_why = taint_needs_approval(&session.state().taint, domain, operation);
         let policy_why = session
             .policy
             .needs_approval(domain, operation)
@@ -352,7 +352,7 @@ impl Door {
                 let mut text = if taint.is_empty() {
                     content
                 } else {
-                    session.state.boundary.wrap(call.name, &taint, &content)
+                    session.state().boundary.wrap(call.name, &taint, &content)
                 };
                 if let Some(msg) = &admitted.warning {
                     text.push_str(&format!("\n[loop guard warning: {msg}]"));
@@ -459,16 +459,15 @@ pub(super) fn commit(
 ) {
     if let Some(Ran { for_session }) = ran {
         if let Some(key) = for_session {
-            session.state.approved_for_session.insert(key);
+            session.approve_for_session(key);
         }
         session
-            .state
-            .guard
+            .guard_mut()
             .record_outcome(call.name, call.input, &result.content);
     }
-    session.state.taint.extend(result.taint.iter().copied());
+    session.add_taint(result.taint.iter().copied());
     if let Some(stop) = &result.stop {
-        session.state.stopped = Some(stop.clone());
+        session.stop(stop.clone());
     }
 }
 

@@ -111,10 +111,13 @@ hosts = ["bank.example.com"]
 
 /// Writes `agents/<name>/agent.toml` (and an empty model script).
 pub fn add_agent(home: &Path, name: &str, manifest: &str, script: &str) {
-    let dir = home.join("agents").join(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("agent.toml"), manifest.replace("NAME", name)).unwrap();
-    std::fs::write(dir.join("script.jsonl"), script).unwrap();
+    use bulwark_test_support::home::{for_agent, write_agent};
+    write_agent(
+        home,
+        name,
+        &for_agent(manifest, name),
+        &[("script.jsonl", script)],
+    );
 }
 
 pub fn prices() -> CreditsSection {

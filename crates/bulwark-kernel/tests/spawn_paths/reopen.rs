@@ -236,8 +236,8 @@ async fn an_embedding_program_opens_a_session_through_the_factory() {
     let opened = SessionFactory::new(bulwark_kernel::Home::new(f.home()))
         .open(
             SessionSpec {
-                agent: "boss".into(),
-                user: bulwark_kernel::LOCAL_USER.into(),
+                agent: bulwark_policy::AgentName::new("boss").unwrap(),
+                user: bulwark_policy::UserName::local(),
                 origin: Origin::Terminal,
                 model: None,
                 resume: None,

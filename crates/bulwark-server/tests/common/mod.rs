@@ -43,18 +43,12 @@ impl Fixture {
     pub fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let home = Home::new(dir.path());
+        use bulwark_test_support::home::{for_agent, write_agent};
         for name in ["helper", "other"] {
-            let path = home.agents_dir().join(name);
-            std::fs::create_dir_all(&path).unwrap();
-            std::fs::write(path.join("agent.toml"), AGENT.replace("NAME", name)).unwrap();
+            write_agent(dir.path(), name, &for_agent(AGENT, name), &[]);
         }
-        let path = home.agents_dir().join("secret");
-        std::fs::create_dir_all(&path).unwrap();
-        std::fs::write(
-            path.join("agent.toml"),
-            AGENT.replace("NAME", "secret").replace("public", "private"),
-        )
-        .unwrap();
+        let private = for_agent(AGENT, "secret").replace("public", "private");
+        write_agent(dir.path(), "secret", &private, &[]);
         let ed = editor(&home);
         let alice = ed
             .create("alice", None, Some(&["helper".to_string()]))
