@@ -123,6 +123,12 @@ vocabulary! {
         SpawnCheck => "spawn_check",
         /// A call to the model.
         ModelCall => "model_call",
+        /// A taint decision: an untrusted label reached a sink (allowed,
+        /// sent for approval or refused), with the label, its source call
+        /// and the sink in the detail.
+        Taint => "taint",
+        /// The injection scanner found something in untrusted content.
+        InjectionScan => "injection_scan",
         /// A movement in the credits ledger.
         Ledger => "ledger",
         /// The configuration a session was started with (or rolled back to).
@@ -193,6 +199,10 @@ vocabulary! {
         ToolError => "tool_error",
         /// The dispatch was dropped before the call finished.
         Cancelled => "cancelled",
+        /// A `[taint]` sink rule decided (approval or refusal).
+        Taint => "taint",
+        /// The injection scanner's finding (advisory).
+        Injection => "injection",
         /// An `arguments` record.
         Arguments => "arguments",
         /// A `credential` record.

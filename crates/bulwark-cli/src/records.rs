@@ -119,6 +119,14 @@ impl SessionRecords for Records {
     /// One process runs a session at a time: a `run`/`chat` holds its
     /// lease until the run ends. (A worker takes none: the server holds
     /// the lease for the conversation it serves.)
+    fn provenance(&self, agent: &str, user: &str) -> Arc<dyn bulwark_kernel::ProvenanceStore> {
+        Arc::new(bulwark_kernel::StoreProvenance {
+            store: self.store.clone(),
+            agent: agent.to_string(),
+            user: user.to_string(),
+        })
+    }
+
     fn claim(
         &self,
         id: &str,

@@ -39,6 +39,9 @@ pub struct Caller {
     pub identity: SessionIdentity,
     pub policy: Arc<EffectivePolicy>,
     pub credits: Option<SessionCredits>,
+    /// The session's taint labels when it called: a child it spawns or
+    /// messages inherits them.
+    pub taint: std::collections::BTreeSet<bulwark_policy::TaintLabel>,
 }
 
 impl Caller {

@@ -169,6 +169,9 @@ pub trait SessionRecords: Send + Sync {
         agent: &str,
         user: &str,
     ) -> Result<Arc<dyn ConversationStore>, OpenError>;
+    /// Where the labels of what `agent`'s sessions for `user` store are
+    /// kept, bound to those names.
+    fn provenance(&self, agent: &str, user: &str) -> Arc<dyn crate::provenance::ProvenanceStore>;
 }
 
 /// Records kept in a [`Store`] this process holds, without a lease: a
@@ -208,6 +211,13 @@ impl SessionRecords for StoreRecords {
     }
     fn claim(&self, _: &str, _: &str, _: &str) -> Result<Arc<dyn ConversationStore>, OpenError> {
         Ok(Arc::new(self.store.clone()))
+    }
+    fn provenance(&self, agent: &str, user: &str) -> Arc<dyn crate::provenance::ProvenanceStore> {
+        Arc::new(crate::provenance::StoreProvenance {
+            store: self.store.clone(),
+            agent: agent.to_string(),
+            user: user.to_string(),
+        })
     }
 }
 
@@ -529,7 +539,9 @@ impl SessionFactory {
         let policy = Arc::new(policy);
         let mut session = build_session(&self.home, identity.clone(), policy, limits, saved, &net)?;
         let credits = self.credits(&origin, &identity, &global, &access, &*records)?;
-        session = session.with_credits(credits);
+        session = session
+            .with_credits(credits)
+            .with_provenance(records.provenance(&agent_name, &user));
         if let (Origin::Terminal, Some(store)) = (&origin, records.database()) {
             session = session.with_children(Arc::new(ChildHost {
                 home: self.home.clone(),

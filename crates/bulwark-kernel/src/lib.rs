@@ -13,6 +13,7 @@ mod door;
 mod environment;
 mod factory;
 mod home;
+mod provenance;
 mod providers;
 mod registry;
 mod scoped;
@@ -44,6 +45,10 @@ pub use factory::{
     SessionFactory, SessionRecords, SessionSpec, StoreRecords,
 };
 pub use home::{DEFAULT_SYSTEM_PROMPT, Home, LoadedAgent};
+pub use provenance::{
+    LabelRoot, MemoryProvenance, ProvenanceError, ProvenanceStore, StoreProvenance, content_digest,
+    root_key,
+};
 pub use providers::{
     LocalModelFile, MODEL_CATALOGUE_VAR, ModelFiles, ResolvedModel, check_model, default_model,
     model_catalogue, provider_key_env, resolve_model, resolve_model_with,
@@ -57,5 +62,7 @@ pub use setup::{
     egress_client, load_secrets,
 };
 pub use tokio_util::sync::CancellationToken;
-pub use tool::{ParsedCall, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool};
+pub use tool::{
+    CallTaint, ParsedCall, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool,
+};
 pub use tool_args::{parse_args, schema_for};

@@ -5,6 +5,7 @@
 use crate::boundary::Boundary;
 use crate::children::ChildHost;
 use crate::credits::SessionCredits;
+use crate::provenance::{MemoryProvenance, ProvenanceStore};
 use bulwark_net::SafeHttp;
 use bulwark_policy::{EffectivePolicy, ExecPolicy, LoopGuard, TaintLabel};
 use bulwark_sandbox::Workspace;
@@ -121,6 +122,8 @@ pub struct Session {
     /// Where its child agents are spawned and run; `None` when this
     /// session cannot spawn (served sessions, children themselves).
     pub(crate) children: Option<Arc<ChildHost>>,
+    /// Where the labels of what it writes are kept (and read back).
+    pub(crate) provenance: Arc<dyn ProvenanceStore>,
 }
 
 impl Session {
@@ -192,6 +195,17 @@ impl Session {
         self
     }
 
+    /// Keeps the labels of what it stores in `store` (set as the session
+    /// is built; the default keeps them in this process only).
+    pub fn with_provenance(mut self, store: Arc<dyn ProvenanceStore>) -> Self {
+        self.provenance = store;
+        self
+    }
+
+    pub fn provenance(&self) -> &Arc<dyn ProvenanceStore> {
+        &self.provenance
+    }
+
     /// Spawns children through `host` (set as the session is built).
     pub fn with_children(mut self, host: Arc<ChildHost>) -> Self {
         self.children = Some(host);
@@ -218,6 +232,7 @@ impl Session {
             state,
             credits: None,
             children: None,
+            provenance: Arc::new(MemoryProvenance::default()),
         }
     }
 }

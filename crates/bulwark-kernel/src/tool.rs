@@ -119,6 +119,22 @@ pub struct ToolContext {
     pub(crate) process: Option<ScopedProcess>,
     pub(crate) http: Option<ScopedHttp>,
     pub(crate) credits: Option<ScopedCredits>,
+    /// What the call's writes are labelled with, and where labels are
+    /// kept and read back.
+    #[allow(dead_code)] // SKELETON: read by the files and memory tools
+    pub(crate) taint: Option<CallTaint>,
+}
+
+/// The taint a call carries into what it stores.
+#[derive(Clone)]
+pub struct CallTaint {
+    /// The session's labels when the call ran: what it writes carries them.
+    pub labels: std::collections::BTreeSet<TaintLabel>,
+    /// The tool call id, recorded as the source of the labels it writes.
+    pub source: String,
+    pub provenance: std::sync::Arc<dyn crate::provenance::ProvenanceStore>,
+    /// How a workspace file without provenance counts.
+    pub workspace: bulwark_policy::WorkspaceTrust,
 }
 
 impl ToolContext {
@@ -182,6 +198,11 @@ pub trait ParsedCall: Send {
     /// arguments alone. The door checks each against the session's
     /// effective set and scopes the context to exactly these.
     fn demands(&self) -> &[Demand];
+    /// Whether the call sends a body (a web request with one): such a call
+    /// is a taint sink even to a host the session already fetched.
+    fn sends_body(&self) -> bool {
+        false
+    }
     async fn call(self: Box<Self>, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
 }
 

@@ -100,6 +100,7 @@ impl Fixture {
             identity: self.session.identity().clone(),
             policy: self.session.policy().clone(),
             credits: self.session.credits().cloned(),
+            taint: self.session.state().taint.clone(),
         }
     }
 

@@ -155,6 +155,8 @@ pub struct EffectivePolicy {
     pub sandbox: SandboxSection,
     /// The manifest's if set, else the global one.
     pub loop_guard: LoopGuardConfig,
+    /// The `[taint]` sink rules (defaults overlaid by the manifest).
+    pub taint: crate::taint::TaintPolicy,
     pub removed: Vec<Removal>,
     /// Removed capabilities with the index of their `Removal`, so a denied
     /// demand can say which layer took away the capability that would have
@@ -465,6 +467,7 @@ pub fn compute_effective(inputs: &PolicyInputs, catalog: &ToolCatalog) -> Effect
         approval: m.approval.clone(),
         sandbox,
         loop_guard: m.loop_guard.clone().unwrap_or_else(|| g.loop_guard.clone()),
+        taint: crate::taint::TaintPolicy::from_section(&m.taint),
         removed: b.removed,
         removed_caps: b.removed_caps,
     }

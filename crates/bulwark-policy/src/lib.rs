@@ -22,6 +22,7 @@ mod exec_script;
 pub use exec_script::{SETTABLE_PREFIXES, SETTABLE_VARIABLES};
 mod exec_wrappers;
 mod glob;
+pub mod injection;
 mod layering;
 mod loop_guard;
 mod manifest;
@@ -31,6 +32,7 @@ mod spawn;
 mod taint;
 mod template;
 mod validate;
+pub mod value_taint;
 
 pub use access::{AccessFile, UserEntry, UserLimits, UserRole, parse_access, user_may_use_agent};
 pub use call_limits::CallLimits;
@@ -62,5 +64,8 @@ pub use manifest::{
 pub use names::{AgentName, MAX_NAME_LEN, NAME_RULE, NameError, UserName};
 pub use path::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES, PathError, WorkspacePath};
 pub use spawn::{SpawnGrant, SpawnViolation, spawn_violations};
-pub use taint::{TaintLabel, taint_needs_approval};
+pub use taint::{
+    SinkRule, TaintDecision, TaintLabel, TaintMode, TaintPolicy, TaintSection, WorkspaceTrust,
+    taint_needs_approval,
+};
 pub use template::{MAX_KEY_NAME_LEN, Template, TemplateError, TemplatePart, is_key_name};

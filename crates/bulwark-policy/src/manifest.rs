@@ -39,6 +39,9 @@ pub struct Manifest {
     /// escalators and uncheckable scripts (see [`Manifest::exec_policy`]).
     #[serde(default)]
     pub exec: Option<ExecSection>,
+    /// Which sinks untrusted content may reach (`[taint]`).
+    #[serde(default)]
+    pub taint: crate::taint::TaintSection,
 }
 
 impl Manifest {

@@ -19,6 +19,7 @@ mod group_commit;
 mod lease;
 mod ledger;
 mod merkle_log;
+mod provenance;
 mod scan;
 mod schema;
 mod verify;

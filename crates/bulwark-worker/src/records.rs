@@ -54,4 +54,9 @@ impl SessionRecords for WorkerRecords {
     fn claim(&self, _: &str, _: &str, _: &str) -> Result<Arc<dyn ConversationStore>, OpenError> {
         Ok(self.client.clone())
     }
+
+    /// SKELETON: kept in this process until the broker carries labels.
+    fn provenance(&self, _: &str, _: &str) -> Arc<dyn bulwark_kernel::ProvenanceStore> {
+        Arc::new(bulwark_kernel::MemoryProvenance::default())
+    }
 }

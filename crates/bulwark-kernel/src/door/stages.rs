@@ -386,6 +386,7 @@ impl Door {
                 identity: session.identity.clone(),
                 policy: session.policy.clone(),
                 credits: session.credits.clone(),
+                taint: session.state().taint.clone(),
             },
             host: session.children.clone(),
             approved: demands.to_vec(),
@@ -444,6 +445,12 @@ impl Door {
                 _ => None,
             },
             credits,
+            taint: Some(crate::tool::CallTaint {
+                labels: session.state().taint.clone(),
+                source: call_id.to_owned(),
+                provenance: session.provenance.clone(),
+                workspace: session.policy.taint.workspace,
+            }),
         }
     }
 }

@@ -54,6 +54,7 @@ impl Family {
             identity: self.session.identity().clone(),
             policy: self.session.policy().clone(),
             credits: self.session.credits().cloned(),
+            taint: self.session.state().taint.clone(),
         }
     }
 

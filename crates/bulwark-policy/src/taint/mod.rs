@@ -1,5 +1,8 @@
 //! Taint labels: where a piece of content came from, so the door can decide
-//! which sinks it may reach.
+//! which sinks it may reach; and the `[taint]` sink rules that decide it.
+
+mod rules;
+pub use rules::{SinkRule, TaintDecision, TaintMode, TaintPolicy, TaintSection, WorkspaceTrust};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -17,6 +20,46 @@ pub enum TaintLabel {
     Workspace,
     /// Sent by another agent or peer.
     Peer,
+    /// Read from a workspace file that has no provenance (changed outside
+    /// Bulwark) in a workspace whose manifest says `workspace = "untrusted"`.
+    Unknown,
+}
+
+impl TaintLabel {
+    /// Every label, in order.
+    pub const ALL: [TaintLabel; 6] = [
+        TaintLabel::External,
+        TaintLabel::Memory,
+        TaintLabel::Process,
+        TaintLabel::Workspace,
+        TaintLabel::Peer,
+        TaintLabel::Unknown,
+    ];
+
+    /// The label's name as written in manifests and audit records.
+    pub fn name(self) -> &'static str {
+        match self {
+            TaintLabel::External => "external",
+            TaintLabel::Memory => "memory",
+            TaintLabel::Process => "process",
+            TaintLabel::Workspace => "workspace",
+            TaintLabel::Peer => "peer",
+            TaintLabel::Unknown => "unknown",
+        }
+    }
+
+    /// The label named `name`, if any.
+    pub fn parse(name: &str) -> Option<TaintLabel> {
+        TaintLabel::ALL.into_iter().find(|l| l.name() == name)
+    }
+
+    /// Content from outside the operator's control.
+    pub fn is_untrusted(self) -> bool {
+        matches!(
+            self,
+            TaintLabel::External | TaintLabel::Peer | TaintLabel::Unknown
+        )
+    }
 }
 
 // Sink rules: content that came from outside the operator's control (the
