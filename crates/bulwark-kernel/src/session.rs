@@ -95,6 +95,13 @@ pub struct SessionState {
     pub approved_for_session: BTreeSet<String>,
     /// Every taint label that has entered the conversation.
     pub taint: BTreeSet<TaintLabel>,
+    /// The tool call id that first brought each label in.
+    #[serde(default)]
+    pub taint_sources: std::collections::BTreeMap<TaintLabel, String>,
+    /// The untrusted text the conversation holds (value mode looks for
+    /// copies of it in arguments).
+    #[serde(default)]
+    pub untrusted: bulwark_policy::value_taint::UntrustedText,
     pub boundary: Boundary,
     /// Set when the loop guard's breaker tripped; the session refuses more calls.
     pub stopped: Option<String>,
@@ -156,6 +163,25 @@ impl Session {
     /// Adds taint labels; taint is never removed.
     pub fn add_taint(&mut self, labels: impl IntoIterator<Item = TaintLabel>) {
         self.state.taint.extend(labels);
+    }
+
+    /// Adds taint labels brought in by `source` (a tool call id, or
+    /// `parent:<call id>` for a child's inherited labels).
+    pub fn add_taint_from(&mut self, labels: impl IntoIterator<Item = TaintLabel>, source: &str) {
+        for label in labels {
+            self.state.taint.insert(label);
+            self.state
+                .taint_sources
+                .entry(label)
+                .or_insert_with(|| source.to_string());
+        }
+    }
+
+    /// Remembers untrusted `text` (with its labels and source) so value
+    /// mode can see copies of it; also adds the labels.
+    pub fn add_untrusted_text(&mut self, text: &str, labels: &BTreeSet<TaintLabel>, source: &str) {
+        self.add_taint_from(labels.iter().copied(), source);
+        self.state.untrusted.add(text, labels, source);
     }
 
     /// Stops the session for good: every later call is refused. The first
@@ -222,6 +248,8 @@ impl Session {
             guard: LoopGuard::new(policy.loop_guard.clone()),
             approved_for_session: BTreeSet::new(),
             taint: BTreeSet::new(),
+            taint_sources: Default::default(),
+            untrusted: Default::default(),
             boundary: Boundary::new_random(),
             stopped: None,
         });
@@ -247,6 +275,8 @@ mod tests {
             guard: LoopGuard::new(Default::default()),
             approved_for_session: BTreeSet::from(["files:write".to_string()]),
             taint: BTreeSet::from([TaintLabel::External]),
+            taint_sources: Default::default(),
+            untrusted: Default::default(),
             boundary: Boundary::new_random(),
             stopped: None,
         };

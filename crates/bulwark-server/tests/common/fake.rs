@@ -74,6 +74,8 @@ fn usage_state(tokens: u64) -> String {
         guard,
         approved_for_session: Default::default(),
         taint: Default::default(),
+        taint_sources: Default::default(),
+        untrusted: Default::default(),
         boundary: bulwark_kernel::Boundary::new_random(),
         stopped: None,
     };
