@@ -26,7 +26,8 @@ use bulwark_audit::{Action, AuditRecord, AuditSink, Decision, Event, Identity, R
 use bulwark_policy::{
     AccessFile, CredentialsSection, EffectivePolicy, GlobalConfig, ModelRef, SpawnViolation,
 };
-use bulwark_policy::{AgentName, UserName};
+use bulwark_policy::{AgentName, TaintLabel, UserName};
+use std::collections::BTreeSet;
 use bulwark_store::{
     AccountKind, Actor, ChildRecord, ChildState, LedgerError, NewSession, Policy, Store,
     StoreError, TransferReceipt, TransferRequest,
@@ -41,7 +42,7 @@ pub struct Caller {
     pub credits: Option<SessionCredits>,
     /// The session's taint labels when it called: a child it spawns or
     /// messages inherits them.
-    pub taint: std::collections::BTreeSet<bulwark_policy::TaintLabel>,
+    pub taint: BTreeSet<TaintLabel>,
 }
 
 impl Caller {
@@ -141,6 +142,9 @@ pub struct ChildHost {
 pub struct ChildReply {
     pub text: String,
     pub state: ChildState,
+    /// The untrusted labels the child's session held when its turn ended
+    /// (its own and those it inherited): the reply carries them back.
+    pub taint: BTreeSet<TaintLabel>,
 }
 
 impl ChildHost {
@@ -337,14 +341,33 @@ impl ChildHost {
         Ok(receipt.amount)
     }
 
-    /// Gives a running child one message and runs its turn. The child
-    /// pays for its model calls from its own account; when that runs dry
-    /// it becomes exhausted.
+    /// Gives a running child one message and runs its turn, for a program
+    /// that has no tool call to name ([`message_for_call`](Self::message_for_call)
+    /// with the parent session's id as the source).
     pub async fn message(
         &self,
         caller: &Caller,
         id: &str,
         text: &str,
+    ) -> Result<ChildReply, ChildError> {
+        let source = caller.identity.id.clone();
+        self.message_for_call(caller, id, text, &source).await
+    }
+
+    /// Gives a running child one message, sent by the parent's tool call
+    /// `call_id`, and runs its turn. The child pays for its model calls
+    /// from its own account; when that runs dry it becomes exhausted.
+    ///
+    /// The child's session takes the parent's labels first (source
+    /// `parent:<call_id>`), and, when one is untrusted, the message as
+    /// untrusted text: an instruction a page slipped into the parent's
+    /// message reaches the child's sinks as what it is.
+    pub async fn message_for_call(
+        &self,
+        caller: &Caller,
+        id: &str,
+        text: &str,
+        call_id: &str,
     ) -> Result<ChildReply, ChildError> {
         let child = self.child_of(caller, id)?;
         if child.state == ChildState::Stopped {
@@ -400,6 +423,11 @@ impl ChildHost {
             agent,
             ..
         } = opened;
+        let source = format!("parent:{call_id}");
+        session.add_taint_from(caller.taint.iter().copied(), &source);
+        if caller.taint.iter().any(|l| l.is_untrusted()) {
+            session.add_untrusted_text(text, &caller.taint, &source);
+        }
         let setup = |e: crate::agent::KernelError| ChildError::Setup(e.to_string());
         let outcome = kernel
             .run_turn(&mut session, &mut history, &agent, text, &mut Silent)
@@ -412,9 +440,17 @@ impl ChildHost {
             }
             _ => child.state,
         };
+        let taint = session
+            .state()
+            .taint
+            .iter()
+            .copied()
+            .filter(|l| l.is_untrusted())
+            .collect();
         Ok(ChildReply {
             text: outcome.text,
             state,
+            taint,
         })
     }
 }

@@ -8,7 +8,8 @@
 //! user, so a session (or a compromised worker) cannot write labels for
 //! another's files.
 
-use bulwark_policy::TaintLabel;
+use crate::tool::{CallTaint, ToolError};
+use bulwark_policy::{TaintLabel, WorkspaceTrust};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -55,6 +56,65 @@ pub trait ProvenanceStore: Send + Sync {
         path: &str,
         digest: [u8; 32],
     ) -> Result<Option<BTreeSet<TaintLabel>>, ProvenanceError>;
+}
+
+impl CallTaint {
+    /// What a write by this call stores with its bytes: the session's
+    /// untrusted labels only. The empty set still says "Bulwark wrote
+    /// these bytes, clean", which is not the same as no entry.
+    pub(crate) fn written_labels(&self) -> BTreeSet<TaintLabel> {
+        self.labels
+            .iter()
+            .copied()
+            .filter(|l| l.is_untrusted())
+            .collect()
+    }
+
+    /// Records `labels` for `bytes` at (`root`, `path`), `path` being where
+    /// the write really lands.
+    pub(crate) fn record(
+        &self,
+        root: LabelRoot,
+        path: &str,
+        bytes: &[u8],
+        labels: &BTreeSet<TaintLabel>,
+    ) -> Result<(), ProvenanceError> {
+        self.provenance
+            .record(root, path, content_digest(bytes), labels, &self.source)
+    }
+
+    /// The labels `bytes` read from (`root`, `path`) carry: the root's own
+    /// label plus what was stored with exactly these bytes. Bytes Bulwark
+    /// never wrote there count as the workspace's default trust (memory
+    /// notes are only ever written through Bulwark: trusted). A lookup
+    /// that fails is an error, never "trusted".
+    pub(crate) fn read_labels(
+        &self,
+        root: LabelRoot,
+        path: &str,
+        bytes: &[u8],
+    ) -> Result<BTreeSet<TaintLabel>, ToolError> {
+        let stored = self
+            .provenance
+            .lookup(root, path, content_digest(bytes))
+            .map_err(|e| {
+                ToolError::Failed(format!(
+                    "the labels of `{path}` could not be looked up ({e}); its content was not returned"
+                ))
+            })?;
+        let mut labels = BTreeSet::from([match root {
+            LabelRoot::Workspace => TaintLabel::Workspace,
+            LabelRoot::AgentMemory | LabelRoot::UserMemory => TaintLabel::Memory,
+        }]);
+        match stored {
+            Some(stored) => labels.extend(stored),
+            None if root == LabelRoot::Workspace && self.workspace == WorkspaceTrust::Untrusted => {
+                labels.insert(TaintLabel::Unknown);
+            }
+            None => {}
+        }
+        Ok(labels)
+    }
 }
 
 type Key = (LabelRoot, String, [u8; 32]);

@@ -4,12 +4,17 @@
 //! anything else is refused here, so the capability check and the effect can
 //! never drift apart, even if a tool misreports its demands.
 
+use crate::provenance::LabelRoot;
 use crate::setup::ProcessSandbox;
-use crate::tool::ToolError;
+use crate::tool::{CallTaint, ToolError};
 use bulwark_audit::{AuditRecord, AuditSink, Decision};
 use bulwark_net::{BodyMode, CallContext, CredentialUse, HttpRequest, SafeHttp};
-use bulwark_policy::{Demand, EffectivePolicy, WorkspacePath};
-use bulwark_sandbox::{FsError, ProcessOutput, ProcessSpec, SandboxSpec, Workspace};
+use bulwark_policy::{Demand, EffectivePolicy, TaintLabel, WorkspacePath};
+use bulwark_sandbox::{
+    EDIT_MAX_BYTES, FsError, Gate, ProcessOutput, ProcessSpec, SEARCH_MAX_FILE_BYTES, SandboxSpec,
+    Workspace,
+};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -82,19 +87,50 @@ impl ScopedFiles {
         self.policy.capabilities.permits(&demand)
     }
 
-    pub fn read(&self, path: &WorkspacePath) -> Result<Vec<u8>, ToolError> {
-        self.check(Access::Read, path)?;
-        let gate = |p: &str| self.covers(Access::Read, p);
-        self.workspace
-            .read_gated(path.as_str(), self.max_read, &gate)
-            .map_err(fs_error)
+    /// The file's bytes and their labels, looked up under the path really
+    /// read (a symlink inside the workspace counts as the file it leads
+    /// to, so both names find the same entry).
+    pub fn read(
+        &self,
+        path: &WorkspacePath,
+        taint: &CallTaint,
+    ) -> Result<(Vec<u8>, BTreeSet<TaintLabel>), ToolError> {
+        self.read_limited(path, self.max_read, taint)
     }
-    pub fn write(&self, path: &WorkspacePath, data: &[u8]) -> Result<(), ToolError> {
+
+    fn read_limited(
+        &self,
+        path: &WorkspacePath,
+        max: u64,
+        taint: &CallTaint,
+    ) -> Result<(Vec<u8>, BTreeSet<TaintLabel>), ToolError> {
+        self.check(Access::Read, path)?;
+        let reached = Reached::default();
+        let gate = |p: &str| reached.note(self.covers(Access::Read, p), p);
+        let bytes = self
+            .workspace
+            .read_gated(path.as_str(), max, &gate)
+            .map_err(fs_error)?;
+        let real = reached.path(path.as_str())?;
+        let labels = taint.read_labels(LabelRoot::Workspace, &real, &bytes)?;
+        Ok((bytes, labels))
+    }
+
+    /// Writes `data` after recording the call's untrusted labels for it.
+    pub fn write(
+        &self,
+        path: &WorkspacePath,
+        data: &[u8],
+        taint: &CallTaint,
+    ) -> Result<(), ToolError> {
         self.check(Access::Write, path)?;
         let gate = |p: &str| self.covers(Access::Write, p);
-        self.workspace
-            .write_gated(path.as_str(), data, self.max_write, &gate)
-            .map_err(fs_error)
+        let target = Labelled {
+            root: LabelRoot::Workspace,
+            taint,
+            labels: &taint.written_labels(),
+        };
+        target.write(&self.workspace, path.as_str(), data, self.max_write, &gate)
     }
     /// The entries the grants cover, and how many others were left out.
     pub fn list(
@@ -107,33 +143,172 @@ impl ScopedFiles {
             .list_gated(path.as_str(), &gate)
             .map_err(fs_error)
     }
+    /// Replaces `old` with `new` (exactly once unless `replace_all`). The
+    /// edited file keeps the untrusted labels of what it held, plus the
+    /// call's: an edit by a clean session does not launder a page a
+    /// tainted one saved.
     pub fn edit(
         &self,
         path: &WorkspacePath,
         old: &str,
         new: &str,
         replace_all: bool,
+        taint: &CallTaint,
     ) -> Result<usize, ToolError> {
-        self.check(Access::Read, path)?;
         self.check(Access::Write, path)?;
-        let read = |p: &str| self.covers(Access::Read, p);
-        let write = |p: &str| self.covers(Access::Write, p);
-        self.workspace
-            .edit_gated(path.as_str(), old, new, replace_all, &read, &write)
-            .map_err(fs_error)
+        let shown = path.as_str();
+        // The same refusals, in the same words, as `Workspace::edit_gated`
+        // (reimplemented here to label the bytes it writes).
+        let invalid = |kind, why: &str| {
+            fs_error(FsError::Io {
+                path: shown.into(),
+                source: std::io::Error::new(kind, why.to_string()),
+            })
+        };
+        if old.is_empty() {
+            return Err(invalid(
+                std::io::ErrorKind::InvalidInput,
+                "the text to replace is empty; pass the exact text to change",
+            ));
+        }
+        let (bytes, before) = self.read_limited(path, EDIT_MAX_BYTES, taint)?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            invalid(
+                std::io::ErrorKind::InvalidData,
+                "file is not valid UTF-8; edit only works on text files",
+            )
+        })?;
+        let count = text.matches(old).count();
+        if count == 0 {
+            return Err(fs_error(FsError::NoMatch { path: shown.into() }));
+        }
+        if count > 1 && !replace_all {
+            return Err(fs_error(FsError::AmbiguousMatch {
+                path: shown.into(),
+                count,
+            }));
+        }
+        let updated = text.replace(old, new);
+        let mut labels = taint.written_labels();
+        labels.extend(before.into_iter().filter(|l| l.is_untrusted()));
+        let gate = |p: &str| self.covers(Access::Write, p);
+        let target = Labelled {
+            root: LabelRoot::Workspace,
+            taint,
+            labels: &labels,
+        };
+        target.write(
+            &self.workspace,
+            shown,
+            updated.as_bytes(),
+            EDIT_MAX_BYTES,
+            &gate,
+        )?;
+        Ok(count)
     }
-    /// Hits in files the grants cover, and how many files were not read.
+    /// Hits in files the grants cover, how many files were not read, and
+    /// the labels of the files the hits came from (each read again and
+    /// looked up; one that cannot be read again counts as unknown).
     pub fn search(
         &self,
         path: &WorkspacePath,
         needle: &str,
         max_results: usize,
-    ) -> Result<(Vec<bulwark_sandbox::SearchHit>, usize), ToolError> {
+        taint: &CallTaint,
+    ) -> Result<(Vec<bulwark_sandbox::SearchHit>, usize, BTreeSet<TaintLabel>), ToolError> {
         self.check(Access::Read, path)?;
         let gate = |p: &str| self.covers(Access::Read, p);
-        self.workspace
+        let (hits, skipped) = self
+            .workspace
             .search_gated(path.as_str(), needle, max_results, &gate)
-            .map_err(fs_error)
+            .map_err(fs_error)?;
+        let mut labels = BTreeSet::from([TaintLabel::Workspace]);
+        let files: BTreeSet<&str> = hits.iter().map(|h| h.path.as_str()).collect();
+        for file in files {
+            match self
+                .workspace
+                .read_gated(file, SEARCH_MAX_FILE_BYTES, &gate)
+            {
+                Ok(bytes) => labels.extend(taint.read_labels(LabelRoot::Workspace, file, &bytes)?),
+                Err(_) => {
+                    labels.insert(TaintLabel::Unknown);
+                }
+            }
+        }
+        Ok((hits, skipped, labels))
+    }
+}
+
+/// The path a read's gate was asked about: where the read really led
+/// (symlinks resolved), the key its labels are kept under.
+#[derive(Default)]
+struct Reached(Mutex<Option<String>>);
+
+impl Reached {
+    /// Notes `path` when `allowed`; the gate's answer.
+    fn note(&self, allowed: bool, path: &str) -> bool {
+        if allowed && let Ok(mut reached) = self.0.lock() {
+            *reached = Some(path.to_owned());
+        }
+        allowed
+    }
+
+    fn path(&self, shown: &str) -> Result<String, ToolError> {
+        self.0
+            .lock()
+            .ok()
+            .and_then(|mut reached| reached.take())
+            .ok_or_else(|| {
+                ToolError::Failed(format!(
+                    "could not tell which file `{shown}` led to; its content was not returned"
+                ))
+            })
+    }
+}
+
+/// A write whose labels are recorded first.
+struct Labelled<'a> {
+    root: LabelRoot,
+    taint: &'a CallTaint,
+    labels: &'a BTreeSet<TaintLabel>,
+}
+
+impl Labelled<'_> {
+    /// Writes `data` to `shown` through a gate that, once `covers` allows
+    /// the path really written, records the labels there before anything
+    /// is created: a crash leaves a label without a file, never a file
+    /// without its label. A label that cannot be recorded refuses the
+    /// write.
+    fn write(
+        &self,
+        workspace: &Workspace,
+        shown: &str,
+        data: &[u8],
+        max: u64,
+        covers: Gate<'_>,
+    ) -> Result<(), ToolError> {
+        let failure: Mutex<Option<String>> = Mutex::new(None);
+        let gate = |p: &str| {
+            if !covers(p) {
+                return false;
+            }
+            match self.taint.record(self.root, p, data, self.labels) {
+                Ok(()) => true,
+                Err(e) => {
+                    if let Ok(mut f) = failure.lock() {
+                        *f = Some(e.to_string());
+                    }
+                    false
+                }
+            }
+        };
+        let result = workspace.write_gated(shown, data, max, &gate);
+        match failure.lock().ok().and_then(|mut f| f.take()) {
+            Some(why) => Err(ToolError::Failed(format!(
+                "the labels of `{shown}` could not be recorded ({why}); nothing was written"
+            ))),
+            None => result.map_err(fs_error),
+        }
     }
 }
 
@@ -161,15 +336,46 @@ impl ScopedMemory {
             ))),
         }
     }
-    pub fn read(&self, scope: &str, file: &str) -> Result<Vec<u8>, ToolError> {
-        self.root(Access::Read, scope)?
-            .read(file, self.max_bytes)
-            .map_err(fs_error)
+    fn label_root(scope: &str) -> LabelRoot {
+        if scope == "user" {
+            LabelRoot::UserMemory
+        } else {
+            LabelRoot::AgentMemory
+        }
     }
-    pub fn write(&self, scope: &str, file: &str, data: &[u8]) -> Result<(), ToolError> {
-        self.root(Access::Write, scope)?
-            .write(file, data, self.max_bytes)
-            .map_err(fs_error)
+    /// The note's bytes and their labels (`memory`, plus what a tainted
+    /// session stored with them).
+    pub fn read(
+        &self,
+        scope: &str,
+        file: &str,
+        taint: &CallTaint,
+    ) -> Result<(Vec<u8>, BTreeSet<TaintLabel>), ToolError> {
+        let root = self.root(Access::Read, scope)?;
+        let reached = Reached::default();
+        let gate = |p: &str| reached.note(true, p);
+        let bytes = root
+            .read_gated(file, self.max_bytes, &gate)
+            .map_err(fs_error)?;
+        let real = reached.path(file)?;
+        let labels = taint.read_labels(Self::label_root(scope), &real, &bytes)?;
+        Ok((bytes, labels))
+    }
+    /// Writes the note after recording the call's untrusted labels for it.
+    pub fn write(
+        &self,
+        scope: &str,
+        file: &str,
+        data: &[u8],
+        taint: &CallTaint,
+    ) -> Result<(), ToolError> {
+        let root = self.root(Access::Write, scope)?;
+        let target = Labelled {
+            root: Self::label_root(scope),
+            taint,
+            labels: &taint.written_labels(),
+        };
+        target.write(root, file, data, self.max_bytes, &|_: &str| true)
     }
     pub fn list(&self, scope: &str) -> Result<Vec<bulwark_sandbox::EntryInfo>, ToolError> {
         self.root(Access::Read, scope)?.list("").map_err(fs_error)

@@ -121,7 +121,6 @@ pub struct ToolContext {
     pub(crate) credits: Option<ScopedCredits>,
     /// What the call's writes are labelled with, and where labels are
     /// kept and read back.
-    #[allow(dead_code)] // SKELETON: read by the files and memory tools
     pub(crate) taint: Option<CallTaint>,
 }
 
@@ -157,6 +156,13 @@ impl ToolContext {
         self.credits
             .as_ref()
             .ok_or_else(|| ToolError::NotGranted("no credits handle for this call".into()))
+    }
+    /// The call's labels and provenance store: a tool that stores or
+    /// returns stored content cannot run without them.
+    pub fn taint(&self) -> Result<&CallTaint, ToolError> {
+        self.taint
+            .as_ref()
+            .ok_or_else(|| ToolError::NotGranted("no provenance context for this call".into()))
     }
     pub fn http(&self) -> Result<&ScopedHttp, ToolError> {
         self.http

@@ -189,15 +189,19 @@ impl TypedTool for MessageChild {
         let id = &args.child.id;
         let host = credits.children(Some(&Demand::AgentMessage(args.child.agent.clone())))?;
         let reply = host
-            .message(credits.caller(), id, &args.text)
+            .message_for_call(credits.caller(), id, &args.text, &credits.call_id)
             .await
             .map_err(child_error)?;
         // What a child says is data from another agent, never an
-        // instruction: tainted `peer`, wrapped in the boundary.
-        Ok(ToolOutput::tainted(
-            format!("[child {id}, now {}]\n{}", reply.state.as_str(), reply.text),
-            TaintLabel::Peer,
-        ))
+        // instruction: tainted `peer` and whatever untrusted content the
+        // child held (a page it fetched), wrapped in the boundary.
+        let mut taint = vec![TaintLabel::Peer];
+        taint.extend(reply.taint.iter().copied().filter(|l| *l != TaintLabel::Peer));
+        Ok(ToolOutput {
+            content: format!("[child {id}, now {}]\n{}", reply.state.as_str(), reply.text),
+            taint,
+            audit_note: String::new(),
+        })
     }
     fn example_args(&self) -> Value {
         json!({"child": "helper.0123456789abcdef", "text": "hi"})

@@ -6,6 +6,7 @@ use bulwark_policy::{Demand, TaintLabel};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 /// `file_read`'s arguments.
@@ -74,6 +75,15 @@ impl TryFrom<u64> for MaxResults {
     }
 }
 
+/// Stored content with the labels its provenance gave it.
+pub(crate) fn labelled(content: String, labels: BTreeSet<TaintLabel>) -> ToolOutput {
+    ToolOutput {
+        content,
+        taint: labels.into_iter().collect(),
+        audit_note: String::new(),
+    }
+}
+
 pub struct FileRead {
     spec: ToolSpec,
 }
@@ -102,10 +112,10 @@ impl TypedTool for FileRead {
     }
     async fn call(&self, ctx: &ToolContext, args: FileReadArgs) -> Result<ToolOutput, ToolError> {
         let path = args.path.file("path")?;
-        let bytes = ctx.files()?.read(&path)?;
+        let (bytes, labels) = ctx.files()?.read(&path, ctx.taint()?)?;
         let text = String::from_utf8(bytes)
             .map_err(|_| ToolError::Failed(format!("`{path}` is not UTF-8 text")))?;
-        Ok(ToolOutput::tainted(text, TaintLabel::Workspace))
+        Ok(labelled(text, labels))
     }
     fn example_args(&self) -> Value {
         json!({"path": "notes.txt"})
@@ -141,7 +151,7 @@ impl TypedTool for FileWrite {
     async fn call(&self, ctx: &ToolContext, args: FileWriteArgs) -> Result<ToolOutput, ToolError> {
         let path = args.path.file("path")?;
         let content = args.content;
-        ctx.files()?.write(&path, content.as_bytes())?;
+        ctx.files()?.write(&path, content.as_bytes(), ctx.taint()?)?;
         Ok(ToolOutput::text(format!(
             "wrote {} bytes to {path}",
             content.len()
@@ -236,9 +246,13 @@ impl TypedTool for FileEdit {
     async fn call(&self, ctx: &ToolContext, args: FileEditArgs) -> Result<ToolOutput, ToolError> {
         let path = args.path.file("path")?;
         let replace_all = args.replace_all.unwrap_or(false);
-        let count = ctx
-            .files()?
-            .edit(&path, args.old.as_str(), &args.new, replace_all)?;
+        let count = ctx.files()?.edit(
+            &path,
+            args.old.as_str(),
+            &args.new,
+            replace_all,
+            ctx.taint()?,
+        )?;
         Ok(ToolOutput::text(format!(
             "replaced {count} occurrence(s) in {path}"
         )))
@@ -279,7 +293,9 @@ impl TypedTool for FileSearch {
     async fn call(&self, ctx: &ToolContext, args: FileSearchArgs) -> Result<ToolOutput, ToolError> {
         let path = PathArg::dir_or_root(args.path.as_ref())?;
         let max = args.max_results.map_or(50, |m| m.0);
-        let (hits, skipped) = ctx.files()?.search(&path, args.query.as_str(), max)?;
+        let (hits, skipped, labels) =
+            ctx.files()?
+                .search(&path, args.query.as_str(), max, ctx.taint()?)?;
         let mut out = String::new();
         for hit in &hits {
             let _ = writeln!(out, "{}:{}: {}", hit.path, hit.line, hit.text);
@@ -296,7 +312,7 @@ impl TypedTool for FileSearch {
                 "({skipped} file(s) not searched: not covered by the agent's file_read grants)"
             );
         }
-        Ok(ToolOutput::tainted(out, TaintLabel::Workspace))
+        Ok(labelled(out, labels))
     }
     fn example_args(&self) -> Value {
         json!({"query": "todo"})

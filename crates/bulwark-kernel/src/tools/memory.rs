@@ -141,10 +141,12 @@ impl TypedTool for MemoryRead {
         Ok(vec![Demand::MemoryRead(args.scope.as_str().to_owned())])
     }
     async fn call(&self, ctx: &ToolContext, args: MemoryReadArgs) -> Result<ToolOutput, ToolError> {
-        let bytes = ctx.memory()?.read(args.scope.as_str(), &args.key.file())?;
-        Ok(ToolOutput::tainted(
+        let (bytes, labels) =
+            ctx.memory()?
+                .read(args.scope.as_str(), &args.key.file(), ctx.taint()?)?;
+        Ok(super::files::labelled(
             String::from_utf8_lossy(&bytes).into_owned(),
-            TaintLabel::Memory,
+            labels,
         ))
     }
     fn example_args(&self) -> Value {
@@ -170,6 +172,7 @@ impl TypedTool for MemoryWrite {
             args.scope.as_str(),
             &args.key.file(),
             args.content.as_bytes(),
+            ctx.taint()?,
         )?;
         Ok(ToolOutput::text("saved"))
     }
