@@ -27,11 +27,11 @@ use bulwark_policy::{
     AccessFile, CredentialsSection, EffectivePolicy, GlobalConfig, ModelRef, SpawnViolation,
 };
 use bulwark_policy::{AgentName, TaintLabel, UserName};
-use std::collections::BTreeSet;
 use bulwark_store::{
     AccountKind, Actor, ChildRecord, ChildState, LedgerError, NewSession, Policy, Store,
     StoreError, TransferReceipt, TransferRequest,
 };
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// The session a credits or agents tool acts for.

@@ -229,7 +229,9 @@ impl ScopedFiles {
                 .workspace
                 .read_gated(file, SEARCH_MAX_FILE_BYTES, &gate)
             {
-                Ok(bytes) => labels.extend(taint.read_labels(LabelRoot::Workspace, file, &bytes)?),
+                Ok(bytes) => {
+                    labels.extend(taint.read_labels(LabelRoot::Workspace, file, &bytes)?)
+                }
                 Err(_) => {
                     labels.insert(TaintLabel::Unknown);
                 }

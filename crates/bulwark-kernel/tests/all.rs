@@ -14,5 +14,6 @@ mod exec;
 mod interrupt;
 mod scope;
 mod spawn_paths;
+mod taint_seams;
 mod traversal_vectors;
 mod web;

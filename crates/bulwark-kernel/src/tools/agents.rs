@@ -196,7 +196,13 @@ impl TypedTool for MessageChild {
         // instruction: tainted `peer` and whatever untrusted content the
         // child held (a page it fetched), wrapped in the boundary.
         let mut taint = vec![TaintLabel::Peer];
-        taint.extend(reply.taint.iter().copied().filter(|l| *l != TaintLabel::Peer));
+        taint.extend(
+            reply
+                .taint
+                .iter()
+                .copied()
+                .filter(|l| *l != TaintLabel::Peer),
+        );
         Ok(ToolOutput {
             content: format!("[child {id}, now {}]\n{}", reply.state.as_str(), reply.text),
             taint,

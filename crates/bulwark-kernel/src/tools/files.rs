@@ -151,7 +151,8 @@ impl TypedTool for FileWrite {
     async fn call(&self, ctx: &ToolContext, args: FileWriteArgs) -> Result<ToolOutput, ToolError> {
         let path = args.path.file("path")?;
         let content = args.content;
-        ctx.files()?.write(&path, content.as_bytes(), ctx.taint()?)?;
+        ctx.files()?
+            .write(&path, content.as_bytes(), ctx.taint()?)?;
         Ok(ToolOutput::text(format!(
             "wrote {} bytes to {path}",
             content.len()
