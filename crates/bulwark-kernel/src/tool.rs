@@ -224,6 +224,10 @@ pub trait TypedTool: Send + Sync {
     /// not about the arguments' shape (a path outside the workspace, a
     /// scheme egress refuses) are returned here with their own class.
     fn demands(&self, args: &Self::Args) -> Result<Vec<Demand>, ToolError>;
+    /// [`ParsedCall::sends_body`] for a call with `args`.
+    fn sends_body(&self, _args: &Self::Args) -> bool {
+        false
+    }
     async fn call(&self, ctx: &ToolContext, args: Self::Args) -> Result<ToolOutput, ToolError>;
     /// Arguments that exercise the tool, for tests that enumerate every tool.
     fn example_args(&self) -> Value;
@@ -240,6 +244,9 @@ struct TypedCall<'t, T: TypedTool> {
 impl<T: TypedTool> ParsedCall for TypedCall<'_, T> {
     fn demands(&self) -> &[Demand] {
         &self.demands
+    }
+    fn sends_body(&self) -> bool {
+        self.tool.sends_body(&self.args)
     }
     async fn call(self: Box<Self>, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let this = *self;

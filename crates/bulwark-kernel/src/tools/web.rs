@@ -17,6 +17,23 @@ pub struct WebFetchArgs {
     headers: Option<Headers>,
 }
 
+impl WebFetchArgs {
+    /// The request's method: `web_fetch` has no argument for another.
+    fn method(&self) -> &'static str {
+        "GET"
+    }
+    /// The request's body: `web_fetch` has no argument for one.
+    fn body(&self) -> &[u8] {
+        &[]
+    }
+}
+
+/// Whether a request with `method` and `body` sends something to its host
+/// beyond the URL and headers.
+fn sends_body(method: &str, body: &[u8]) -> bool {
+    !body.is_empty() || !matches!(method.to_ascii_uppercase().as_str(), "GET" | "HEAD")
+}
+
 /// The host and port a URL will connect to, parsed by the WHATWG parser the
 /// egress client also uses, so the door checks what will really be dialled.
 fn target(url: &str) -> Result<(String, u16), ToolError> {
@@ -160,6 +177,15 @@ impl TypedTool for WebFetch {
         let (host, port) = target(&args.url)?;
         Ok(vec![Demand::NetConnect { host, port }])
     }
+    /// A request with a body, or with a method other than GET or HEAD,
+    /// sends something: a taint sink even to a host already fetched.
+    /// `web_fetch` only ever sends a body-less GET ([`ScopedHttp`] has no
+    /// other request), so none of its calls does.
+    ///
+    /// [`ScopedHttp`]: crate::ScopedHttp
+    fn sends_body(&self, args: &WebFetchArgs) -> bool {
+        sends_body(args.method(), args.body())
+    }
     async fn call(&self, ctx: &ToolContext, args: WebFetchArgs) -> Result<ToolOutput, ToolError> {
         let http = ctx.http()?;
         let headers = args.headers.map(|h| h.0).unwrap_or_default();
@@ -187,7 +213,27 @@ impl TypedTool for WebFetch {
 
 #[cfg(test)]
 mod tests {
-    use super::render;
+    use super::{WebFetch, render, sends_body};
+    use crate::tool::Tool;
+    use serde_json::json;
+
+    #[test]
+    fn only_a_body_or_a_method_that_sends_one_makes_a_request_send() {
+        assert!(!sends_body("GET", b""));
+        assert!(!sends_body("head", b""));
+        assert!(sends_body("GET", b"x"));
+        for method in ["POST", "PUT", "PATCH", "DELETE", "post"] {
+            assert!(sends_body(method, b""), "{method}");
+        }
+        // A web_fetch call is a body-less GET, headers or not.
+        let tool = WebFetch::new();
+        for args in [
+            json!({"url": "https://example.com/?q=1"}),
+            json!({"url": "https://example.com/", "headers": {"x-a": "b"}}),
+        ] {
+            assert!(!tool.parse(&args).unwrap().sends_body(), "{args}");
+        }
+    }
 
     #[test]
     fn html_becomes_text_without_scripts_or_markup() {
