@@ -72,9 +72,11 @@ async fn a_note_a_tainted_agent_saved_reads_back_external(backend: Backend) {
     .await;
     assert!(!r.is_error, "{}", r.content);
     for (id, scope, key) in [("c2", "user", "deploy"), ("c3", "agent", "mine")] {
+        // A person approves the write (a sink under untrusted labels once
+        // `[taint]` rules decide): the label goes with it either way.
         let r = call(
             &mut a,
-            common::deny_all(),
+            common::approve(&["memory"]),
             id,
             "memory_write",
             json!({"scope": scope, "key": key, "content": "echo pwned"}),
