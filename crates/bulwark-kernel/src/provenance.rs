@@ -221,3 +221,68 @@ impl ProvenanceStore for StoreProvenance {
             .transpose()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn taint(labels: &[TaintLabel], workspace: WorkspaceTrust) -> CallTaint {
+        CallTaint {
+            labels: labels.iter().copied().collect(),
+            source: "c1".into(),
+            provenance: Arc::new(MemoryProvenance::default()),
+            workspace,
+        }
+    }
+
+    #[test]
+    fn a_write_stores_only_untrusted_labels_and_a_read_adds_the_roots_own() {
+        let t = taint(
+            &[
+                TaintLabel::External,
+                TaintLabel::Workspace,
+                TaintLabel::Process,
+            ],
+            WorkspaceTrust::Trusted,
+        );
+        let written = t.written_labels();
+        assert_eq!(written, BTreeSet::from([TaintLabel::External]));
+        for (root, own) in [
+            (LabelRoot::Workspace, TaintLabel::Workspace),
+            (LabelRoot::AgentMemory, TaintLabel::Memory),
+            (LabelRoot::UserMemory, TaintLabel::Memory),
+        ] {
+            t.record(root, "a.txt", b"x", &written).unwrap();
+            assert_eq!(
+                t.read_labels(root, "a.txt", b"x").unwrap(),
+                BTreeSet::from([TaintLabel::External, own])
+            );
+            // Other bytes at the same path were not written by Bulwark.
+            assert_eq!(
+                t.read_labels(root, "a.txt", b"y").unwrap(),
+                BTreeSet::from([own])
+            );
+        }
+    }
+
+    #[test]
+    fn without_an_entry_only_an_untrusted_workspace_adds_unknown() {
+        let t = taint(&[], WorkspaceTrust::Untrusted);
+        assert_eq!(
+            t.read_labels(LabelRoot::Workspace, "f", b"x").unwrap(),
+            BTreeSet::from([TaintLabel::Workspace, TaintLabel::Unknown])
+        );
+        assert_eq!(
+            t.read_labels(LabelRoot::UserMemory, "f", b"x").unwrap(),
+            BTreeSet::from([TaintLabel::Memory])
+        );
+        // A clean write by Bulwark is an entry: no `unknown`.
+        t.record(LabelRoot::Workspace, "f", b"x", &t.written_labels())
+            .unwrap();
+        assert_eq!(
+            t.read_labels(LabelRoot::Workspace, "f", b"x").unwrap(),
+            BTreeSet::from([TaintLabel::Workspace])
+        );
+    }
+}
