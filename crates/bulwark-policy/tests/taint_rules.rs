@@ -1,0 +1,380 @@
+//! `[taint]`: safe defaults, manifest overrides that take effect exactly
+//! where they say, located refusals, `policy explain`'s table, and spawn
+//! narrowing of the rules.
+
+use std::collections::BTreeSet;
+
+use bulwark_policy::{
+    ConfigError, DEFAULT_SINKS, GlobalConfig, Manifest, PolicyInputs, SinkRule, TaintLabel,
+    TaintMode, TaintPolicy, TaintSection, ToolCatalog, WorkspaceTrust, compute_effective,
+    parse_manifest,
+};
+
+const HEAD: &str = "[agent]\nname = \"a\"\n";
+
+fn manifest(taint: &str) -> Manifest {
+    parse_manifest(&format!("{HEAD}{taint}"), "agents/a/agent.toml").unwrap()
+}
+
+fn policy(taint: &str) -> TaintPolicy {
+    TaintPolicy::from_section(&manifest(taint).taint).unwrap()
+}
+
+fn err(taint: &str) -> ConfigError {
+    match parse_manifest(&format!("{HEAD}{taint}"), "agents/a/agent.toml") {
+        Ok(m) => panic!("accepted: {:?}", m.taint),
+        Err(e) => e,
+    }
+}
+
+fn labels(ls: &[TaintLabel]) -> BTreeSet<TaintLabel> {
+    ls.iter().copied().collect()
+}
+
+use TaintLabel::{External, Memory, Peer, Process, Unknown, Workspace};
+
+/// Operations of the built-in tools with no side effect untrusted text
+/// could steer (the kernel's `tools/`): never sinks by default.
+const NOT_SINKS: [(&str, &str); 11] = [
+    ("files", "read"),
+    ("files", "list"),
+    ("files", "search"),
+    ("memory", "read"),
+    ("memory", "list"),
+    ("agents", "recall"),
+    ("agents", "list"),
+    ("credits", "balance"),
+    ("time", "now"),
+    // Near misses are not sinks: names match exactly.
+    ("credit", "transfer"),
+    ("agent", "fund"),
+];
+
+/// The side-effecting operations of the built-in tools.
+const SINK_CALLS: [(&str, &str); 9] = [
+    ("shell", "exec"),
+    ("files", "write"),
+    ("files", "edit"),
+    ("memory", "write"),
+    ("web", "fetch"),
+    ("agents", "message"),
+    ("agents", "spawn"),
+    ("agents", "fund"),
+    ("credits", "transfer"),
+];
+
+#[test]
+fn defaults_ask_for_every_untrusted_label_at_every_side_effect() {
+    let p = TaintPolicy::default();
+    assert_eq!(p.mode, TaintMode::Session);
+    assert_eq!(p.workspace, WorkspaceTrust::Trusted);
+    assert!(p.scanner_raises);
+    assert_eq!(
+        p.rules.keys().map(String::as_str).collect::<BTreeSet<_>>(),
+        DEFAULT_SINKS.into_iter().collect()
+    );
+    for (domain, op) in SINK_CALLS {
+        for label in [External, Peer, Unknown] {
+            let d = p.decide_call(domain, op, &labels(&[label])).unwrap();
+            assert_eq!(
+                (d.label, d.rule),
+                (label, SinkRule::Approve),
+                "{domain}:{op}"
+            );
+        }
+        // Trusted provenance flows freely; so does a clean session.
+        assert_eq!(
+            p.decide_call(domain, op, &labels(&[Workspace, Memory, Process])),
+            None,
+            "{domain}:{op}"
+        );
+        assert_eq!(p.decide_call(domain, op, &labels(&[])), None);
+    }
+    for (domain, op) in NOT_SINKS {
+        assert_eq!(p.sink(domain, op), None, "{domain}:{op}");
+    }
+    // A manifest without [taint] gets exactly the defaults.
+    assert_eq!(policy(""), p);
+    assert_eq!(manifest("").taint, TaintSection::default());
+}
+
+#[test]
+fn a_manifest_loosens_and_tightens_label_by_label() {
+    let p = policy(
+        r#"
+[taint]
+mode = "value"
+workspace = "untrusted"
+scanner_raises = false
+[taint.sinks]
+shell = { external = "allow" }          # the operator's explicit choice
+"web:fetch" = { peer = "deny" }
+"memory:write" = { memory = "approve" } # a trusted label may be named too
+"#,
+    );
+    assert_eq!(p.mode, TaintMode::Value);
+    assert_eq!(p.workspace, WorkspaceTrust::Untrusted);
+    assert!(!p.scanner_raises);
+    let decide =
+        |d: &str, o: &str, l: TaintLabel| p.decide_call(d, o, &labels(&[l])).map(|d| d.rule);
+    assert_eq!(decide("shell", "exec", External), None);
+    // Only the label named changed.
+    assert_eq!(decide("shell", "exec", Peer), Some(SinkRule::Approve));
+    assert_eq!(decide("shell", "exec", Unknown), Some(SinkRule::Approve));
+    assert_eq!(decide("web", "fetch", Peer), Some(SinkRule::Deny));
+    assert_eq!(decide("web", "fetch", External), Some(SinkRule::Approve));
+    assert_eq!(decide("memory", "write", Memory), Some(SinkRule::Approve));
+    assert_eq!(decide("files", "write", Memory), None);
+    // The strictest label decides, and is named.
+    let d = p
+        .decide_call("web", "fetch", &labels(&[External, Peer, Workspace]))
+        .unwrap();
+    assert_eq!(
+        (d.sink.as_str(), d.label, d.rule),
+        ("web:fetch", Peer, SinkRule::Deny)
+    );
+}
+
+#[test]
+fn a_domain_rule_tightens_every_operation_and_custom_domains_are_sinks() {
+    let p = policy(
+        r#"
+[taint.sinks]
+files = { external = "deny" }
+"dojo:send_money" = { external = "deny", peer = "approve" }
+mcp = { unknown = "approve" }
+"#,
+    );
+    let rule = |d: &str, o: &str| {
+        p.decide_call(d, o, &labels(&[External]))
+            .map(|d| (d.sink, d.rule))
+    };
+    // The operation's own entry (approve) and the domain's (deny) both
+    // apply: the stricter wins.
+    assert_eq!(
+        rule("files", "write"),
+        Some(("files:write".into(), SinkRule::Deny))
+    );
+    assert_eq!(
+        rule("files", "edit"),
+        Some(("files:edit".into(), SinkRule::Deny))
+    );
+    assert_eq!(
+        rule("files", "read"),
+        Some(("files".into(), SinkRule::Deny))
+    );
+    assert_eq!(
+        rule("dojo", "send_money"),
+        Some(("dojo:send_money".into(), SinkRule::Deny))
+    );
+    assert_eq!(rule("dojo", "get_balance"), None);
+    assert_eq!(p.sink("mcp", "anything").as_deref(), Some("mcp"));
+    assert_eq!(
+        p.decide_call("mcp", "x", &labels(&[Unknown]))
+            .map(|d| d.rule),
+        Some(SinkRule::Approve)
+    );
+}
+
+#[test]
+fn a_deliberate_exception_under_a_domain_rule_is_accepted() {
+    // Files may be read from a tainted session, but writing still asks.
+    let p = policy(
+        r#"
+[taint.sinks]
+files = { external = "allow" }
+"files:write" = { external = "approve" }
+"files:edit" = { external = "deny" }
+"#,
+    );
+    assert_eq!(p.rule("files:edit", External), SinkRule::Deny);
+    assert_eq!(p.rule("files:write", External), SinkRule::Approve);
+    assert_eq!(p.rule("files", External), SinkRule::Allow);
+}
+
+/// Each refusal is located at its line, names the field, and says what
+/// would be accepted.
+#[test]
+fn bad_taint_sections_are_refused_at_their_line() {
+    let cases: &[(&str, usize, &str, &[&str])] = &[
+        (
+            "[taint.sinks]\nshell = { externl = \"allow\" }\n",
+            4,
+            "taint.sinks.shell.externl",
+            &[
+                "unknown taint label \"externl\"",
+                "external, peer and unknown",
+            ],
+        ),
+        (
+            "[taint.sinks]\nshell = { external = \"ask\" }\n",
+            4,
+            "taint.sinks.shell.external",
+            &["unknown sink rule \"ask\"", "\"approve\""],
+        ),
+        (
+            "[taint]\nmode = \"strict\"\n",
+            4,
+            "taint.mode",
+            &["`session` or `value`"],
+        ),
+        (
+            "[taint]\nworkspace = \"yes\"\n",
+            4,
+            "taint.workspace",
+            &["`trusted` or `untrusted`"],
+        ),
+        (
+            "[taint]\nscanner_raises = \"on\"\n",
+            4,
+            "taint.scanner_raises",
+            &["bool"],
+        ),
+        (
+            "[taint]\nmod = \"value\"\n",
+            4,
+            "taint.mod",
+            &["unknown field `mod`"],
+        ),
+        (
+            "[taint.sinks]\n\"files:*\" = { external = \"deny\" }\n",
+            4,
+            "taint.sinks.files:*",
+            &["not a sink name", "write the domain alone"],
+        ),
+        (
+            "\n[taint.sinks.Shell]\nexternal = \"deny\"\n",
+            4,
+            "taint.sinks.Shell",
+            &["not a sink name", "lowercase"],
+        ),
+        (
+            "[taint.sinks]\n\"shell:exec\" = { external = \"allow\" }\n",
+            4,
+            "taint.sinks.shell:exec.external",
+            &[
+                "has no effect",
+                "domain-wide rule \"shell\"",
+                "change [taint.sinks] \"shell\"",
+            ],
+        ),
+        (
+            "[taint.sinks]\nfiles = { external = \"allow\" }\n",
+            4,
+            "taint.sinks.files.external",
+            &["does not reach files:", "add \"files:"],
+        ),
+    ];
+    for (src, line, field, says) in cases {
+        let e = err(src);
+        assert_eq!(e.line, *line, "{src}: {e}");
+        assert_eq!(e.field.as_deref(), Some(*field), "{src}: {e}");
+        assert_eq!(e.origin, "agents/a/agent.toml");
+        for s in *says {
+            assert!(e.message.contains(s), "{src}: {e} lacks {s:?}");
+        }
+    }
+    for bad in [
+        "",
+        ":",
+        "files:",
+        ":write",
+        "a:b:c",
+        "files write",
+        "fi/les",
+        "shell\n",
+        "ш",
+    ] {
+        let section = TaintSection {
+            sinks: [(bad.to_string(), Default::default())].into(),
+            ..TaintSection::default()
+        };
+        let e = TaintPolicy::from_section(&section).unwrap_err();
+        assert!(e.to_string().contains("is not a sink name"), "{bad:?}: {e}");
+        // The infallible path used after validation keeps the defaults.
+        assert_eq!(TaintPolicy::compile(&section), TaintPolicy::default());
+    }
+}
+
+#[test]
+fn explain_prints_mode_trust_and_the_rules_marking_what_the_manifest_changed() {
+    let m = manifest(
+        r#"
+[taint]
+workspace = "untrusted"
+[taint.sinks]
+shell = { external = "allow" }
+"dojo:send_money" = { external = "deny" }
+"#,
+    );
+    let global = GlobalConfig::default();
+    let catalog = ToolCatalog::new([("time".to_string(), vec!["now".to_string()])]);
+    let eff = compute_effective(
+        &PolicyInputs {
+            global: &global,
+            manifest: &m,
+            remote: false,
+            user: None,
+        },
+        &catalog,
+    );
+    let report = eff.explain();
+    let lines: Vec<&str> = report.lines().collect();
+    let at = |prefix: &str| {
+        lines
+            .iter()
+            .position(|l| l.trim_start().starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} in\n{report}"))
+    };
+    assert!(at("taint: session mode") < at("tools:"), "{report}");
+    assert!(
+        report.contains("workspace files without provenance: untrusted"),
+        "{report}"
+    );
+    let row = |sink: &str| {
+        lines[at(&format!("{sink} "))]
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(row("sink"), ["sink", "external", "peer", "unknown"]);
+    assert_eq!(
+        row("shell"),
+        [
+            "shell",
+            "allow",
+            "approve",
+            "approve",
+            "(changed",
+            "by",
+            "the",
+            "manifest)"
+        ]
+    );
+    assert_eq!(
+        row("web:fetch"),
+        ["web:fetch", "approve", "approve", "approve"]
+    );
+    assert_eq!(
+        row("dojo:send_money"),
+        [
+            "dojo:send_money",
+            "deny",
+            "allow",
+            "allow",
+            "(added",
+            "by",
+            "the",
+            "manifest)"
+        ]
+    );
+}
+
+/// The README's table is the defaults.
+#[test]
+fn the_default_table_is_what_explain_prints() {
+    let text = TaintPolicy::default().explain();
+    assert!(!text.contains("manifest"), "{text}");
+    for sink in DEFAULT_SINKS {
+        assert!(text.contains(&format!("  {sink} ")), "{sink}: {text}");
+    }
+}
