@@ -11,3 +11,4 @@ mod layering;
 mod path_vectors;
 mod spawn;
 mod taint_rules;
+mod taint_spawn;

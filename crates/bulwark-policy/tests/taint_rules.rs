@@ -378,3 +378,135 @@ fn the_default_table_is_what_explain_prints() {
         assert!(text.contains(&format!("  {sink} ")), "{sink}: {text}");
     }
 }
+
+mod props {
+    use super::*;
+    use bulwark_policy::SinkRules;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    fn label() -> impl Strategy<Value = TaintLabel> {
+        prop::sample::select(TaintLabel::ALL.to_vec())
+    }
+
+    fn rule() -> impl Strategy<Value = SinkRule> {
+        prop::sample::select(vec![SinkRule::Allow, SinkRule::Approve, SinkRule::Deny])
+    }
+
+    /// Mostly names that overlap the defaults (so overrides interact with
+    /// them), sometimes anything at all.
+    fn sink_name() -> impl Strategy<Value = String> {
+        prop_oneof![
+            4 => prop::sample::select(vec![
+                "shell", "shell:exec", "files", "files:write", "files:edit", "files:read",
+                "web:fetch", "agents", "agents:message", "dojo", "dojo:send_money",
+            ])
+            .prop_map(str::to_string),
+            1 => "[a-z0-9_:*A-Z -]{0,12}",
+            1 => "\\PC{0,8}",
+        ]
+    }
+
+    fn rules() -> impl Strategy<Value = SinkRules> {
+        prop::collection::btree_map(
+            sink_name(),
+            prop::collection::btree_map(label(), rule(), 0..4),
+            0..6,
+        )
+    }
+
+    fn section() -> impl Strategy<Value = TaintSection> {
+        (
+            prop::sample::select(vec![TaintMode::Session, TaintMode::Value]),
+            prop::sample::select(vec![WorkspaceTrust::Trusted, WorkspaceTrust::Untrusted]),
+            rules(),
+            prop::option::of(any::<bool>()),
+        )
+            .prop_map(|(mode, workspace, sinks, scanner_raises)| TaintSection {
+                mode,
+                workspace,
+                sinks,
+                scanner_raises,
+            })
+    }
+
+    fn label_set() -> impl Strategy<Value = BTreeSet<TaintLabel>> {
+        prop::collection::btree_set(label(), 0..7)
+    }
+
+    #[derive(serde::Serialize)]
+    struct Doc<'a> {
+        taint: &'a TaintSection,
+    }
+
+    proptest! {
+        /// Adding labels never lowers the rule a call meets.
+        #[test]
+        fn decide_is_monotone(s in section(), sink in sink_name(), a in label_set(), b in label_set()) {
+            let p = TaintPolicy::compile(&s);
+            let rule = |ls: &BTreeSet<TaintLabel>| p.decide(&sink, ls).map_or(SinkRule::Allow, |d| d.rule);
+            let both: BTreeSet<TaintLabel> = a.union(&b).copied().collect();
+            prop_assert!(rule(&both) >= rule(&a));
+            prop_assert!(rule(&both) >= rule(&b));
+            // And the decision is exactly the strictest single label's rule.
+            let single = a.iter().map(|l| p.rule(&sink, *l)).max().unwrap_or(SinkRule::Allow);
+            prop_assert_eq!(rule(&a), single);
+        }
+
+        /// Never panics; what it accepts takes effect exactly as written,
+        /// and the infallible path compiles it the same.
+        #[test]
+        fn from_section_accepts_only_rules_that_take_effect(s in section()) {
+            let Ok(p) = TaintPolicy::from_section(&s) else { return Ok(()); };
+            prop_assert_eq!(&p, &TaintPolicy::compile(&s));
+            prop_assert_eq!(p.scanner_raises, s.scanner_raises.unwrap_or(true));
+            for (sink, labels) in &s.sinks {
+                for (&l, &r) in labels {
+                    prop_assert_eq!(p.rule(sink, l), r, "{} {:?}", sink, l);
+                    if sink.contains(':') { continue; }
+                    for op_sink in p.rules.keys().filter(|k| k.starts_with(&format!("{sink}:"))) {
+                        let written = s.sinks.get(op_sink).and_then(|m| m.get(&l));
+                        if written.is_none() {
+                            prop_assert_eq!(p.rule(op_sink, l), r, "{} reaches {}", sink, op_sink);
+                        }
+                    }
+                }
+            }
+            // A policy is never looser than itself.
+            prop_assert!(p.wider_than(&p).is_empty());
+        }
+
+        /// A rule map round-trips through TOML, and a manifest carrying it
+        /// is accepted exactly when `from_section` accepts it.
+        #[test]
+        fn sections_round_trip_through_toml(s in section()) {
+            let text = toml::to_string(&Doc { taint: &s }).unwrap();
+            let parsed = parse_manifest(&format!("{HEAD}{text}"), "agent.toml");
+            match TaintPolicy::from_section(&s) {
+                Ok(_) => prop_assert_eq!(&parsed.unwrap().taint, &s, "{}", text),
+                Err(_) => {
+                    let e = parsed.unwrap_err();
+                    prop_assert!(e.field.as_deref().is_some_and(|f| f.starts_with("taint.sinks.")), "{}", e);
+                }
+            }
+            let back: BTreeMap<String, TaintSection> =
+                toml::from_str(&text).unwrap();
+            prop_assert_eq!(back.get("taint"), Some(&s));
+        }
+
+        /// Raising any rule of a child never makes a spawn violation.
+        #[test]
+        fn a_stricter_child_is_never_wider(s in section(), extra in rules()) {
+            let parent = TaintPolicy::compile(&s);
+            let mut child = parent.clone();
+            for (sink, labels) in extra {
+                let entry = child.rules.entry(sink).or_default();
+                for (l, r) in labels {
+                    let old = entry.get(&l).copied().unwrap_or_default();
+                    entry.insert(l, old.max(r));
+                }
+            }
+            prop_assert!(child.wider_than(&parent).is_empty());
+        }
+    }
+}
