@@ -369,14 +369,39 @@ shell = { external = "allow" }
     );
 }
 
-/// The README's table is the defaults.
+/// `explain` and the README's table both show exactly the defaults.
 #[test]
-fn the_default_table_is_what_explain_prints() {
+fn the_default_table_is_what_explain_prints_and_the_readme_shows() {
     let text = TaintPolicy::default().explain();
     assert!(!text.contains("manifest"), "{text}");
     for sink in DEFAULT_SINKS {
         assert!(text.contains(&format!("  {sink} ")), "{sink}: {text}");
     }
+    let readme = include_str!("../../../README.md");
+    let section = readme
+        .split("### Taint: labels, sinks and rules")
+        .nth(1)
+        .and_then(|s| s.split("\n#").next())
+        .unwrap();
+    let mut listed = BTreeSet::new();
+    for row in section
+        .lines()
+        .filter(|l| l.ends_with("| approve | approve | approve |"))
+    {
+        let first = row.split('|').nth(1).unwrap();
+        listed.extend(
+            first
+                .split(',')
+                .map(|s| s.trim().trim_matches('`').to_string()),
+        );
+    }
+    assert_eq!(
+        listed,
+        DEFAULT_SINKS
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<BTreeSet<_>>()
+    );
 }
 
 mod props {
