@@ -149,6 +149,30 @@ pub fn taint_needs_approval(
 mod tests {
     use super::*;
 
+    /// Labels and rules are stored as their names (session state, audit
+    /// details): deserializing through the name keeps that format.
+    #[test]
+    fn labels_and_rules_round_trip_by_name() {
+        for label in TaintLabel::ALL {
+            let json = serde_json::to_string(&label).unwrap();
+            assert_eq!(json, format!("\"{}\"", label.name()));
+            assert_eq!(serde_json::from_str::<TaintLabel>(&json).unwrap(), label);
+        }
+        let set = BTreeSet::from([TaintLabel::Peer, TaintLabel::External]);
+        let json = serde_json::to_string(&set).unwrap();
+        assert_eq!(json, r#"["external","peer"]"#);
+        assert_eq!(
+            serde_json::from_str::<BTreeSet<TaintLabel>>(&json).unwrap(),
+            set
+        );
+        for rule in SinkRule::ALL {
+            let json = serde_json::to_string(&rule).unwrap();
+            assert_eq!(serde_json::from_str::<SinkRule>(&json).unwrap(), rule);
+        }
+        let e = serde_json::from_str::<TaintLabel>("\"External\"").unwrap_err();
+        assert!(e.to_string().contains("unknown taint label"), "{e}");
+    }
+
     #[test]
     fn web_content_then_shell_needs_approval() {
         let seen = BTreeSet::from([TaintLabel::External]);
