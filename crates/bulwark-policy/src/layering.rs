@@ -155,7 +155,9 @@ pub struct EffectivePolicy {
     pub sandbox: SandboxSection,
     /// The manifest's if set, else the global one.
     pub loop_guard: LoopGuardConfig,
-    /// The `[taint]` sink rules (defaults overlaid by the manifest).
+    /// The `[taint]` sink rules: the defaults overlaid by the manifest.
+    /// No other layer changes them (they can only make calls ask more, and
+    /// a narrowing layer for them does not exist yet).
     pub taint: crate::taint::TaintPolicy,
     pub removed: Vec<Removal>,
     /// Removed capabilities with the index of their `Removal`, so a denied
@@ -467,7 +469,8 @@ pub fn compute_effective(inputs: &PolicyInputs, catalog: &ToolCatalog) -> Effect
         approval: m.approval.clone(),
         sandbox,
         loop_guard: m.loop_guard.clone().unwrap_or_else(|| g.loop_guard.clone()),
-        taint: crate::taint::TaintPolicy::from_section(&m.taint),
+        // Validated by parse_manifest; compiling cannot fail.
+        taint: crate::taint::TaintPolicy::compile(&m.taint),
         removed: b.removed,
         removed_caps: b.removed_caps,
     }
@@ -560,6 +563,9 @@ impl EffectivePolicy {
     pub fn explain(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "effective policy for agent {}", self.agent);
+        // Before `tools:`, so readers that split the report at its section
+        // headers (`tools:`, `capabilities:`, `removed:`) are not confused.
+        s.push_str(&self.taint.explain());
         let _ = writeln!(s, "tools:");
         if self.tools.is_empty() {
             let _ = writeln!(s, "  (none)");

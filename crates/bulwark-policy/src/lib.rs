@@ -65,7 +65,8 @@ pub use names::{AgentName, MAX_NAME_LEN, NAME_RULE, NameError, UserName};
 pub use path::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES, PathError, WorkspacePath};
 pub use spawn::{SpawnGrant, SpawnViolation, spawn_violations};
 pub use taint::{
-    SinkRule, TaintDecision, TaintLabel, TaintMode, TaintPolicy, TaintSection, WorkspaceTrust,
+    DEFAULT_SINK_EFFECTS, DEFAULT_SINKS, SinkRule, SinkRules, TaintDecision, TaintError,
+    TaintLabel, TaintMode, TaintPolicy, TaintSection, WorkspaceTrust, is_sink_name,
     taint_needs_approval,
 };
 pub use template::{MAX_KEY_NAME_LEN, Template, TemplateError, TemplatePart, is_key_name};

@@ -13,6 +13,7 @@ use crate::credentials::{self, CredentialsSection};
 use crate::error::{ConfigError, Located, Seg};
 use crate::exec_policy::{ExecPolicy, ExecSection};
 use crate::loop_guard::LoopGuardConfig;
+use crate::taint::{TaintPolicy, TaintSection};
 use crate::validate;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,9 +40,10 @@ pub struct Manifest {
     /// escalators and uncheckable scripts (see [`Manifest::exec_policy`]).
     #[serde(default)]
     pub exec: Option<ExecSection>,
-    /// Which sinks untrusted content may reach (`[taint]`).
+    /// Which sinks untrusted content may reach, per label (`[taint]`).
+    /// Absent: the safe defaults ([`TaintPolicy::default`]).
     #[serde(default)]
-    pub taint: crate::taint::TaintSection,
+    pub taint: TaintSection,
 }
 
 impl Manifest {
@@ -281,5 +283,6 @@ pub fn parse_manifest(src: &str, origin: &str) -> Result<Manifest, ConfigError> 
     if let Some(exec) = &m.exec {
         ExecPolicy::from_section(exec).map_err(|e| loc.at(&e.field(), e))?;
     }
+    TaintPolicy::from_section(&m.taint).map_err(|e| loc.at(&e.field(), &e))?;
     Ok(m)
 }

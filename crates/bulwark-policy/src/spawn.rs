@@ -70,7 +70,7 @@ impl fmt::Display for SpawnViolation {
 /// layers as `parent.policy`.
 ///
 /// All violations are reported, in a stable order: spawn name, tools,
-/// capabilities, sandbox, model, credentials, approvals.
+/// capabilities, sandbox, model, credentials, approvals, taint rules.
 pub fn spawn_violations(
     parent: &SpawnGrant<'_>,
     child_name: &str,
@@ -84,6 +84,7 @@ pub fn spawn_violations(
     check_model(parent, child, &mut out);
     check_credentials(parent, child, &mut out);
     check_approvals(parent, child, &mut out);
+    check_taint(parent, child, &mut out);
     out
 }
 
@@ -343,5 +344,14 @@ fn check_approvals(parent: &SpawnGrant<'_>, child: &SpawnGrant<'_>, out: &mut Ve
                 );
             }
         }
+    }
+}
+
+/// A child's `[taint]` must be at least as strict as its parent's: it is
+/// handed the parent's labels, and looser rules would let it act on
+/// untrusted text where the parent would have asked a person.
+fn check_taint(parent: &SpawnGrant<'_>, child: &SpawnGrant<'_>, out: &mut Vec<SpawnViolation>) {
+    for (item, why) in child.policy.taint.wider_than(&parent.policy.taint) {
+        push(out, item, format!("agent {}: {why}", parent.policy.agent));
     }
 }

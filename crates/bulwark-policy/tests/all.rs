@@ -10,3 +10,5 @@ mod exec_policy;
 mod layering;
 mod path_vectors;
 mod spawn;
+mod taint_rules;
+mod taint_spawn;

@@ -1,14 +1,24 @@
 //! Taint labels: where a piece of content came from, so the door can decide
 //! which sinks it may reach; and the `[taint]` sink rules that decide it.
 
+mod check;
+mod explain;
+mod narrow;
 mod rules;
-pub use rules::{SinkRule, TaintDecision, TaintMode, TaintPolicy, TaintSection, WorkspaceTrust};
+pub use check::{TaintError, is_sink_name};
+pub use rules::{
+    DEFAULT_SINK_EFFECTS, DEFAULT_SINKS, SinkRule, SinkRules, TaintDecision, TaintMode,
+    TaintPolicy, TaintSection, WorkspaceTrust,
+};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
+/// Where a piece of content came from. `external`, `peer` and `unknown`
+/// are untrusted (see [`TaintLabel::is_untrusted`]); the others record
+/// provenance a manifest may still write rules for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case", try_from = "String")]
 pub enum TaintLabel {
     /// Fetched from the network (web pages, API responses).
     External,
@@ -53,7 +63,8 @@ impl TaintLabel {
         TaintLabel::ALL.into_iter().find(|l| l.name() == name)
     }
 
-    /// Content from outside the operator's control.
+    /// Content from outside the operator's control: the labels the
+    /// default rules ask a person about.
     pub fn is_untrusted(self) -> bool {
         matches!(
             self,
@@ -62,9 +73,24 @@ impl TaintLabel {
     }
 }
 
-// Sink rules: content that came from outside the operator's control (the
-// web, other agents) may not drive a process, nor spend the operator's
-// money, without a person agreeing.
+/// Deserializing goes through the name, so a misspelt label in a manifest
+/// is refused with the list of labels rather than serde's wording.
+impl TryFrom<String> for TaintLabel {
+    type Error = String;
+    fn try_from(name: String) -> Result<Self, String> {
+        TaintLabel::parse(&name).ok_or_else(|| {
+            format!(
+                "unknown taint label {name:?}: the labels are external, peer and unknown (untrusted) and workspace, memory and process"
+            )
+        })
+    }
+}
+
+// The rules before `[taint]`: content that came from outside the
+// operator's control (the web, other agents) may not drive a process, nor
+// spend the operator's money, without a person agreeing. Kept, with its
+// messages, only until the door decides with `TaintPolicy`; new code uses
+// `TaintPolicy::decide_call`.
 
 /// Domains that execute things: reaching them with untrusted text in the
 /// conversation is how prompt injection becomes code execution.
@@ -97,7 +123,9 @@ fn sink_effect(domain: &str, operation: &str) -> Option<&'static str> {
     }
 }
 
-/// Returns why approval is needed, or `None` when the flow is allowed.
+/// Returns why approval is needed, or `None` when the flow is allowed,
+/// under the rules before `[taint]` (shell and the spending operations,
+/// for `external` and `peer`). Superseded by [`TaintPolicy::decide_call`].
 pub fn taint_needs_approval(
     seen: &BTreeSet<TaintLabel>,
     domain: &str,
@@ -120,6 +148,30 @@ pub fn taint_needs_approval(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Labels and rules are stored as their names (session state, audit
+    /// details): deserializing through the name keeps that format.
+    #[test]
+    fn labels_and_rules_round_trip_by_name() {
+        for label in TaintLabel::ALL {
+            let json = serde_json::to_string(&label).unwrap();
+            assert_eq!(json, format!("\"{}\"", label.name()));
+            assert_eq!(serde_json::from_str::<TaintLabel>(&json).unwrap(), label);
+        }
+        let set = BTreeSet::from([TaintLabel::Peer, TaintLabel::External]);
+        let json = serde_json::to_string(&set).unwrap();
+        assert_eq!(json, r#"["external","peer"]"#);
+        assert_eq!(
+            serde_json::from_str::<BTreeSet<TaintLabel>>(&json).unwrap(),
+            set
+        );
+        for rule in SinkRule::ALL {
+            let json = serde_json::to_string(&rule).unwrap();
+            assert_eq!(serde_json::from_str::<SinkRule>(&json).unwrap(), rule);
+        }
+        let e = serde_json::from_str::<TaintLabel>("\"External\"").unwrap_err();
+        assert!(e.to_string().contains("unknown taint label"), "{e}");
+    }
 
     #[test]
     fn web_content_then_shell_needs_approval() {
