@@ -6,6 +6,7 @@
 use crate::common;
 
 mod audit_order;
+mod provenance;
 
 use bulwark_protocol::protocol::{Command, ErrorCode, Event, ToolDecision, TurnEnd};
 use bulwark_server::workers::{

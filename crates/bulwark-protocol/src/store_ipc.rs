@@ -55,6 +55,83 @@ pub const MAX_LEDGER_ACCOUNT_BYTES: usize = 200;
 /// Longest transfer memo, in bytes.
 pub const MAX_LEDGER_MEMO_BYTES: usize = 1024;
 
+/// Longest path in a provenance request, in bytes (the store's limit).
+pub const MAX_PROVENANCE_PATH_BYTES: usize = 4096;
+/// Most label names in a provenance request or reply (the store's limit).
+pub const MAX_PROVENANCE_LABELS: usize = 16;
+/// Longest label name, in bytes (the store's limit).
+pub const MAX_LABEL_NAME_BYTES: usize = 32;
+/// Longest provenance source (a tool call id), in bytes (the store's limit).
+pub const MAX_PROVENANCE_SOURCE_BYTES: usize = 256;
+
+/// One of the worker's own storage roots, named by kind, never by path or
+/// owner: the server keys it to the agent and user it started the worker
+/// for, so a worker can neither read nor write another's labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LabelRootWire {
+    /// The agent's workspace (per user and agent).
+    Workspace,
+    /// The agent's memory (per user and agent).
+    AgentMemory,
+    /// The user's memory, shared by every agent of the user.
+    UserMemory,
+}
+
+/// A content digest (SHA-256) on the wire: exactly 64 lowercase hex
+/// digits, refused at decoding otherwise, so a frame with anything else in
+/// its place is malformed rather than a request to look at.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DigestHex(pub [u8; 32]);
+
+impl std::fmt::Debug for DigestHex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DigestHex({self})")
+    }
+}
+
+impl std::fmt::Display for DigestHex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+impl std::str::FromStr for DigestHex {
+    type Err = &'static str;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        const WHAT: &str = "a digest is 64 lowercase hex digits";
+        let nibble = |c: u8| match c {
+            b'0'..=b'9' => Ok(c - b'0'),
+            b'a'..=b'f' => Ok(c - b'a' + 10),
+            _ => Err(WHAT),
+        };
+        let bytes = text.as_bytes();
+        if bytes.len() != 64 {
+            return Err(WHAT);
+        }
+        let mut out = [0u8; 32];
+        for (byte, pair) in out.iter_mut().zip(bytes.chunks_exact(2)) {
+            *byte = (nibble(pair[0])? << 4) | nibble(pair[1])?;
+        }
+        Ok(Self(out))
+    }
+}
+
+impl Serialize for DigestHex {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for DigestHex {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // Borrowed when the frame has no escapes; a digest never needs one.
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// Who wrote a stored message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -151,6 +228,25 @@ pub enum StoreRequest {
     LedgerSettle { key: String, hold: i64, actual: u64 },
     /// Give back a hold this worker made, whole: [`StoreReply::LedgerClosed`].
     LedgerRelease { key: String, hold: i64 },
+    /// Add `labels` (taint label names) to the label-table entry of these
+    /// bytes (`digest`) at `path` in one of this worker's roots; an empty
+    /// set records "written by Bulwark, clean". `source` is the tool call
+    /// that wrote them. Answered with [`StoreReply::Done`] once stored
+    /// durably: the write it labels waits for it.
+    RecordProvenance {
+        root: LabelRootWire,
+        path: String,
+        digest: DigestHex,
+        labels: Vec<String>,
+        source: String,
+    },
+    /// The labels of these bytes at `path` in one of this worker's roots:
+    /// [`StoreReply::Provenance`].
+    Provenance {
+        root: LabelRootWire,
+        path: String,
+        digest: DigestHex,
+    },
 }
 
 /// Server → worker: the answer to one [`StoreRequest`].
@@ -200,6 +296,12 @@ pub enum StoreReply {
     LedgerRefused {
         message: String,
         denial: bool,
+    },
+    /// The labels of the content asked about; `None` when Bulwark never
+    /// wrote those bytes there (no provenance), an empty list when it wrote
+    /// them clean.
+    Provenance {
+        labels: Option<Vec<String>>,
     },
 }
 
@@ -254,6 +356,19 @@ fn bound_bytes(field: &'static str, value: &str, max: usize) -> Result<(), TooLo
         });
     }
     Ok(())
+}
+
+fn bound_labels(labels: &[String]) -> Result<(), TooLong> {
+    if labels.len() > MAX_PROVENANCE_LABELS {
+        return Err(TooLong {
+            field: "labels",
+            len: labels.len(),
+            max: MAX_PROVENANCE_LABELS,
+        });
+    }
+    labels
+        .iter()
+        .try_for_each(|l| bound_bytes("label", l, MAX_LABEL_NAME_BYTES))
 }
 
 impl AuditEntry {
@@ -327,6 +442,19 @@ impl StoreRequest {
             | StoreRequest::LedgerRelease { key, .. } => {
                 bound_bytes("key", key, MAX_LEDGER_KEY_BYTES)
             }
+            StoreRequest::RecordProvenance {
+                path,
+                labels,
+                source,
+                ..
+            } => {
+                bound_bytes("path", path, MAX_PROVENANCE_PATH_BYTES)?;
+                bound_labels(labels)?;
+                bound_bytes("source", source, MAX_PROVENANCE_SOURCE_BYTES)
+            }
+            StoreRequest::Provenance { path, .. } => {
+                bound_bytes("path", path, MAX_PROVENANCE_PATH_BYTES)
+            }
             StoreRequest::Messages { .. }
             | StoreRequest::RecordTokens { .. }
             | StoreRequest::TokensSince { .. }
@@ -365,7 +493,11 @@ impl StoreReply {
                 bound_bytes("to", &r.to, MAX_LEDGER_ACCOUNT_BYTES)?;
                 bound_bytes("memo", &r.memo, MAX_LEDGER_MEMO_BYTES)
             }
+            StoreReply::Provenance {
+                labels: Some(labels),
+            } => bound_labels(labels),
             StoreReply::Done
+            | StoreReply::Provenance { labels: None }
             | StoreReply::Resumed { .. }
             | StoreReply::Tokens { .. }
             | StoreReply::LedgerBalance { .. }

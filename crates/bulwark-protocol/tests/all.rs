@@ -6,3 +6,5 @@
 mod frame;
 #[path = "all/frame_props.rs"]
 mod frame_props;
+#[path = "all/provenance.rs"]
+mod provenance;

@@ -36,6 +36,10 @@ pub use ledger::{
     within_fraction,
 };
 pub use merkle_log::{ConsistencyProof, InclusionProof, StoredCheckpoint};
+pub use provenance::{
+    MAX_DIGESTS_PER_PATH, MAX_LABEL_NAME_BYTES, MAX_LABELS_PER_ENTRY, MAX_PROVENANCE_PATH_BYTES,
+    MAX_PROVENANCE_ROOT_BYTES, MAX_PROVENANCE_SOURCE_BYTES,
+};
 pub use schema::SCHEMA_VERSION;
 pub use verify::{Coverage, ExternalCheckpoint, NoteCheck, Problem, ProblemKind, VerifyReport};
 
@@ -80,6 +84,11 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// Input that is not what the operation takes (a label name that is
+    /// not a lowercase word, a path over its length): refused before
+    /// anything is stored.
+    #[error("refused `{field}`: {why}")]
+    Invalid { field: &'static str, why: String },
     /// A thread panicked while holding the connection. Surfaced as an error
     /// rather than a panic so one crashed task cannot take the process down.
     #[error("store connection lock poisoned by a panicking thread")]

@@ -322,6 +322,28 @@ const MIGRATIONS: &[&str] = &[
         expires_ms   INTEGER NOT NULL
     ) STRICT, WITHOUT ROWID;
     "#,
+    // v8: the label table (see `provenance.rs`): the taint labels of
+    // content Bulwark wrote, by root (names, never a path of this machine),
+    // path and SHA-256 of the bytes. `labels` is the sorted, space-separated
+    // label names ('' is "written by Bulwark, clean", which differs from no
+    // row); the CHECK keeps anything but lowercase words out whoever writes.
+    // `seq` orders the digests of one (root, path) by their last write, for
+    // pruning; `untrusted` says the row is kept in preference to clean ones.
+    // `source` and `time_ms` are the first labelling's tool call and time.
+    r#"
+    CREATE TABLE provenance (
+        root      TEXT    NOT NULL CHECK (length(root) BETWEEN 1 AND 256),
+        path      TEXT    NOT NULL CHECK (length(path) BETWEEN 1 AND 4096),
+        digest    BLOB    NOT NULL CHECK (length(digest) = 32),
+        labels    TEXT    NOT NULL
+            CHECK (length(labels) <= 1024 AND labels NOT GLOB '*[^a-z0-9_ ]*'),
+        untrusted INTEGER NOT NULL CHECK (untrusted IN (0, 1)),
+        source    TEXT    NOT NULL CHECK (length(source) <= 256),
+        time_ms   INTEGER NOT NULL,
+        seq       INTEGER NOT NULL CHECK (seq >= 1),
+        PRIMARY KEY (root, path, digest)
+    ) STRICT, WITHOUT ROWID;
+    "#,
 ];
 
 /// Rust steps of migrations, by the version they migrate to.
@@ -534,6 +556,29 @@ mod tests {
         assert_eq!(report.records, rows);
         assert_eq!(sink.append(&record(rows)).unwrap(), rows + 1);
         assert!(sink.verify().unwrap().is_ok());
+    }
+
+    #[test]
+    fn v8_adds_the_label_table_to_a_v7_database() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate_to(&mut conn, 7).unwrap();
+        let before: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_schema WHERE name = 'provenance'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(before, 0);
+        migrate(&mut conn).unwrap();
+        let store = Store::from_connection(conn);
+        store
+            .record_provenance("workspace:u/a", "f", &[1; 32], &["external"], "c")
+            .unwrap();
+        assert_eq!(
+            store.provenance("workspace:u/a", "f", &[1; 32]).unwrap(),
+            Some(vec!["external".to_string()])
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod concurrency;
 mod ledger;
 mod ledger_budget;
 mod merkle_log;
+mod provenance;
 mod roundtrip_prop;
 mod store;
 mod tamper;

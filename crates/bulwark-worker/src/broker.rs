@@ -488,5 +488,7 @@ fn closed(reply: StoreReply) -> Result<SettleReceipt, LedgerError> {
     }
 }
 
+mod provenance;
+
 #[cfg(test)]
 mod tests;

@@ -55,8 +55,9 @@ impl SessionRecords for WorkerRecords {
         Ok(self.client.clone())
     }
 
-    /// SKELETON: kept in this process until the broker carries labels.
+    /// The server's label table: it keys every root to the agent and user
+    /// it started this worker for, whatever is passed here.
     fn provenance(&self, _: &str, _: &str) -> Arc<dyn bulwark_kernel::ProvenanceStore> {
-        Arc::new(bulwark_kernel::MemoryProvenance::default())
+        self.client.clone()
     }
 }

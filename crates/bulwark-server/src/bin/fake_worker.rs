@@ -2,7 +2,8 @@
 //! only (built with the `test-fixtures` feature).
 //!
 //! `FAKE_WORKER_MODE` chooses how it starts: `good` (default) answers
-//! `Start` with `Ready`; `silent` never answers; `refuse` answers with a
+//! `Start` with `Ready`; `stored` first creates its session through the
+//! brokered store; `silent` never answers; `refuse` answers with a
 //! fatal `Forbidden` error; `exit` exits at once; `garbage` answers with a
 //! frame that is not JSON. A good worker then acts on each user message's
 //! text (see `turn`): echo, sleep, hold until interrupted, crash, print its
@@ -48,6 +49,25 @@ async fn main() {
         Some(id) => (id, 3),
         None => (format!("fake-{}", std::process::id()), 0),
     };
+    if mode == "stored" {
+        // A supervisor that brokers a store wants the session opened
+        // through it before Ready, as `bulwark worker` does.
+        let create = bulwark_protocol::store_ipc::StoreRequest::Create {
+            session: session_id.clone(),
+        };
+        send(
+            &mut out,
+            Event::Store {
+                request_id: 1,
+                request: create,
+            },
+        )
+        .await;
+        match input.next().await {
+            Some(Ok(Command::StoreReply { request_id: 1, .. })) => {}
+            _ => std::process::exit(5),
+        }
+    }
     send(
         &mut out,
         Event::Ready {
@@ -190,6 +210,56 @@ async fn turn(
                 request: bulwark_protocol::store_ipc::StoreRequest::AuditFlush {},
             };
             send(out, request).await;
+        }
+        // The label table through the broker (mode `stored`): `label`
+        // records `external` for notes.txt's bytes and asks, `lookup`
+        // asks; both echo what the server answered.
+        "label" | "lookup" => {
+            use bulwark_protocol::store_ipc::{DigestHex, LabelRootWire, StoreRequest};
+            let mut next_id = 100;
+            let mut ask = async |request: StoreRequest| {
+                next_id += 1;
+                let request_id = next_id;
+                send(
+                    out,
+                    Event::Store {
+                        request_id,
+                        request,
+                    },
+                )
+                .await;
+                loop {
+                    match input.next().await {
+                        Some(Ok(Command::StoreReply {
+                            request_id: id,
+                            reply,
+                        })) if id == request_id => {
+                            break reply;
+                        }
+                        Some(Ok(_)) => continue,
+                        _ => std::process::exit(5),
+                    }
+                }
+            };
+            let digest = DigestHex([7; 32]);
+            let mut said = Vec::new();
+            if text == "label" {
+                let record = StoreRequest::RecordProvenance {
+                    root: LabelRootWire::Workspace,
+                    path: "notes.txt".into(),
+                    digest,
+                    labels: vec!["external".into()],
+                    source: "c1".into(),
+                };
+                said.push(format!("recorded: {:?}", ask(record).await));
+            }
+            let lookup = StoreRequest::Provenance {
+                root: LabelRootWire::Workspace,
+                path: "notes.txt".into(),
+                digest,
+            };
+            said.push(format!("labels: {:?}", ask(lookup).await));
+            send(out, delta(said.join("\n"))).await;
         }
         "ready-again" => {
             let ready = Event::Ready {

@@ -4,7 +4,7 @@
 use bulwark_audit::{Action, AuditRecord, AuditSink, Event, Identity, Reason};
 use bulwark_protocol::protocol::MAX_SHORT_CHARS;
 use bulwark_protocol::store_ipc::{
-    AuditEntry, LedgerReceipt, StoreFailure, StoreReply, StoreRequest,
+    AuditEntry, LabelRootWire, LedgerReceipt, StoreFailure, StoreReply, StoreRequest,
 };
 use bulwark_store::{
     AccountKind, Actor, Budget, HoldId, HoldRequest, LeaseHolder, LedgerError, NewSession,
@@ -17,6 +17,16 @@ use std::sync::Mutex;
 /// per model call in flight and one per priced tool call; the bound keeps
 /// a worker that reserves in a loop from growing the server's memory.
 pub const MAX_OPEN_HOLDS: usize = 64;
+
+// What the wire lets through, the store takes: a request within the
+// protocol's bounds is never refused for its size by the store.
+const _: () = {
+    use bulwark_protocol::store_ipc as wire;
+    assert!(wire::MAX_PROVENANCE_PATH_BYTES == bulwark_store::MAX_PROVENANCE_PATH_BYTES);
+    assert!(wire::MAX_PROVENANCE_LABELS == bulwark_store::MAX_LABELS_PER_ENTRY);
+    assert!(wire::MAX_LABEL_NAME_BYTES == bulwark_store::MAX_LABEL_NAME_BYTES);
+    assert!(wire::MAX_PROVENANCE_SOURCE_BYTES == bulwark_store::MAX_PROVENANCE_SOURCE_BYTES);
+};
 
 /// Whose conversation a worker runs: fixed by the server when it starts
 /// the worker, never by the worker.
@@ -71,6 +81,12 @@ impl BrokerScope {
                     "the worker named hold {hold}, which the server did not make for it"
                 ))
             }
+            // A worker sends the names of the labels it has; anything else
+            // would make the entry unreadable for every later reader.
+            StoreRequest::RecordProvenance { labels, .. } => labels
+                .iter()
+                .find(|l| bulwark_policy::TaintLabel::parse(l).is_none())
+                .map(|l| format!("the worker sent `{l}`, which is not a taint label")),
             _ => None,
         }
     }
@@ -156,6 +172,10 @@ fn from_store(result: Result<(), StoreError>) -> StoreReply {
         Err(StoreError::Conflict(what)) => failed(StoreFailure::Forbidden, what),
         Err(err @ (StoreError::LeaseHeld(_) | StoreError::LeaseLost { .. })) => {
             failed(StoreFailure::Leased, clamp(err.to_string()))
+        }
+        // Names only the field and what is wrong with it.
+        Err(err @ StoreError::Invalid { .. }) => {
+            failed(StoreFailure::Forbidden, clamp(err.to_string()))
         }
         Err(err) => internal(&err),
     }
@@ -447,6 +467,31 @@ impl DatabaseBroker {
             | StoreRequest::LedgerHold { .. }
             | StoreRequest::LedgerSettle { .. }
             | StoreRequest::LedgerRelease { .. } => self.ledger(scope, session, request),
+            StoreRequest::RecordProvenance {
+                root,
+                path,
+                digest,
+                labels,
+                source,
+            } => {
+                let names: Vec<&str> = labels.iter().map(String::as_str).collect();
+                from_store(self.store.record_provenance(
+                    &label_root(scope, root),
+                    &path,
+                    &digest.0,
+                    &names,
+                    &source,
+                ))
+            }
+            StoreRequest::Provenance { root, path, digest } => {
+                match self
+                    .store
+                    .provenance(&label_root(scope, root), &path, &digest.0)
+                {
+                    Ok(labels) => StoreReply::Provenance { labels },
+                    Err(err) => from_store(Err(err)),
+                }
+            }
             StoreRequest::Resume { .. }
             | StoreRequest::Create { .. }
             | StoreRequest::TokensSince { .. } => {
@@ -600,6 +645,17 @@ impl DatabaseBroker {
             }
         }
     }
+}
+
+/// The label-table key of one of the worker's roots: the agent and user are
+/// the server's (those it started the worker for), never the worker's.
+fn label_root(scope: &BrokerScope, root: LabelRootWire) -> String {
+    let root = match root {
+        LabelRootWire::Workspace => bulwark_kernel::LabelRoot::Workspace,
+        LabelRootWire::AgentMemory => bulwark_kernel::LabelRoot::AgentMemory,
+        LabelRootWire::UserMemory => bulwark_kernel::LabelRoot::UserMemory,
+    };
+    bulwark_kernel::root_key(root, &scope.agent, &scope.user)
 }
 
 /// The record as stored: the identity is the server's, not the worker's.

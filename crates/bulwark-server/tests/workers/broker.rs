@@ -19,6 +19,8 @@ use bulwark_store::{AccountKind, Actor, Balance, NewSession, Store};
 mod audit_batch;
 #[path = "broker/lease.rs"]
 mod lease;
+#[path = "broker/provenance.rs"]
+mod provenance;
 
 fn scope(user: &str, agent: &str) -> BrokerScope {
     BrokerScope::new(user, agent)

@@ -47,6 +47,22 @@ fn serve(
                     }
                     StoreReply::Done
                 }
+                // The label table as scripted by path: `tainted` has an
+                // entry, `junk` one this build cannot read, others none.
+                StoreRequest::Provenance { path, .. } => StoreReply::Provenance {
+                    labels: match path.as_str() {
+                        "tainted" => Some(vec!["external".into(), "peer".into()]),
+                        "clean" => Some(Vec::new()),
+                        "junk" => Some(vec!["bogus".into()]),
+                        _ => None,
+                    },
+                },
+                StoreRequest::RecordProvenance { path, .. } if path == "full" => {
+                    StoreReply::Failed {
+                        kind: StoreFailure::Internal,
+                        message: "the server could not store this".into(),
+                    }
+                }
                 _ => StoreReply::Done,
             };
             drop(seen);
@@ -219,4 +235,94 @@ async fn a_flush_asks_the_server_only_when_records_went_out_since_the_last() {
     }
     client.flush().unwrap();
     assert_eq!(batches(&seen.lock().unwrap()).len(), 2, "already durable");
+}
+
+mod provenance {
+    use super::*;
+    use bulwark_kernel::{LabelRoot, ProvenanceStore};
+    use bulwark_policy::TaintLabel;
+    use bulwark_protocol::store_ipc::{DigestHex, LabelRootWire};
+    use std::collections::BTreeSet;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_record_is_one_answered_request_after_the_queued_audit_records() {
+        let (client, events) = client();
+        let seen = serve(&client, events, false);
+        AuditSink::record(&*client, &record("wrote")).unwrap();
+        let labels = BTreeSet::from([TaintLabel::Peer, TaintLabel::External]);
+        ProvenanceStore::record(
+            &*client,
+            LabelRoot::UserMemory,
+            "n.md",
+            [9; 32],
+            &labels,
+            "c1",
+        )
+        .unwrap();
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.log, ["wrote"], "the audit record went first");
+        assert_eq!(
+            seen.requests.last(),
+            Some(&StoreRequest::RecordProvenance {
+                root: LabelRootWire::UserMemory,
+                path: "n.md".into(),
+                digest: DigestHex([9; 32]),
+                labels: vec!["external".into(), "peer".into()],
+                source: "c1".into(),
+            })
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refused_record_is_an_error_for_the_tool() {
+        let (client, events) = client();
+        let _seen = serve(&client, events, false);
+        let none = BTreeSet::new();
+        let err =
+            ProvenanceStore::record(&*client, LabelRoot::Workspace, "full", [1; 32], &none, "c")
+                .unwrap_err();
+        assert!(err.to_string().contains("could not store"), "{err}");
+        // Over a bound: not sent at all, and said so.
+        let long = "p".repeat(bulwark_protocol::store_ipc::MAX_PROVENANCE_PATH_BYTES + 1);
+        let err =
+            ProvenanceStore::record(&*client, LabelRoot::Workspace, &long, [1; 32], &none, "c")
+                .unwrap_err();
+        assert!(err.to_string().contains("not sent"), "{err}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lookups_tell_labelled_clean_and_absent_apart_and_refuse_unknown_names() {
+        let (client, events) = client();
+        let _seen = serve(&client, events, false);
+        let look =
+            |path: &str| ProvenanceStore::lookup(&*client, LabelRoot::Workspace, path, [1; 32]);
+        assert_eq!(
+            look("tainted").unwrap(),
+            Some(BTreeSet::from([TaintLabel::External, TaintLabel::Peer]))
+        );
+        assert_eq!(look("clean").unwrap(), Some(BTreeSet::new()));
+        assert_eq!(look("never").unwrap(), None);
+        let err = look("junk").unwrap_err();
+        assert!(err.to_string().contains("bogus"), "{err}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_workers_records_give_the_broker_as_its_label_table() {
+        use bulwark_kernel::SessionRecords;
+        let (client, events) = client();
+        let seen = serve(&client, events, false);
+        let records = crate::records::WorkerRecords::new(client.clone());
+        let table = records.provenance("agent", "user");
+        let labels = BTreeSet::from([TaintLabel::External]);
+        table
+            .record(LabelRoot::Workspace, "f", [2; 32], &labels, "c")
+            .unwrap();
+        assert!(
+            matches!(
+                seen.lock().unwrap().requests.as_slice(),
+                [StoreRequest::RecordProvenance { .. }]
+            ),
+            "the label left the process (it was kept in memory before)"
+        );
+    }
 }
