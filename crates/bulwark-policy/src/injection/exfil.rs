@@ -23,8 +23,8 @@ pub(super) static PATTERN: LazyLock<Option<Regex>> = LazyLock::new(|| {
         # A sending verb and, after "to", an attacker-ownable destination.
         \b(?:send|sends|sending|forward|forwarding|post|upload|uploading|e-?mail|transfer|transferring|share|leak|
              exfiltrate|submit|wire|pay|deliver|mail|copy)\b
-            (?:[^\n.!?]|\.\S){0,120}?\bto\b(?:[^\n!?]){0,40}?
-            (?:[\w.+-]+@[\w-]+\.[a-z]{2,} | https?:// | (?-i:\b[A-Z]{2}\d{2}(?:\s?[A-Z0-9]){10,30}\b))
+            (?:[^\n.!?]|[.!?]['"`\S]){0,120}?\bto\b(?:[^\n!?]){0,40}?
+            (?:[\w.+-]+@[\w-]+\.[a-z]{2,} | https?:// | \bwww\.[\w-]+\. | (?-i:\b[A-Z]{2}\d{2}(?:\s?[A-Z0-9]){10,30}\b))
         # The same in it/de/fr/es, where the destination follows the verb.
         | \b(?:invia|inviare|inoltra|inoltrare|envía|envia|enviar|reenvía|schicke|schick|sende|senden|übermittle|
              leite\w*\s+weiter|envoie|envoyer|envoie-les|transfère|transmets|transmettre)\b
@@ -37,9 +37,13 @@ pub(super) static PATTERN: LazyLock<Option<Regex>> = LazyLock::new(|| {
             \b(?:passwords?|passwort|api[\s_-]?keys?|secrets?|credentials?|access\s+tokens?|private\s+keys?|ssh\s+keys?|
                security\s+codes?|verification\s+codes?|(?:2fa|otp|mfa)\s+codes?|
                system\s+(?:prompt|message|instructions)|(?:initial|original|hidden|operating)\s+instructions|
-               context\s+window|environment\s+variables|
+               context\s+window|environment\s+variables|(?:instructions|rules|guidelines|prompt)\s+(?:that\s+)?you\s+(?:were|have\s+been)\s+given|
                prompt\s+(?:di\s+sistema|del\s+sistema|syst[eè]me)|istruzioni\s+(?:di\s+sistema|iniziali)|
-               instructions\s+syst[eè]me|instrucciones\s+del\s+sistema|systemanweisungen|systemprompt)
+               instructions\s+syst[eè]me|instrucciones\s+del\s+sistema|systemanweisungen|systemprompt|
+               (?:your|tue|tuoi|il\s+tuo|deine|dein|deinen|tes|vos|tus|sus)\s+(?:\w+\s+)?
+                 (?:instructions|istruzioni|anweisungen|instrucciones|consignes|prompt|configuration|rules|regole|regeln|règles|reglas))
+        | \bwhat\s+(?:is|are|were)\s+your\s+(?:\w+\s+)?(?:system\s+prompt|instructions|initial\s+prompt|rules)\b
+        | \b(?:repeat|print|output)\s+(?:all\s+|everything\s+)?(?:the\s+)?(?:text|words|everything)\s+(?:above|before\s+this)\b
         # A markdown image that carries data in its query.
         | !\[[^\]\n]{0,200}\]\(\s*<?https?://[^\s)]{1,500}\?[^\s)]*=
         "#,

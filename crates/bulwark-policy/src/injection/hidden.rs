@@ -13,6 +13,8 @@
 //!   emoji and several scripts need them);
 //! - an HTML comment whose text reads as instructions (comments are hidden
 //!   in rendered HTML and markdown alike, so in both content kinds);
+//! - instructions encoded or disguised (base64, hex, binary, leetspeak,
+//!   letter spacing, reversal: see [`encoded`]);
 //! - in HTML, an element hidden by its attributes (`display:none`,
 //!   `visibility:hidden`, `font-size:0`, `opacity:0`, an off-screen
 //!   position or indent, a zero clip, the same text and background colour,
@@ -23,7 +25,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::{ContentKind, compile, floor_boundary, instruction_like};
+use super::{ContentKind, compile, encoded, floor_boundary, instruction_like};
 
 /// Bytes of an element's content read after a hiding tag (and of a comment
 /// read when it has no end).
@@ -68,6 +70,7 @@ pub(super) fn find(window: &str, kind: ContentKind, limit: usize) -> Option<usiz
         }
     };
     keep(instruction_comment(window, limit));
+    keep(encoded::find(window, limit));
     if kind == ContentKind::Html {
         keep(hidden_element(window, limit));
     }

@@ -28,9 +28,12 @@ pub(super) static PATTERN: LazyLock<Option<Regex>> = LazyLock::new(|| {
     compile(
         r#"
         # Drop what came before: verb, then an instruction-like object.
-        \b(?:ignor|disregard|forget|overrid|bypass|skip|dimentic|olvid|oubli|vergiss|vergess|missachte)\w*\b
+        \b(?:ignor|disregard|forget|overrid|bypass|skip|dimentic|olvid|oubli|vergiss|vergess|missachte|
+             do\s+not\s+follow|don't\s+follow|stop\s+following|non\s+seguire|nicht\s+befolgen|ne\s+suis\s+pas|no\s+sigas|
+             pas\s+compte|caso\s+omiso|non\s+tener\s+conto)\w*\b
             [^\n.!?]{0,50}?
-            (?:nstruc|nstruk|istruzion|anweisung|indicazion|direttiv|directiv|consign|prompt|guideline|regole|reglas|règles|regeln)
+            (?:nstruc|nstruk|istruzion|anweisung|vorgab|indicazion|direttiv|directiv|consign|prompt|guideline|regole|reglas|règles|regeln|
+               system\s+message|developer\s+message|safety\s+(?:rules|policy|policies|guidelines))
         | \b(?:ignor|disregard|forget)\w*\s+(?:everything|all|anything)\s+
             (?:above|before|previous|prior|earlier|else|you\s+(?:were|have\s+been)\s+told)
         | \b(?:ignor|disregard|forget)\w*\s+(?:all\s+|any\s+|the\s+|your\s+)+
@@ -41,6 +44,9 @@ pub(super) static PATTERN: LazyLock<Option<Regex>> = LazyLock::new(|| {
         | \byour\s+(?:new|real|actual|true|primary|only)\s+(?:task|job|goal|objective|instructions?|directive|purpose|mission)\s+(?:is|are|now)\b
         | \b(?:supersedes?|overrides?|replaces?)\s+(?:all\s+|any\s+)?(?:prior|previous|earlier|other|existing|your)\b
         | \b(?:neue|nuove|nouvelles|nuevas)\s+(?:anweisungen|istruzioni|instructions|instrucciones)\s*:
+        | \b(?:from\s+now\s+on|henceforth|d[ée]sormais|ab\s+sofort|da\s+ora\s+in\s+poi|a\s+partir\s+de\s+ahora)\b,?\s+
+            (?:you|tu|du|vous|t[uú])\s+(?:\w+\s+){0,2}?(?:must|will|shall|only|always|never|devi|musst|dois|devez|debes)\b
+        | \b(?:stop|halt)\b[.!:]?\s+(?:new|different|another)\s+(?:task|instructions?)\b
         # Jumping the queue.
         | \bbefore\s+(?:you\s+(?:can\s+|do\s+)?)?(?:solv|answer|respond|repl|continu|proceed|complet|summari)\w*
             \s+(?:\w+\s+){0,2}?(?:task|user|request|question|query|this)\b
@@ -51,17 +57,25 @@ pub(super) static PATTERN: LazyLock<Option<Regex>> = LazyLock::new(|| {
             (?:ai|assistant|bot|chatbot|model|llm|agent)s?\b
         | \bfor\s+(?:the\s+|any\s+|all\s+)?(?:ai|llm)\s+(?:\w+\s+)?(?:agents?|assistants?|models?)\b
         # Forged conversation structure, at the start of a line.
-        | (?m:^)[\ \t>*|]*(?:\#{1,6}\s*|\[|<|\(|\*\*)?\s*
+        | (?m:^)[\ \t>*|\#\[<(]*
             (?:system|developer|admin|administrator|sistema|système|systeme)
             (?:[\ _-]?(?:message|note|nota|prompt|instructions?|override|update|notice|alert|hinweis|notiz))?
-            \s*(?:\]|\)|>|\*\*)?\s*:
+            (?:\s*[\])>*]+\s*|\s*:)
         | (?m:^)[\ \t]*(?:assistant|developer)\s*:
         | (?m:^)[\ \t>*|]*\[\s*(?:system|developer|admin)\b[^\]\n]{0,20}\]
-        | \#{2,}\s*\(?\s*system\b
+        | \#{2,}\s*[(\[]?\s*system(?:\b|_)
+        | \((?:assistant|system|developer)\)\s*:
         | \b(?:nota\s+di\s+sistema|note\s+syst[eè]me|nota\s+del\s+sistema|systemnotiz|systemhinweis)\b
         | <\|(?:im_start|system|start_header_id)\|>
         | \[/?INST\] | <<SYS>>
         | \bend\s+of\s+(?:the\s+)?(?:user\s+)?(?:input|document|context|prompt|conversation|instructions)\s*[-=\#*]{2,}
+        # Steering the agent's own output and memory.
+        | \b(?:include|append|add|insert|repeat|mention|put)\b[^\n.]{0,80}?\b(?:in|to|into|at\s+the\s+end\s+of)\s+
+            (?:your|every|each|all|any)\s+(?:\w+\s+)?(?:reply|replies|response|responses|summary|summaries|answer|answers|output)\b
+        | \b(?:save|store|write|add|keep)\b[^\n.]{0,40}?\b(?:to|in|into)\s+(?:your\s+)?(?:long-term\s+|persistent\s+)?memory\b
+        # Taking the person out of the loop.
+        | \b(?:skip|bypass|disable|ignore)\s+(?:all\s+|any\s+|the\s+)?(?:safety|security)\s+(?:checks?|filters?|confirmations?|measures)
+        | \bwithout\s+(?:asking|confirm(?:ing|ation)|(?:the\s+user's\s+|user\s+)?(?:approval|permission))\b
         # Frames around a payload.
         | </?\s*(?:information|important|instructions?|system|admin|secret)\s*>
         # Run what is hidden.

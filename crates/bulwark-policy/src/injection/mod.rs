@@ -12,7 +12,8 @@
 //! instructions), [`roleplay`] (persona switches that drop the rules),
 //! [`toolcall`] (text dressed as a function call), [`exfil`] (asking to send
 //! data somewhere or to reveal secrets), [`hidden`] (text a person reading
-//! the page would not see). The patterns are general phrasings, never copies
+//! the page would not see, or instructions encoded or disguised so that
+//! neither a reader nor a phrase list sees them: [`encoded`]). The patterns are general phrasings, never copies
 //! of a benchmark's strings; their rates on public corpora are measured by
 //! the `injection::corpus` test module and reported there.
 //!
@@ -31,6 +32,7 @@
 //! finding per kind per region is returned (the first), so the result is at
 //! most five findings per region, whatever the input.
 
+mod encoded;
 mod exfil;
 mod hidden;
 mod instruction;
@@ -140,11 +142,15 @@ pub fn scan(text: &str, kind: ContentKind) -> Vec<Finding> {
 /// matches, or it addresses an AI directly. The hidden-text detector uses
 /// this to tell a hidden injection from a hidden menu.
 fn instruction_like(text: &str) -> bool {
+    phrases_match(text) || first_match(&ADDRESSED_TO_AI, text).is_some()
+}
+
+/// Whether any phrase detector matches `text` (decoded or hidden content).
+fn phrases_match(text: &str) -> bool {
     instruction::find(text).is_some()
         || roleplay::find(text).is_some()
         || toolcall::find(text).is_some()
         || exfil::find(text).is_some()
-        || first_match(&ADDRESSED_TO_AI, text).is_some()
 }
 
 /// Words addressed to the model rather than to the person reading: hidden

@@ -1,0 +1,1 @@
+//! Properties of the scanner on any input.
