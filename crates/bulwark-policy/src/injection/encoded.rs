@@ -21,10 +21,10 @@ use super::{floor_boundary, phrases_match};
 /// The shortest token decoded as base64 or hex.
 const MIN_ENCODED: usize = 24;
 /// The most characters of one token (or one line) decoded or undone.
-const MAX_DECODED: usize = 8 * 1024;
+const MAX_DECODED: usize = 4 * 1024;
 /// The most tokens decoded per region, so a page of data URIs costs a
 /// bounded amount of decoding.
-const MAX_TOKENS: usize = 64;
+const MAX_TOKENS: usize = 16;
 /// Binary groups in a row before they are read as bytes.
 const MIN_BINARY_GROUPS: usize = 6;
 
@@ -158,7 +158,11 @@ fn disguised_line(window: &str, limit: usize) -> Option<usize> {
         }
         if words
             .iter()
-            .filter(|w| ["eht", "dna", "uoy"].iter().any(|r| w.eq_ignore_ascii_case(r)))
+            .filter(|w| {
+                ["eht", "dna", "uoy"]
+                    .iter()
+                    .any(|r| w.eq_ignore_ascii_case(r))
+            })
             .count()
             >= 2
         {

@@ -7,7 +7,8 @@
 //! `{"name": ..., "arguments": ...}`), and prose that tells the reader to
 //! call, invoke or use a named function or tool, where the name looks like
 //! an identifier (snake_case or in backticks) or follows "the function" /
-//! "the tool".
+//! "the tool". A snake_case name followed by `(` is left alone: that is code
+//! in a README ("call init_db() first"), not a tool call in prose.
 
 use std::sync::LazyLock;
 
@@ -30,7 +31,7 @@ pub(super) static PATTERN: LazyLock<Option<Regex>> = LazyLock::new(|| {
         | \b(?:call|invoke|use|run|execute|trigger)\s+(?:the\s+)?(?:function|tool|api|endpoint)\s+
             (?:`[\w.-]{2,64}|[a-z][a-z0-9]*_[a-z0-9_]+|(?-i:[a-z]+[A-Z][A-Za-z0-9]*))
         | \b(?:call|invoke|use|run|execute|trigger)\s+(?:the\s+)?`[a-z][\w.]{1,63}`
-        | \b(?:call|invoke|use|execute|trigger)\s+(?:the\s+)?[a-z][a-z0-9]*_[a-z0-9_]+\b
+        | \b(?:call|invoke|use|execute|trigger)\s+(?:the\s+)?[a-z][a-z0-9]*_[a-z0-9_]+(?:[^\w(]|$)
         | \b(?:call|invoke|use)\s+(?:the\s+)?(?:tool|function)\s+(?:called|named)\b
         "#,
     )

@@ -2,4 +2,5 @@
 //! on public labelled corpora, and the properties that hold on any input.
 
 mod corpus;
+mod html;
 mod properties;
