@@ -201,7 +201,8 @@ fn undisguise(words: &[&str]) -> String {
     let mut previous_single = false;
     for w in words {
         let single = w.chars().count() == 1 && w.chars().all(char::is_alphabetic);
-        if !(single && previous_single) && !out.is_empty() {
+        let joins_spaced_letters = single && previous_single;
+        if !joins_spaced_letters && !out.is_empty() {
             out.push(' ');
         }
         previous_single = single;

@@ -56,7 +56,7 @@ pub(super) static HIDING_STYLE: LazyLock<Option<Regex>> = LazyLock::new(|| {
 });
 
 /// A colour declaration: its property (`color` or a background) and value.
-static COLOUR: LazyLock<Option<Regex>> = LazyLock::new(|| {
+pub(super) static COLOUR: LazyLock<Option<Regex>> = LazyLock::new(|| {
     compile(r#"(?:^|[;"'\s])(color|background-color|background)\s*:\s*([^;"'>!]{1,40})"#)
 });
 

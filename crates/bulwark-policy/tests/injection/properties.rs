@@ -195,3 +195,26 @@ fn benign_prose_and_markup_raise_nothing() {
         assert_eq!(scan(text, kind), Vec::new(), "{text}");
     }
 }
+
+/// A character across a region boundary belongs to the region it starts
+/// in: with the boundary moved down to it instead, the next region claimed
+/// it too and one region reported two hidden-text findings.
+#[test]
+fn a_char_across_a_region_boundary_belongs_to_one_region() {
+    let bidi = "\u{202E}";
+    let tag = "\u{E0041}";
+    let mut text = String::from(bidi);
+    text.push_str(&"a".repeat(REGION - 2 - bidi.len()));
+    text.push_str(tag);
+    text.push_str(&" plain".repeat(10));
+    assert!(!text.is_char_boundary(REGION));
+    let findings = scan(&text, ContentKind::Text);
+    check_well_formed(&text, &findings);
+    assert_eq!(
+        findings,
+        vec![Finding {
+            kind: FindingKind::HiddenText,
+            offset: 0
+        }]
+    );
+}
