@@ -31,7 +31,7 @@ pub(super) static PATTERN: LazyLock<Option<Regex>> = LazyLock::new(|| {
             (?:[^\n.!?]|\.\S){0,120}?
             (?:[\w.+-]+@[\w-]+\.[a-z]{2,} | https?:// | (?-i:\b[A-Z]{2}\d{2}(?:\s?[A-Z0-9]){10,30}\b))
         # Including or revealing a secret.
-        | \b(?:include|append|attach|reveal|print|output|show|display|leak|dump|repeat|disclose|
+        | \b(?:include|append|attach|reveal|print|output|show|display|leak|dump|repeat|disclose|list|
              tell\s+me|give\s+me|rivela|mostra|révèle|revele|affiche|revela|muestra|verrate|zeige|gib)\w*\b
             [^\n.!?]{0,60}?
             \b(?:passwords?|passwort|api[\s_-]?keys?|secrets?|credentials?|access\s+tokens?|private\s+keys?|ssh\s+keys?|
