@@ -1,6 +1,7 @@
 //! Fuzz oracles for the parsers of signed, untrusted text: checkpoint notes
 //! and the other C2SP signed notes of an audit log ([`audit`]), verifier
-//! keys, and agent signature files with their listings ([`trust`]).
+//! keys, and agent signature files with their listings ([`trust`]); and
+//! the injection scanner that reads hostile text ([`injection`]).
 //!
 //! Each oracle takes arbitrary bytes and panics when a property fails; it
 //! never panics otherwise. The same functions run under cargo-fuzz (the
@@ -14,6 +15,7 @@
 //! whatever the fuzzer finds.
 
 pub mod audit;
+pub mod injection;
 pub mod trust;
 
 #[cfg(test)]

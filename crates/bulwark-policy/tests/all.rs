@@ -7,6 +7,7 @@ mod capability;
 mod config_errors;
 mod credentials;
 mod exec_policy;
+mod injection;
 mod layering;
 mod path_vectors;
 mod spawn;
