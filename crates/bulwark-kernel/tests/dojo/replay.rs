@@ -156,11 +156,32 @@ impl<'s> Replayer<'s> {
         user: &UserTask,
         injection: &InjectionTask,
         text: &str,
-    ) -> (Vec<Fate>, Vec<Fate>) {
+    ) -> Attacked {
         let (door, mut session) = self.open();
         let fill = self.suite.fill(user, Some(text));
         let user_fates = self.run(&door, &mut session, &user.calls, &fill).await;
+        let delivered = user.calls.iter().zip(&user_fates).any(|(call, fate)| {
+            *fate == Fate::Ran
+                && self
+                    .suite
+                    .shows_attack(user, &self.suite.strings[call.output])
+        });
         let injected = self.run(&door, &mut session, &injection.calls, &fill).await;
-        (user_fates, injected)
+        Attacked {
+            user: user_fates,
+            injected,
+            delivered,
+        }
     }
+}
+
+/// One attacked replay.
+pub struct Attacked {
+    pub user: Vec<Fate>,
+    pub injected: Vec<Fate>,
+    /// Whether an output carrying the attack reached the conversation. When
+    /// the door held back every such call, the model never read the
+    /// injection, and the injection task's calls that follow in the replay
+    /// would not have been made.
+    pub delivered: bool,
 }

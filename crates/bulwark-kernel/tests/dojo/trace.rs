@@ -120,6 +120,16 @@ impl Suite {
     }
 }
 
+impl Suite {
+    /// Whether `output` (a template) carries the attack when `user` is
+    /// attacked: it holds the canary of a vector the task shows.
+    pub fn shows_attack(&self, user: &UserTask, output: &str) -> bool {
+        user.vectors
+            .iter()
+            .any(|v| output.contains(&self.canary.replace("{vector}", v)))
+    }
+}
+
 /// `text` with every canary replaced by its fill.
 pub fn substitute(text: &str, fill: &[(String, String)]) -> String {
     let mut out = text.to_owned();
