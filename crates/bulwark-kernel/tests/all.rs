@@ -9,6 +9,7 @@ mod agent_loop;
 mod credentials;
 mod credits;
 mod credits_concurrency;
+mod dojo;
 mod door;
 mod exec;
 mod interrupt;
