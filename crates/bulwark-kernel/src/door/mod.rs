@@ -84,7 +84,8 @@ pub struct DispatchResult {
 ///   name, are checked before the tool is called, and the tool receives
 ///   handles scoped to exactly those resources;
 /// - a call that needs a human approval (policy or taint) runs only after
-///   one, and only once unless approved for the session;
+///   one, and only once unless approved for the session under a label set
+///   that covers the call's; a call a `[taint]` rule denies never runs;
 /// - a priced call runs only once its cost is reserved;
 /// - exactly one `tool_call` audit record is written, after every record
 ///   the call depends on (arguments, approval, loop-guard and sandbox

@@ -239,40 +239,16 @@ impl Door {
             .map(|c| c.counted.clone())
             .unwrap_or_default();
         let covered = session.state().approval_covers(&approval_key, &counted);
-        let taint_why = match &check {
-            Some(c) if c.rule == SinkRule::Deny => {
-                let detail = c.detail();
-                ticket.side(
-                    Action::Taint,
-                    Decision::Denied,
-                    Reason::Taint,
-                    &detail,
-                    ("the taint decision", "taint record failed"),
-                )?;
-                return Err(Outcome::denied(Reason::Taint, c.denial(), detail));
+        if let Some(c) = &check {
+            c.record(ticket, covered)?;
+            if c.rule == SinkRule::Deny {
+                return Err(Outcome::denied(Reason::Taint, c.denial(), c.detail()));
             }
-            Some(c) if c.rule == SinkRule::Approve => Some(c.why()),
-            _ => None,
-        };
-        if let Some(c) = check.as_ref().filter(|c| c.audited()) {
-            let decision = match c.rule {
-                SinkRule::Approve if covered => Decision::Approved,
-                // Asked: the `approval` record that follows holds the answer.
-                SinkRule::Approve => Decision::Warned,
-                _ => Decision::Allowed,
-            };
-            let mut detail = c.detail();
-            if c.rule == SinkRule::Approve && covered {
-                detail.push_str(" covered=session_approval");
-            }
-            ticket.side(
-                Action::Taint,
-                decision,
-                Reason::Taint,
-                &detail,
-                ("the taint decision", "taint record failed"),
-            )?;
         }
+        let taint_why = check
+            .as_ref()
+            .filter(|c| c.rule == SinkRule::Approve)
+            .map(taint::TaintCheck::why);
         let policy_why = session
             .policy
             .needs_approval(domain, operation)

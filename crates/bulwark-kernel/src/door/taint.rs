@@ -4,12 +4,21 @@
 //! or lets the call through on the [`TaintCheck`] computed here, and audits
 //! it with [`TaintCheck::detail`].
 //!
+//! Value mode sees verbatim copies only: a paraphrase, a translation, an
+//! encoding (base64, URL escapes, changed case) or a run shorter than
+//! [`MIN_RUN`](bulwark_policy::value_taint::MIN_RUN) bytes passes as the
+//! user's own text. That is why a scanner finding or an index that
+//! overflowed falls back to the session's labels, and why `session` mode
+//! is the default.
+//!
 //! What the session remembers for later calls (the untrusted text a result
 //! carried, scanner findings, hosts fetched before untrusted content named
 //! them) is gathered by [`scan_output`] and [`fetched_hosts`] and written
 //! by the door's commit, after the call's record.
 
+use super::record::{CallRecord, Outcome};
 use crate::session::Session;
+use bulwark_audit::{Action, Decision, Reason};
 use bulwark_policy::injection::{ContentKind, FindingKind, scan};
 use bulwark_policy::{Demand, SinkRule, TaintLabel, TaintMode};
 use serde_json::Value;
@@ -285,6 +294,29 @@ impl TaintCheck {
     /// untrusted content in the session (even when the rule allows).
     pub(super) fn audited(&self) -> bool {
         self.rule != SinkRule::Allow || self.session_untrusted
+    }
+
+    /// Writes the call's `taint` record when [`audited`](Self::audited):
+    /// `allowed`, `denied`, `warned` when a person is asked (the
+    /// `approval` record that follows holds the answer), or `approved`
+    /// when a session approval covers the call.
+    pub(super) fn record(&self, ticket: &CallRecord, covered: bool) -> Result<(), Outcome> {
+        if !self.audited() {
+            return Ok(());
+        }
+        let (decision, suffix) = match self.rule {
+            SinkRule::Allow => (Decision::Allowed, ""),
+            SinkRule::Deny => (Decision::Denied, ""),
+            SinkRule::Approve if covered => (Decision::Approved, " covered=session_approval"),
+            SinkRule::Approve => (Decision::Warned, ""),
+        };
+        ticket.side(
+            Action::Taint,
+            decision,
+            Reason::Taint,
+            &format!("{}{suffix}", self.detail()),
+            ("the taint decision", "taint record failed"),
+        )
     }
 
     /// The audit detail: label, source call, sink, rule, mode, and in value

@@ -511,3 +511,59 @@ async fn a_clean_result_is_not_scanned_or_remembered() {
     assert!(w.session.state().untrusted.is_empty());
     assert!(w.session.state().taint_notes.injections.is_empty());
 }
+
+/// A taint decision the log refuses is an audit failure like any other:
+/// the call does not run and the session stops.
+#[tokio::test]
+async fn a_taint_record_the_log_refuses_stops_the_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut registry = ToolRegistry::builtin();
+    let page = Arc::new(Mutex::new((PAGE.to_string(), TaintLabel::External)));
+    registry.register(Arc::new(Page {
+        spec: ToolSpec {
+            name: "fetch_page",
+            domain: "web",
+            operation: "fetch",
+            description: "test stand-in for web_fetch",
+        },
+        page,
+    }));
+    let manifest = format!("{BASE}[taint.sinks.shell]\nexternal = \"allow\"\n");
+    let sink: Arc<dyn bulwark_audit::AuditSink> =
+        Arc::new(FaultySink::refusing(|r| r.action == Action::Taint));
+    let door = Door::new(registry.clone(), sink, deny_all());
+    let mut s = session(dir.path(), policy(&registry, &manifest));
+    let input = json!({});
+    let r = door
+        .dispatch(
+            &mut s,
+            ToolCall {
+                id: "f1",
+                name: "fetch_page",
+                input: &input,
+            },
+        )
+        .await;
+    assert_eq!(r.decision, Decision::Allowed, "{}", r.content);
+    let input = json!({"argv": ["echo", "hi"]});
+    let r = door
+        .dispatch(
+            &mut s,
+            ToolCall {
+                id: "c2",
+                name: "shell_exec",
+                input: &input,
+            },
+        )
+        .await;
+    assert!(r.is_error, "{}", r.content);
+    assert_eq!(r.reason, Reason::Audit, "{}", r.content);
+    assert!(r.stop.is_some());
+    assert!(s.state().stopped.is_some());
+    assert!(
+        r.content
+            .contains("the taint decision could not be recorded"),
+        "{}",
+        r.content
+    );
+}
