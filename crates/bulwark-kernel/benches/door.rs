@@ -344,6 +344,14 @@ fn bench_taint(c: &mut Criterion) {
             let cases = [("clean", salad(&USER_WORDS, size, 99)), ("tainted", copied)];
             for (kind, text) in cases {
                 let input = json!({ "text": text });
+                if mode == "value" {
+                    // The value search alone: the door's own overhead is
+                    // the dispatch above minus this.
+                    let untrusted = &session.state().untrusted;
+                    group.bench_function(format!("find_only/{kind}/{size}B"), |b| {
+                        b.iter(|| untrusted.find(&input))
+                    });
+                }
                 let name = format!("{mode}/{kind}/{size}B");
                 group.bench_function(&name, |b| {
                     b.iter(|| {
