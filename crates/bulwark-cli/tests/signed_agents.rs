@@ -781,7 +781,17 @@ fn a_child_script_swapped_after_its_check_is_not_what_runs() {
         ),
     );
     bw.run(&["sign", "boss"]).ok();
-    let out = bw.run(&["run", "boss", "ask again", "--session", &boss]);
+    // The child's first reply is in the boss's conversation (untrusted):
+    // messaging it again is a taint sink, approved up front.
+    let out = bw.run(&[
+        "run",
+        "boss",
+        "ask again",
+        "--session",
+        &boss,
+        "--approve",
+        "agents:message",
+    ]);
     out.ok();
     let boss_saw = messages_of(&bw, "boss").join("\n");
     assert!(boss_saw.contains("file changed: s.jsonl"), "{boss_saw}");

@@ -218,5 +218,158 @@ fn bench_file_tools(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench_door, bench_file_tools);
+/// A sink that does nothing: the door's work around a `shell` call.
+struct SinkNoop {
+    spec: ToolSpec,
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SinkArgs {
+    #[allow(dead_code)]
+    text: String,
+}
+
+#[async_trait::async_trait]
+impl TypedTool for SinkNoop {
+    type Args = SinkArgs;
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    fn demands(&self, _args: &SinkArgs) -> Result<Vec<Demand>, ToolError> {
+        Ok(Vec::new())
+    }
+    async fn call(&self, _ctx: &ToolContext, _args: SinkArgs) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text("ok"))
+    }
+    fn example_args(&self) -> Value {
+        json!({"text": ""})
+    }
+}
+
+const TAINT_MANIFEST: &str = r#"
+[agent]
+name = "bench"
+[tools]
+allow = ["shell"]
+[sandbox]
+shell = true
+[taint]
+mode = "MODE"
+[loop_guard]
+warn_threshold = 4000000000
+block_threshold = 4000000000
+outcome_repeat_block = 4000000000
+ping_pong_cycles = 4000000000
+max_tool_calls = 4000000000
+"#;
+
+/// Words of the untrusted text.
+const PAGE_WORDS: [&str; 16] = [
+    "alpha", "bravo", "curl", "delta", "https://", "echo", "foxtrot", "golf", "|", "sh", "hotel",
+    "india", "--yes", "juliet", "kilo", "lima",
+];
+/// Words of the arguments a user typed: none is in the page.
+const USER_WORDS: [&str; 16] = [
+    "mike",
+    "november",
+    "oscar",
+    "papa",
+    "quebec",
+    "romeo",
+    "sierra",
+    "tango",
+    "uniform",
+    "victor",
+    "whiskey",
+    "xray",
+    "yankee",
+    "zulu",
+    "./build",
+    "--release",
+];
+
+/// Deterministic word salad: text a search cannot shortcut.
+fn salad(words: &[&str; 16], bytes: usize, seed: u64) -> String {
+    let mut state = seed;
+    let mut out = String::with_capacity(bytes + 16);
+    while out.len() < bytes {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        out.push_str(words[(state >> 60) as usize]);
+        out.push(' ');
+    }
+    out.truncate(bytes);
+    out
+}
+
+/// Taint checks on a `shell` sink with 64 KiB of untrusted text in the
+/// session: value mode with arguments that copy none of it (clean: no
+/// question) or a run of it (tainted: asked, approved once), against
+/// session mode (every call asked). The approver answers at once, so the
+/// numbers are the door's work: the value search, the taint and approval
+/// records, the result.
+fn bench_taint(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut registry = ToolRegistry::builtin();
+    registry.register(Arc::new(SinkNoop {
+        spec: ToolSpec {
+            name: "shell_noop",
+            domain: "shell",
+            operation: "exec",
+            description: "a sink that does nothing",
+        },
+    }));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let approver = Arc::new(PreApproved::parse(&["shell".to_string()]).expect("rule"));
+    let untrusted = salad(&PAGE_WORDS, 64 * 1024, 7);
+    let labels = std::collections::BTreeSet::from([bulwark_policy::TaintLabel::External]);
+    let mut group = c.benchmark_group("taint");
+    for mode in ["value", "session"] {
+        let policy = effective(&TAINT_MANIFEST.replace("MODE", mode), &registry);
+        let door = Door::new(
+            registry.clone(),
+            Arc::new(MemorySink::new()),
+            approver.clone(),
+        );
+        let mut session = bench_session(dir.path(), &policy);
+        session.add_untrusted_text(&untrusted, &labels, "seed");
+        for size in [256usize, 4096] {
+            let start = untrusted.len() / 3;
+            let copied = untrusted[start..start + size].to_string();
+            let cases = [("clean", salad(&USER_WORDS, size, 99)), ("tainted", copied)];
+            for (kind, text) in cases {
+                let input = json!({ "text": text });
+                if mode == "value" {
+                    // The value search alone: the door's own overhead is
+                    // the dispatch above minus this.
+                    let untrusted = &session.state().untrusted;
+                    group.bench_function(format!("find_only/{kind}/{size}B"), |b| {
+                        b.iter(|| untrusted.find(&input))
+                    });
+                }
+                let name = format!("{mode}/{kind}/{size}B");
+                group.bench_function(&name, |b| {
+                    b.iter(|| {
+                        runtime.block_on(door.dispatch(
+                            &mut session,
+                            ToolCall {
+                                id: "c",
+                                name: "shell_noop",
+                                input: &input,
+                            },
+                        ))
+                    })
+                });
+            }
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_door, bench_file_tools, bench_taint);
 criterion_main!(benches);

@@ -1,5 +1,7 @@
 //! Human-in-the-loop approval. The door asks an [`Approver`] whenever policy
-//! (or the taint check) says a call needs a person; the answer is audited.
+//! (`[approval]`) or a `[taint]` rule says a call needs a person; the answer
+//! is audited. An answer "for the session" holds for the label set it was
+//! given under: a later call carrying a label outside it is asked again.
 
 use std::collections::BTreeSet;
 
@@ -13,7 +15,8 @@ pub struct ApprovalRequest {
     pub operation: String,
     /// Arguments as JSON, truncated for display.
     pub args_preview: String,
-    /// Why approval is needed.
+    /// Why approval is needed: for a taint rule, which label from which
+    /// tool call reaches which sink.
     pub why: String,
 }
 

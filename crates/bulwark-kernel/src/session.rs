@@ -7,10 +7,11 @@ use crate::children::ChildHost;
 use crate::credits::SessionCredits;
 use crate::provenance::{MemoryProvenance, ProvenanceStore};
 use bulwark_net::SafeHttp;
+use bulwark_policy::injection::FindingKind;
 use bulwark_policy::{EffectivePolicy, ExecPolicy, LoopGuard, TaintLabel};
 use bulwark_sandbox::Workspace;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -87,12 +88,14 @@ pub struct SessionResources {
 #[serde(deny_unknown_fields)]
 pub struct SessionState {
     pub guard: LoopGuard,
-    /// `domain:operation` pairs a human approved for the rest of the session.
+    /// `domain:operation` pairs a human approved for the rest of the
+    /// session, each with the taint labels it was approved under: a later
+    /// call carrying a label outside that set is asked about again.
     /// Never persisted: the approval was given to this process's conversation
     /// by a person at its terminal, and must not carry over to a later
     /// (possibly headless) run that resumes the session.
     #[serde(skip)]
-    pub approved_for_session: BTreeSet<String>,
+    pub approved_for_session: BTreeMap<String, BTreeSet<TaintLabel>>,
     /// Every taint label that has entered the conversation.
     pub taint: BTreeSet<TaintLabel>,
     /// The tool call id that first brought each label in.
@@ -102,9 +105,39 @@ pub struct SessionState {
     /// copies of it in arguments).
     #[serde(default)]
     pub untrusted: bulwark_policy::value_taint::UntrustedText,
+    /// What the door learnt about the untrusted content: scanner findings
+    /// and the hosts fetched before such content named them.
+    #[serde(default)]
+    pub taint_notes: TaintNotes,
     pub boundary: Boundary,
     /// Set when the loop guard's breaker tripped; the session refuses more calls.
     pub stopped: Option<String>,
+}
+
+/// What the door remembers about untrusted content beyond its labels and
+/// text; like taint, it only grows.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaintNotes {
+    /// Tool calls whose untrusted output the injection scanner flagged, in
+    /// order, with the kinds found: a finding can raise a sink's `allow`
+    /// to `approve` for the rest of the session.
+    #[serde(default)]
+    pub injections: Vec<(String, BTreeSet<FindingKind>)>,
+    /// Hosts the session fetched before any untrusted content named them:
+    /// a later fetch there is the user's errand, not a page's choice.
+    #[serde(default)]
+    pub known_hosts: BTreeSet<String>,
+}
+
+impl SessionState {
+    /// Whether a person approved `key` (`domain:operation`) for the session
+    /// under a label set that includes every one of `labels`.
+    pub fn approval_covers(&self, key: &str, labels: &BTreeSet<TaintLabel>) -> bool {
+        self.approved_for_session
+            .get(key)
+            .is_some_and(|given| labels.is_subset(given))
+    }
 }
 
 /// A session: who acts, under which policy, with which resources.
@@ -192,9 +225,26 @@ impl Session {
         }
     }
 
-    /// A human approved `domain:operation` for the rest of the session.
-    pub(crate) fn approve_for_session(&mut self, key: String) {
-        self.state.approved_for_session.insert(key);
+    /// A human approved `domain:operation` for the rest of the session,
+    /// under `labels`; it covers later calls whose labels are a subset.
+    /// A new approval of the same key replaces the set it was given under.
+    pub(crate) fn approve_for_session(&mut self, key: String, labels: BTreeSet<TaintLabel>) {
+        self.state.approved_for_session.insert(key, labels);
+    }
+
+    /// The injection scanner flagged the untrusted output of call `source`.
+    pub(crate) fn note_injection(&mut self, source: &str, kinds: BTreeSet<FindingKind>) {
+        if !kinds.is_empty() {
+            self.state
+                .taint_notes
+                .injections
+                .push((source.to_string(), kinds));
+        }
+    }
+
+    /// The session fetched `host` before untrusted content named it.
+    pub(crate) fn note_known_host(&mut self, host: String) {
+        self.state.taint_notes.known_hosts.insert(host);
     }
 
     /// The loop guard, which counts every call and token spent.
@@ -246,10 +296,11 @@ impl Session {
     ) -> Self {
         let state = saved.unwrap_or_else(|| SessionState {
             guard: LoopGuard::new(policy.loop_guard.clone()),
-            approved_for_session: BTreeSet::new(),
+            approved_for_session: BTreeMap::new(),
             taint: BTreeSet::new(),
             taint_sources: Default::default(),
             untrusted: Default::default(),
+            taint_notes: TaintNotes::default(),
             boundary: Boundary::new_random(),
             stopped: None,
         });
@@ -273,10 +324,11 @@ mod tests {
     fn session_approvals_do_not_survive_a_restart() {
         let mut state = SessionState {
             guard: LoopGuard::new(Default::default()),
-            approved_for_session: BTreeSet::from(["files:write".to_string()]),
+            approved_for_session: BTreeMap::from([("files:write".to_string(), BTreeSet::new())]),
             taint: BTreeSet::from([TaintLabel::External]),
             taint_sources: Default::default(),
             untrusted: Default::default(),
+            taint_notes: TaintNotes::default(),
             boundary: Boundary::new_random(),
             stopped: None,
         };
@@ -287,5 +339,50 @@ mod tests {
         // Taint does survive: untrusted content is still in the history.
         assert!(restored.taint.contains(&TaintLabel::External));
         state.approved_for_session.clear();
+    }
+
+    #[test]
+    fn an_approval_covers_only_subsets_of_its_labels() {
+        let mut state: SessionState = serde_json::from_value(serde_json::json!({
+            "guard": LoopGuard::new(Default::default()),
+            "taint": [],
+            "boundary": Boundary::new_random(),
+            "stopped": null,
+        }))
+        .unwrap();
+        let none = BTreeSet::new();
+        let external = BTreeSet::from([TaintLabel::External]);
+        let both = BTreeSet::from([TaintLabel::External, TaintLabel::Peer]);
+        assert!(
+            !state.approval_covers("shell:exec", &none),
+            "never approved"
+        );
+        state
+            .approved_for_session
+            .insert("shell:exec".into(), external.clone());
+        assert!(state.approval_covers("shell:exec", &none));
+        assert!(state.approval_covers("shell:exec", &external));
+        assert!(!state.approval_covers("shell:exec", &both));
+        assert!(!state.approval_covers("files:write", &none));
+    }
+
+    #[test]
+    fn taint_notes_survive_a_restart_and_old_states_still_load() {
+        let mut state: SessionState = serde_json::from_value(serde_json::json!({
+            "guard": LoopGuard::new(Default::default()),
+            "taint": ["external"],
+            "boundary": Boundary::new_random(),
+            "stopped": null,
+        }))
+        .unwrap();
+        assert_eq!(state.taint_notes, TaintNotes::default());
+        state.taint_notes.known_hosts.insert("docs.example".into());
+        state.taint_notes.injections.push((
+            "c1".into(),
+            BTreeSet::from([FindingKind::InstructionOverride]),
+        ));
+        let json = serde_json::to_string(&state).unwrap();
+        let restored: SessionState = serde_json::from_str(&json).unwrap();
+        assert_eq!(restored.taint_notes, state.taint_notes);
     }
 }

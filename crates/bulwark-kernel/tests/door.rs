@@ -8,6 +8,8 @@ mod args;
 mod links;
 #[path = "door/sequence.rs"]
 mod sequence;
+#[path = "door/taint.rs"]
+mod taint;
 
 use bulwark_audit::{Decision, MemorySink, Reason};
 use bulwark_kernel::{ToolCall, ToolRegistry};

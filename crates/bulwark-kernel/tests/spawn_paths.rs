@@ -283,9 +283,11 @@ async fn a_child_within_its_parents_grant_lives_and_is_recalled() {
     );
 
     // Its answer is untrusted: tainted, inside the boundary, and the
-    // injection it carries cannot authorize a spend.
+    // injection it carries cannot authorize a spend. (Messaging a child
+    // once a child's reply is in the conversation is a taint sink too.)
     let r = f
-        .call(
+        .call_approved(
+            &["agents:message"],
             "c5",
             "message_child",
             json!({"child": child.id, "text": "summarize docs/"}),
@@ -328,8 +330,10 @@ async fn a_child_within_its_parents_grant_lives_and_is_recalled() {
         f.store.child(&child.id).unwrap().unwrap().state,
         ChildState::Stopped
     );
+    // (Approved, so the call reaches the tool and its refusal.)
     let again = f
-        .call(
+        .call_approved(
+            &["agents:message"],
             "c8",
             "message_child",
             json!({"child": child.id, "text": "more"}),
@@ -341,7 +345,12 @@ async fn a_child_within_its_parents_grant_lives_and_is_recalled() {
         again.content
     );
     let refund = f
-        .call("c9", "fund_child", json!({"child": child.id, "amount": 1}))
+        .call_approved(
+            &["agents:fund"],
+            "c9",
+            "fund_child",
+            json!({"child": child.id, "amount": 1}),
+        )
         .await;
     assert!(refund.is_error, "{}", refund.content);
     let (total, minted) = f.store.ledger_totals().unwrap();

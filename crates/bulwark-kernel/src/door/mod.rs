@@ -8,10 +8,25 @@
 //! 2. **authorize**: the tool's domain and operation are granted, the
 //!    arguments are parsed into demands and every demand is covered (exec
 //!    policy included), the price is within the per-call limit;
-//! 3. **approve**: taint or policy approval, asked of a human;
+//! 3. **approve**: where taint is decided ([`taint`]): if the call reaches
+//!    a `[taint]` sink, the labels it is judged by (the session's in
+//!    `session` mode; in `value` mode those of untrusted text its arguments
+//!    copy, or the session's after a scanner finding) meet the sink's rules:
+//!    `deny` refuses the call, `approve` asks a human unless a session
+//!    approval given under a covering label set exists, and every decision
+//!    with untrusted content present is audited as a `taint` record. The
+//!    policy's `[approval]` asks here too;
 //! 4. **execute**: the cost is reserved, the tool runs with a context scoped
 //!    to exactly the approved demands under the call timeout, the cost is
-//!    settled, credential uses and sandbox warnings are recorded.
+//!    settled, credential uses and sandbox warnings are recorded; a result
+//!    carrying an untrusted label is scanned for prompt injection before it
+//!    is wrapped in the session's boundary (findings audited, an advisory
+//!    line appended).
+//!
+//! The session's state changes after the record, in the commit: taint
+//! labels with the call that brought them, the untrusted text (for value
+//! mode), scanner findings, hosts fetched before untrusted content named
+//! them, session approvals with their label sets.
 //!
 //! The call's one `tool_call` record is written by
 //! [`CallRecord::finish`](record::CallRecord::finish), which consumes the
@@ -20,6 +35,7 @@
 
 mod record;
 mod stages;
+mod taint;
 
 use crate::approval::Approver;
 use crate::registry::ToolRegistry;
@@ -68,7 +84,8 @@ pub struct DispatchResult {
 ///   name, are checked before the tool is called, and the tool receives
 ///   handles scoped to exactly those resources;
 /// - a call that needs a human approval (policy or taint) runs only after
-///   one, and only once unless approved for the session;
+///   one, and only once unless approved for the session under a label set
+///   that covers the call's; a call a `[taint]` rule denies never runs;
 /// - a priced call runs only once its cost is reserved;
 /// - exactly one `tool_call` audit record is written, after every record
 ///   the call depends on (arguments, approval, loop-guard and sandbox

@@ -5,7 +5,7 @@
 //! guard's breaker in [`Door::admit`] and [`commit`] after the record.
 
 use super::record::{CallRecord, Outcome, truncate};
-use super::{DispatchResult, Door, ToolCall};
+use super::{DispatchResult, Door, ToolCall, taint};
 use crate::approval::{ApprovalAnswer, ApprovalRequest};
 use crate::children::Caller;
 use crate::scoped::{Access, ScopedFiles, ScopedHttp, ScopedMemory, ScopedProcess, SpawnRecorder};
@@ -14,7 +14,9 @@ use crate::session::Session;
 use crate::tool::{ParsedCall, Tool, ToolContext, ToolError, ToolOutput};
 use bulwark_audit::{Action, Decision, Reason};
 use bulwark_net::{CallContext, CredentialUse, UseOutcome};
-use bulwark_policy::{Demand, Verdict, taint_needs_approval};
+use bulwark_policy::injection::FindingKind;
+use bulwark_policy::{Demand, SinkRule, TaintLabel, Verdict};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 /// Admitted: the tool exists and the loop guard let the call through.
@@ -37,13 +39,20 @@ pub(super) struct Authorized<'t> {
 pub(super) struct Approved<'t> {
     authorized: Authorized<'t>,
     human_approved: bool,
-    /// The `domain:operation` a human approved for the rest of the session.
-    for_session: Option<String>,
+    /// The `domain:operation` a human approved for the rest of the
+    /// session, and the labels it was approved under.
+    for_session: Option<(String, BTreeSet<TaintLabel>)>,
+    /// Hosts a fetch makes known to the session if it runs.
+    fetched: Vec<String>,
 }
 
 /// The tool was called: what [`commit`] does for calls that reached it.
 pub(super) struct Ran {
-    for_session: Option<String>,
+    for_session: Option<(String, BTreeSet<TaintLabel>)>,
+    fetched: Vec<String>,
+    /// The result's text as the tool returned it (before the boundary),
+    /// its labels, and the scanner's findings in it.
+    output: Option<(String, Vec<TaintLabel>, BTreeSet<FindingKind>)>,
 }
 
 impl Door {
@@ -203,8 +212,10 @@ impl Door {
         })
     }
 
-    /// Taint and policy approval: asks the approver unless a human already
-    /// approved this `domain:operation` for the session.
+    /// Taint and policy approval. A `[taint]` rule that denies ends the
+    /// call here; one that asks, or the policy's `[approval]`, asks the
+    /// approver unless a person already approved this `domain:operation`
+    /// for the session under labels that cover the call's.
     async fn approve<'t>(
         &self,
         session: &Session,
@@ -215,17 +226,43 @@ impl Door {
         let spec = authorized.admitted.tool.spec();
         let (domain, operation) = (spec.domain, spec.operation);
         let approval_key = format!("{domain}:{operation}");
-        let already = session.state().approved_for_session.contains(&approval_key);
-        let taint_why = taint_needs_approval(&session.state().taint, domain, operation);
+        let check = taint::check(
+            session,
+            (domain, operation),
+            call.input,
+            &authorized.demands,
+            authorized.parsed.sends_body(),
+        );
+        let fetched = taint::fetched_hosts(session, (domain, operation), &authorized.demands);
+        let counted = check
+            .as_ref()
+            .map(|c| c.counted.clone())
+            .unwrap_or_default();
+        let covered = session.state().approval_covers(&approval_key, &counted);
+        if let Some(c) = &check {
+            c.record(ticket, covered)?;
+            if c.rule == SinkRule::Deny {
+                return Err(Outcome::denied(Reason::Taint, c.denial(), c.detail()));
+            }
+        }
+        let taint_why = check
+            .as_ref()
+            .filter(|c| c.rule == SinkRule::Approve)
+            .map(taint::TaintCheck::why);
         let policy_why = session
             .policy
             .needs_approval(domain, operation)
             .then(|| "the agent's policy requires approval for this tool".to_string());
-        let Some(why) = taint_why.or(policy_why).filter(|_| !already) else {
+        let why = match (taint_why, policy_why) {
+            (Some(t), Some(p)) => Some(format!("{t}; {p}")),
+            (t, p) => t.or(p),
+        };
+        let Some(why) = why.filter(|_| !covered) else {
             return Ok(Approved {
                 authorized,
-                human_approved: already,
+                human_approved: covered,
                 for_session: None,
+                fetched,
             });
         };
         let request = ApprovalRequest {
@@ -256,13 +293,14 @@ impl Door {
                 let message = format!("{why}, and it was not approved");
                 return Err(Outcome::denied(Reason::Approval, message.clone(), message));
             }
-            ApprovalAnswer::AllowSession => Some(approval_key),
+            ApprovalAnswer::AllowSession => Some((approval_key, counted)),
             ApprovalAnswer::AllowOnce => None,
         };
         Ok(Approved {
             authorized,
             human_approved: true,
             for_session,
+            fetched,
         })
     }
 
@@ -285,6 +323,7 @@ impl Door {
                 },
             human_approved,
             for_session,
+            fetched,
         } = approved;
         // A tool with a cost reserves it first: no credits, no call.
         let cost = match &session.credits {
@@ -343,25 +382,57 @@ impl Door {
             // The result is withheld; the session stops.
             return (outcome, None);
         }
+        let mut output = None;
         let outcome = match result {
             Ok(ToolOutput {
                 content,
                 taint,
                 audit_note,
             }) => {
+                // Scanned as the tool returned it: the boundary's tags are
+                // the runtime's, not the content's.
+                let scanned = taint::scan_output(ticket.domain, &content, &taint);
+                for (kind, offset) in &scanned.findings {
+                    let detail = format!(
+                        "kind={} offset={offset} source={}",
+                        taint::kind_name(*kind),
+                        call.id
+                    );
+                    if let Err(outcome) = ticket.side(
+                        Action::InjectionScan,
+                        Decision::Warned,
+                        Reason::Injection,
+                        &detail,
+                        ("an injection-scan finding", "injection_scan record failed"),
+                    ) {
+                        return (outcome, None);
+                    }
+                }
                 let mut text = if taint.is_empty() {
-                    content
+                    content.clone()
                 } else {
                     session.state().boundary.wrap(call.name, &taint, &content)
                 };
+                if let Some(advisory) = scanned.advisory() {
+                    text.push('\n');
+                    text.push_str(&advisory);
+                }
                 if let Some(msg) = &admitted.warning {
                     text.push_str(&format!("\n[loop guard warning: {msg}]"));
+                }
+                if !taint.is_empty() {
+                    output = Some((content, taint.clone(), scanned.kinds()));
                 }
                 Outcome::allowed(text, audit_note, taint)
             }
             Err(err) => Outcome::tool_error(err),
         };
-        (outcome, Some(Ran { for_session }))
+        let ran = Ran {
+            for_session,
+            fetched,
+            output,
+        };
+        (outcome, Some(ran))
     }
 
     /// Builds the per-call context: one narrowed handle per kind of demand.
@@ -456,23 +527,37 @@ impl Door {
 }
 
 /// After the record: what the call changes in the session. Taint only
-/// grows; a stop is kept; the loop guard learns the result and a session
-/// approval takes effect only for calls that reached the tool.
+/// grows (each label with the call that brought it; untrusted text is kept
+/// for value mode, scanner findings for later sinks); a stop is kept; the
+/// loop guard learns the result, and a session approval and the hosts a
+/// fetch made known take effect only for calls that reached the tool.
 pub(super) fn commit(
     session: &mut Session,
     call: ToolCall<'_>,
     ran: Option<Ran>,
     result: &DispatchResult,
 ) {
-    if let Some(Ran { for_session }) = ran {
-        if let Some(key) = for_session {
-            session.approve_for_session(key);
+    if let Some(ran) = ran {
+        if let Some((key, labels)) = ran.for_session {
+            session.approve_for_session(key, labels);
         }
         session
             .guard_mut()
             .record_outcome(call.name, call.input, &result.content);
+        if result.decision == Decision::Allowed {
+            for host in ran.fetched {
+                session.note_known_host(host);
+            }
+        }
+        if let Some((text, labels, findings)) = ran.output {
+            if labels.iter().any(|l| l.is_untrusted()) {
+                let set: BTreeSet<TaintLabel> = labels.iter().copied().collect();
+                session.add_untrusted_text(&text, &set, call.id);
+            }
+            session.note_injection(call.id, findings);
+        }
     }
-    session.add_taint(result.taint.iter().copied());
+    session.add_taint_from(result.taint.iter().copied(), call.id);
     if let Some(stop) = &result.stop {
         session.stop(stop.clone());
     }

@@ -321,16 +321,21 @@ async fn run(funds: u64, steps: Vec<Step>) -> Result<(), TestCaseError> {
             .is_some_and(|m| w.workspace.join(m).exists());
         // A sink reached with untrusted content in the conversation, not
         // approved for the session: only an approval lets it run.
-        let untrusted = [TaintLabel::External, TaintLabel::Peer]
+        // (Session mode: judged by every untrusted label the session holds;
+        // a session approval covers them only if given under all of them.)
+        let untrusted: BTreeSet<TaintLabel> = taint_before
             .iter()
-            .any(|l| taint_before.contains(l));
+            .copied()
+            .filter(|l| l.is_untrusted())
+            .collect();
         let sink_key = match &step {
             Step::Shell { .. } => Some("shell:exec"),
             Step::Transfer { .. } => Some("credits:transfer"),
+            Step::Write { .. } => Some("files:write"),
             _ => None,
         };
-        let needs_approval = untrusted
-            && sink_key.is_some_and(|k| !w.session.state().approved_for_session.contains(k));
+        let needs_approval = !untrusted.is_empty()
+            && sink_key.is_some_and(|k| !w.session.state().approval_covers(k, &untrusted));
 
         let result = dispatch(&mut w, &format!("c{i}"), name, &input, interrupt).await;
 

@@ -76,6 +76,7 @@ fn usage_state(tokens: u64) -> String {
         taint: Default::default(),
         taint_sources: Default::default(),
         untrusted: Default::default(),
+        taint_notes: Default::default(),
         boundary: bulwark_kernel::Boundary::new_random(),
         stopped: None,
     };
