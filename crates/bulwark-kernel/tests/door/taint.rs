@@ -567,3 +567,59 @@ async fn a_taint_record_the_log_refuses_stops_the_session() {
         r.content
     );
 }
+
+/// The real `web_fetch`: a host fetched while the session was clean stays
+/// the user's errand after the page it returned (which names it) tainted
+/// the session; the fetch is no sink and runs without a person.
+#[tokio::test]
+async fn web_fetch_to_a_host_fetched_while_clean_runs_after_taint() {
+    use bulwark_net::{EgressPolicy, HttpLimits, SafeHttp};
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(2) {
+            let Ok(mut stream) = stream else { continue };
+            bulwark_test_support::http::read_head(&mut stream);
+            let body = b"Mirror: http://127.0.0.1/ has the same files.";
+            let reply = bulwark_test_support::http::response(
+                "200 OK",
+                &[("content-type", "text/plain")],
+                body,
+            );
+            let _ = stream.write_all(&reply);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let registry = ToolRegistry::builtin();
+    let manifest = format!(
+        "[agent]\nname = \"tester\"\n[tools]\nallow = [\"web\"]\n\
+         [[capabilities]]\nkind = \"net_connect\"\nhost = \"127.0.0.1:{port}\"\n"
+    );
+    let sink = Arc::new(MemorySink::new());
+    let door = door(registry.clone(), sink.clone(), deny_all());
+    let mut http = SafeHttp::new(EgressPolicy::default(), HttpLimits::default()).unwrap();
+    http.allow_loopback_port_for_tests(port);
+    let mut s = session(dir.path(), policy(&registry, &manifest)).with_http(Some(Arc::new(http)));
+    let url = format!("http://127.0.0.1:{port}/a");
+    for id in ["f1", "f2"] {
+        let input = json!({ "url": url });
+        let r = door
+            .dispatch(
+                &mut s,
+                ToolCall {
+                    id,
+                    name: "web_fetch",
+                    input: &input,
+                },
+            )
+            .await;
+        assert_eq!(r.decision, Decision::Allowed, "{id}: {}", r.content);
+    }
+    assert!(s.state().taint.contains(&TaintLabel::External));
+    assert!(s.state().taint_notes.known_hosts.contains("127.0.0.1"));
+    assert!(
+        sink.records().iter().all(|r| r.action != Action::Taint),
+        "no sink was reached"
+    );
+}
