@@ -151,7 +151,6 @@ async fn a_note_a_tainted_agent_saved_reads_back_external_in_memory() {
 }
 
 #[tokio::test]
-#[ignore = "needs the store's label table (Store::record_provenance is a stub until the store helper's branch)"]
 async fn a_note_a_tainted_agent_saved_reads_back_external_in_the_store() {
     a_note_a_tainted_agent_saved_reads_back_external(Backend::Store).await;
 }

@@ -145,7 +145,6 @@ async fn a_file_a_tainted_session_wrote_reads_back_external_in_memory() {
 }
 
 #[tokio::test]
-#[ignore = "needs the store's label table (Store::record_provenance is a stub until the store helper's branch)"]
 async fn a_file_a_tainted_session_wrote_reads_back_external_in_the_store() {
     a_file_a_tainted_session_wrote_reads_back_external(Backend::Store).await;
 }
@@ -188,7 +187,6 @@ async fn a_file_changed_outside_bulwark_counts_as_the_default_in_memory() {
 }
 
 #[tokio::test]
-#[ignore = "needs the store's label table (Store::record_provenance is a stub until the store helper's branch)"]
 async fn a_file_changed_outside_bulwark_counts_as_the_default_in_the_store() {
     a_file_changed_outside_bulwark_counts_as_the_default(Backend::Store).await;
 }
