@@ -10,3 +10,4 @@ mod exec_policy;
 mod layering;
 mod path_vectors;
 mod spawn;
+mod value_taint;

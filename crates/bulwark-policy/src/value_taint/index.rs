@@ -1,0 +1,346 @@
+//! The search structure behind [`super::UntrustedText`], rebuilt from the
+//! chunks (never persisted).
+//!
+//! Three stages, so a clean argument costs a few hash-and-test steps per
+//! [`STRIDE`] bytes and the prefilter's mistakes never become hits:
+//!
+//! 1. **Bitset** of every [`WINDOW`]-byte window of the normalized untrusted
+//!    text (one hashed bit each, about 16 bits per byte of text). A run of
+//!    at least [`RUN`] bytes in an argument contains a window starting at a
+//!    multiple of `STRIDE = RUN - WINDOW + 1` in the argument, so only those
+//!    positions are tested.
+//! 2. **Stretch**: around a set bit, the neighbouring windows must be set
+//!    too, `RUN - WINDOW + 1` of them in a row, or no run of `RUN` bytes can
+//!    pass there. Common 8-byte pieces (`https://`) stop here.
+//! 3. **Exact**: a hash map from window to the positions where it starts in
+//!    the text, kept only every `STRIDE` bytes of each chunk (one entry per
+//!    9 bytes of text at `RUN` 16), which is enough because a run of `RUN`
+//!    bytes covers `STRIDE` window starts. Each candidate is extended byte by
+//!    byte in both directions; only a run of `RUN` bytes or more counts.
+//!
+//! The chains of stage 3 are grouped by chunk (newest first) and each entry
+//! knows the first entry of the next older chunk, so once a chunk has
+//! produced a hit for an argument its other occurrences are jumped over.
+//! Untrusted text crafted to be repetitive can still make chains long: a
+//! per-call work budget bounds the search, and [`Exhausted`] tells the
+//! caller to count the argument as copied rather than clean.
+
+use super::normalize::{SEPARATOR, normalize_into};
+use super::{MIN_RUN, RUN};
+use std::collections::HashMap;
+
+/// Bytes per window: one `u64`, so a window is its own exact hash-map key.
+pub(crate) const WINDOW: usize = 8;
+/// Distance between indexed window starts in a chunk, and between tested
+/// window starts in an argument.
+pub(crate) const STRIDE: usize = RUN - WINDOW + 1;
+/// Chain entries and compared bytes (in units of 8) one `find` may spend
+/// before giving up (roughly a millisecond).
+pub(crate) const WORK_BUDGET: usize = 1 << 20;
+/// Bits of the stage-1 bitset per byte of text.
+const BITS_PER_BYTE: usize = 16;
+const MIN_LOG_BITS: u32 = 16;
+const NONE: u32 = u32::MAX;
+
+const _: () = assert!(MIN_RUN >= WINDOW && RUN >= MIN_RUN && STRIDE >= 1);
+
+/// The search ran out of its work budget (pathologically repetitive text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Exhausted;
+
+#[derive(Debug, Clone)]
+struct Entry {
+    /// Where the window starts in [`Index::text`].
+    pos: u32,
+    chunk: u32,
+    /// Next older entry with the same window.
+    next: u32,
+    /// First entry with the same window in an older chunk.
+    older: u32,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Index {
+    /// Every chunk's normal form, each followed by [`SEPARATOR`].
+    text: Vec<u8>,
+    /// Where each chunk starts in `text`.
+    starts: Vec<u32>,
+    bits: Vec<u64>,
+    log_bits: u32,
+    heads: HashMap<u64, u32, foldhash::fast::RandomState>,
+    entries: Vec<Entry>,
+}
+
+/// Per-`find` scratch: which chunks already hit the current argument, and
+/// the work left.
+pub(crate) struct Work {
+    done: Vec<bool>,
+    touched: Vec<usize>,
+    pub(crate) budget: usize,
+}
+
+impl Work {
+    pub(crate) fn new(chunks: usize) -> Work {
+        Work {
+            done: vec![false; chunks],
+            touched: Vec::new(),
+            budget: WORK_BUDGET,
+        }
+    }
+
+    /// Starts a new argument: no chunk has hit it yet.
+    pub(crate) fn reset(&mut self) {
+        for c in self.touched.drain(..) {
+            self.done[c] = false;
+        }
+    }
+
+    pub(crate) fn is_done(&self, chunk: usize) -> bool {
+        self.done.get(chunk).copied().unwrap_or(true)
+    }
+
+    fn mark(&mut self, chunk: usize) {
+        if let Some(d) = self.done.get_mut(chunk) {
+            *d = true;
+            self.touched.push(chunk);
+        }
+    }
+
+    fn spend(&mut self, units: usize) -> Result<(), Exhausted> {
+        self.budget = self.budget.checked_sub(units).ok_or(Exhausted)?;
+        Ok(())
+    }
+}
+
+fn window(bytes: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; WINDOW];
+    w.copy_from_slice(&bytes[at..at + WINDOW]);
+    u64::from_le_bytes(w)
+}
+
+impl Index {
+    /// Appends one chunk's text (chunks are numbered in the order added).
+    pub(crate) fn push_chunk(&mut self, raw: &str) {
+        let chunk = self.starts.len() as u32;
+        let start = self.text.len();
+        self.starts.push(start as u32);
+        normalize_into(raw, &mut self.text);
+        let end = self.text.len();
+        self.text.push(SEPARATOR);
+        if self.text.len() * BITS_PER_BYTE > self.bit_capacity() {
+            self.resize_bits();
+        } else {
+            self.set_bits(start, end);
+        }
+        let mut pos = start;
+        while pos + WINDOW <= end {
+            let key = window(&self.text, pos);
+            let head = self.heads.get(&key).copied().unwrap_or(NONE);
+            let older = match self.entries.get(head as usize) {
+                Some(e) if e.chunk == chunk => e.older,
+                _ => head,
+            };
+            let id = self.entries.len() as u32;
+            self.entries.push(Entry {
+                pos: pos as u32,
+                chunk,
+                next: head,
+                older,
+            });
+            self.heads.insert(key, id);
+            pos += STRIDE;
+        }
+    }
+
+    fn bit_capacity(&self) -> usize {
+        self.bits.len() * 64
+    }
+
+    /// Grows the bitset to fit the text and sets every window again.
+    fn resize_bits(&mut self) {
+        let wanted = (self.text.len() * BITS_PER_BYTE).next_power_of_two();
+        self.log_bits = wanted.trailing_zeros().max(MIN_LOG_BITS);
+        self.bits = vec![0; (1usize << self.log_bits) / 64];
+        self.set_bits(0, self.text.len());
+    }
+
+    fn set_bits(&mut self, start: usize, end: usize) {
+        let mut pos = start;
+        while pos + WINDOW <= end {
+            let bit = self.bit(window(&self.text, pos));
+            self.bits[bit / 64] |= 1 << (bit % 64);
+            pos += 1;
+        }
+    }
+
+    fn bit(&self, w: u64) -> usize {
+        let h = (w ^ (w >> 31)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (h >> (64 - self.log_bits)) as usize
+    }
+
+    fn present(&self, w: u64) -> bool {
+        if self.bits.is_empty() {
+            return false;
+        }
+        let bit = self.bit(w);
+        self.bits[bit / 64] & (1 << (bit % 64)) != 0
+    }
+
+    fn chunk_of(&self, pos: usize) -> usize {
+        self.starts
+            .partition_point(|&s| s as usize <= pos)
+            .saturating_sub(1)
+    }
+
+    fn chunk_end(&self, chunk: usize) -> usize {
+        self.starts
+            .get(chunk + 1)
+            .map_or(self.text.len(), |&s| s as usize)
+    }
+
+    /// Whether every window of `needle` (normalized, at least `WINDOW`
+    /// long) may occur in the text.
+    fn all_windows_present(&self, needle: &[u8]) -> bool {
+        (0..=needle.len() - WINDOW).all(|i| self.present(window(needle, i)))
+    }
+
+    /// Whether the normalized `needle` occurs anywhere in the text.
+    pub(crate) fn contains(&self, needle: &[u8]) -> bool {
+        if needle.len() >= WINDOW && !self.all_windows_present(needle) {
+            return false;
+        }
+        memchr::memmem::find(&self.text, needle).is_some()
+    }
+
+    /// Pushes `(chunk, run_len)` for every chunk that holds a copy of the
+    /// normalized argument `arg`: the whole of it when it is shorter than
+    /// [`RUN`], else a run of at least `RUN` bytes.
+    pub(crate) fn search(
+        &self,
+        arg: &[u8],
+        work: &mut Work,
+        out: &mut Vec<(usize, usize)>,
+    ) -> Result<(), Exhausted> {
+        if arg.len() < MIN_RUN || self.text.is_empty() {
+            return Ok(());
+        }
+        if arg.len() < RUN {
+            self.search_whole(arg, work, out)
+        } else {
+            self.search_runs(arg, work, out)
+        }
+    }
+
+    fn search_whole(
+        &self,
+        arg: &[u8],
+        work: &mut Work,
+        out: &mut Vec<(usize, usize)>,
+    ) -> Result<(), Exhausted> {
+        if !self.all_windows_present(arg) {
+            return Ok(());
+        }
+        let finder = memchr::memmem::Finder::new(arg);
+        let mut from = 0;
+        while from < self.text.len() {
+            let Some(offset) = finder.find(&self.text[from..]) else {
+                // Absence is proven: the budget may run dry, not the answer.
+                work.budget = work.budget.saturating_sub((self.text.len() - from) / 64);
+                break;
+            };
+            work.spend(offset / 64 + 1)?;
+            let chunk = self.chunk_of(from + offset);
+            if !work.is_done(chunk) {
+                work.mark(chunk);
+                out.push((chunk, arg.len()));
+            }
+            from = self.chunk_end(chunk);
+        }
+        Ok(())
+    }
+
+    fn search_runs(
+        &self,
+        arg: &[u8],
+        work: &mut Work,
+        out: &mut Vec<(usize, usize)>,
+    ) -> Result<(), Exhausted> {
+        let reach = RUN - WINDOW;
+        let last = arg.len() - WINDOW;
+        let mut scanned = 0;
+        let mut j = 0;
+        while j <= last {
+            if self.present(window(arg, j)) {
+                let mut lo = j;
+                while lo > 0 && j - lo < reach && self.present(window(arg, lo - 1)) {
+                    lo -= 1;
+                }
+                let mut hi = j;
+                while hi < last && hi - j < reach && self.present(window(arg, hi + 1)) {
+                    hi += 1;
+                }
+                if hi - lo >= reach {
+                    for i in lo.max(scanned)..=hi {
+                        self.runs_at(arg, i, work, out)?;
+                    }
+                    scanned = hi + 1;
+                    if work.touched.len() >= self.starts.len() {
+                        break;
+                    }
+                }
+            }
+            j += STRIDE;
+        }
+        Ok(())
+    }
+
+    /// Extends every indexed occurrence of the window at `arg[i..]`, in
+    /// chunks that have not hit yet, to a maximal common run.
+    fn runs_at(
+        &self,
+        arg: &[u8],
+        i: usize,
+        work: &mut Work,
+        out: &mut Vec<(usize, usize)>,
+    ) -> Result<(), Exhausted> {
+        let Some(&head) = self.heads.get(&window(arg, i)) else {
+            return Ok(());
+        };
+        let mut id = head;
+        while let Some(entry) = self.entries.get(id as usize) {
+            work.spend(1)?;
+            let chunk = entry.chunk as usize;
+            if work.is_done(chunk) {
+                id = entry.older;
+                continue;
+            }
+            let q = entry.pos as usize;
+            let mut left = 0;
+            while left < i && left < q && arg[i - left - 1] == self.text[q - left - 1] {
+                left += 1;
+            }
+            let mut right = WINDOW;
+            while i + right < arg.len()
+                && q + right < self.text.len()
+                && arg[i + right] == self.text[q + right]
+            {
+                right += 1;
+            }
+            work.spend((left + right) / 8)?;
+            if left + right >= RUN {
+                work.mark(chunk);
+                out.push((chunk, left + right));
+                id = entry.older;
+            } else {
+                id = entry.next;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Appends the normal form of an argument string (reusing `buf`).
+pub(crate) fn normalize_arg(text: &str, buf: &mut Vec<u8>) {
+    buf.clear();
+    normalize_into(text, buf);
+}
