@@ -39,8 +39,10 @@ const SYLLABLES: [&str; 32] = [
     "hu", "ge",
 ];
 
-fn vocabulary() -> Vec<String> {
-    let mut rng = Rng(0x5eed_0001);
+/// Made-up words from common syllables; a different `seed` is a different
+/// writer (same syllables, so 8-byte pieces still recur across texts).
+fn vocabulary(seed: u64) -> Vec<String> {
+    let mut rng = Rng(seed);
     (0..4000)
         .map(|_| {
             let n = 1 + rng.below(3);
@@ -49,20 +51,21 @@ fn vocabulary() -> Vec<String> {
         .collect()
 }
 
-/// `len` bytes of prose: frequent words often, rare words rarely.
-fn prose(vocab: &[String], seed: u64, len: usize) -> String {
+/// `len` bytes of prose: frequent words often, rare words rarely; a page
+/// (`links`) also has a link now and then.
+fn prose(vocab: &[String], seed: u64, len: usize, links: bool) -> String {
     let mut rng = Rng(seed);
     let mut out = String::with_capacity(len + 16);
     while out.len() < len {
         let u = (rng.next() % 1_000_000) as f64 / 1_000_000.0;
-        let word = &vocab[(u * u * u * vocab.len() as f64) as usize];
+        let word = &vocab[(u * u * vocab.len() as f64) as usize];
         out.push_str(word);
         out.push(match rng.below(12) {
             0 => '.',
             1 => '\n',
             _ => ' ',
         });
-        if rng.below(40) == 0 {
+        if links && rng.below(40) == 0 {
             out.push_str("https://www.example.org/");
         }
     }
@@ -75,7 +78,7 @@ fn context(vocab: &[String], bytes: usize) -> UntrustedText {
     let labels = BTreeSet::from([TaintLabel::External]);
     // Tool results of 16 KiB each, as a session would collect them.
     for (i, start) in (0..bytes).step_by(16 * 1024).enumerate() {
-        let chunk = prose(vocab, 1000 + i as u64, (bytes - start).min(16 * 1024));
+        let chunk = prose(vocab, 1000 + i as u64, (bytes - start).min(16 * 1024), true);
         text.add(&chunk, &labels, &format!("call-{i}"));
     }
     text
@@ -85,18 +88,27 @@ fn args(command: String) -> Value {
     json!({ "command": command, "cwd": "/work/project", "timeout_secs": 30 })
 }
 
+/// A clean argument: the user's own words, which share common pieces with
+/// the page but (checked) no run of 16 bytes.
+fn clean_arg(text: &UntrustedText, len: usize) -> String {
+    let vocab = vocabulary(0x5eed_0002);
+    (77..200)
+        .map(|seed| prose(&vocab, seed, len, false))
+        .find(|arg| text.find(&args(arg.clone())).is_empty())
+        .expect("a clean argument")
+}
+
 fn find(c: &mut Criterion) {
-    let vocab = vocabulary();
+    let vocab = vocabulary(0x5eed_0001);
     for ctx_kib in [64, 256] {
         let text = context(&vocab, ctx_kib * 1024);
         // A run from the middle of the first chunk, as a copied URL or
         // command would be.
-        let copied = prose(&vocab, 1000, 8 * 1024)[4000..4064].to_string();
+        let copied = prose(&vocab, 1000, 8 * 1024, true)[4000..4064].to_string();
         let mut group = c.benchmark_group(format!("find/ctx_{ctx_kib}KiB"));
         for arg_len in [256, 4 * 1024, 16 * 1024] {
-            let clean = prose(&vocab, 77, arg_len);
+            let clean = clean_arg(&text, arg_len);
             let clean_args = args(clean.clone());
-            assert!(text.find(&clean_args).is_empty(), "clean arg must be clean");
             let mid = clean.floor_char_boundary(arg_len / 2);
             let tainted = format!("{} {copied} {}", &clean[..mid], &clean[mid..]);
             let tainted_args = args(tainted);
@@ -117,8 +129,8 @@ fn find(c: &mut Criterion) {
 }
 
 fn add(c: &mut Criterion) {
-    let vocab = vocabulary();
-    let chunk = prose(&vocab, 4242, 64 * 1024);
+    let vocab = vocabulary(0x5eed_0001);
+    let chunk = prose(&vocab, 4242, 64 * 1024, true);
     let labels = BTreeSet::from([TaintLabel::External]);
     let mut group = c.benchmark_group("add_64KiB");
     group.sample_size(20);

@@ -4,14 +4,15 @@
 //! Three stages, so a clean argument costs a few hash-and-test steps per
 //! [`STRIDE`] bytes and the prefilter's mistakes never become hits:
 //!
-//! 1. **Bitset** of every [`WINDOW`]-byte window of the normalized untrusted
-//!    text (one hashed bit each, about 16 bits per byte of text). A run of
-//!    at least [`RUN`] bytes in an argument contains a window starting at a
-//!    multiple of `STRIDE = RUN - WINDOW + 1` in the argument, so only those
-//!    positions are tested.
-//! 2. **Stretch**: around a set bit, the neighbouring windows must be set
-//!    too, `RUN - WINDOW + 1` of them in a row, or no run of `RUN` bytes can
-//!    pass there. Common 8-byte pieces (`https://`) stop here.
+//! 1. **Windows**: a bitset of every [`WINDOW`]-byte window of the
+//!    normalized text (one hashed bit each, 8 bits per byte of text). A run
+//!    of at least [`RUN`] bytes in an argument contains a window starting at
+//!    a multiple of `STRIDE = RUN - WINDOW + 1` in the argument, so only
+//!    those positions are tested.
+//! 2. **Runs**: a second bitset of every `RUN`-byte window (16 bits per
+//!    byte). Where stage 1 passed at `j`, the `RUN`-byte windows of the
+//!    argument that hold the window at `j` are tested. Common 8-byte pieces
+//!    (`https://`, ` of the `) pass stage 1 and stop here.
 //! 3. **Exact**: a hash map from window to the positions where it starts in
 //!    the text, kept only every `STRIDE` bytes of each chunk (one entry per
 //!    9 bytes of text at `RUN` 16), which is enough because a run of `RUN`
@@ -37,7 +38,7 @@ pub(crate) const STRIDE: usize = RUN - WINDOW + 1;
 /// Chain entries and compared bytes (in units of 8) one `find` may spend
 /// before giving up (roughly a millisecond).
 pub(crate) const WORK_BUDGET: usize = 1 << 20;
-/// Bits of the stage-1 bitset per byte of text.
+/// Bits of the stage-2 bitset per byte of text (stage 1 has half).
 const BITS_PER_BYTE: usize = 16;
 const MIN_LOG_BITS: u32 = 16;
 const NONE: u32 = u32::MAX;
@@ -65,10 +66,75 @@ pub(crate) struct Index {
     text: Vec<u8>,
     /// Where each chunk starts in `text`.
     starts: Vec<u32>,
-    bits: Vec<u64>,
-    log_bits: u32,
+    /// Stage 1: every `WINDOW`-byte window.
+    grams: Bitset,
+    /// Stage 2: every `RUN`-byte window.
+    runs: Bitset,
     heads: HashMap<u64, u32, foldhash::fast::RandomState>,
     entries: Vec<Entry>,
+}
+
+/// A one-hash Bloom filter: a set bit means "maybe present", a clear bit
+/// "certainly absent".
+#[derive(Debug, Clone, Default)]
+struct Bitset {
+    words: Vec<u64>,
+    log_bits: u32,
+}
+
+impl Bitset {
+    /// An empty set sized for `items` entries at `bits_per_item`.
+    fn with_capacity(items: usize, bits_per_item: usize) -> Bitset {
+        let log_bits = (items * bits_per_item)
+            .next_power_of_two()
+            .trailing_zeros()
+            .max(MIN_LOG_BITS);
+        Bitset {
+            words: vec![0; (1usize << log_bits) / 64],
+            log_bits,
+        }
+    }
+
+    fn slot(&self, hash: u64) -> (usize, u64) {
+        let bit = (hash >> (64 - self.log_bits)) as usize;
+        (bit / 64, 1 << (bit % 64))
+    }
+
+    fn insert(&mut self, hash: u64) {
+        let (word, mask) = self.slot(hash);
+        self.words[word] |= mask;
+    }
+
+    fn contains(&self, hash: u64) -> bool {
+        if self.words.is_empty() {
+            return false;
+        }
+        let (word, mask) = self.slot(hash);
+        self.words[word] & mask != 0
+    }
+}
+
+const MIX: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// Hash of the `WINDOW` bytes at `at` (the bitset uses its top bits).
+fn gram_hash(bytes: &[u8], at: usize) -> u64 {
+    let w = window(bytes, at);
+    (w ^ (w >> 31)).wrapping_mul(MIX)
+}
+
+/// Hash of the `RUN` bytes at `at`, folded from `WINDOW`-byte pieces (the
+/// last one may overlap the one before).
+fn run_hash(bytes: &[u8], at: usize) -> u64 {
+    let mut h = 0u64;
+    let mut off = 0;
+    loop {
+        let w = window(bytes, at + off.min(RUN - WINDOW));
+        h = (h.rotate_left(23) ^ w).wrapping_mul(MIX);
+        if off + WINDOW >= RUN {
+            return h ^ (h >> 29);
+        }
+        off += WINDOW;
+    }
 }
 
 /// Per-`find` scratch: which chunks already hit the current argument, and
@@ -127,7 +193,7 @@ impl Index {
         normalize_into(raw, &mut self.text);
         let end = self.text.len();
         self.text.push(SEPARATOR);
-        if self.text.len() * BITS_PER_BYTE > self.bit_capacity() {
+        if self.text.len() * BITS_PER_BYTE > self.runs.words.len() * 64 {
             self.resize_bits();
         } else {
             self.set_bits(start, end);
@@ -152,38 +218,34 @@ impl Index {
         }
     }
 
-    fn bit_capacity(&self) -> usize {
-        self.bits.len() * 64
-    }
-
-    /// Grows the bitset to fit the text and sets every window again.
+    /// Grows the bitsets to fit the text and sets every window again.
     fn resize_bits(&mut self) {
-        let wanted = (self.text.len() * BITS_PER_BYTE).next_power_of_two();
-        self.log_bits = wanted.trailing_zeros().max(MIN_LOG_BITS);
-        self.bits = vec![0; (1usize << self.log_bits) / 64];
-        self.set_bits(0, self.text.len());
+        // Twice what is needed now, so growth is amortized.
+        let len = self.text.len() * 2;
+        self.grams = Bitset::with_capacity(len, BITS_PER_BYTE / 2);
+        self.runs = Bitset::with_capacity(len, BITS_PER_BYTE);
+        for chunk in 0..self.starts.len() {
+            let start = self.starts[chunk] as usize;
+            // The chunk's text ends before its separator.
+            let end = self.chunk_end(chunk) - 1;
+            self.set_bits(start, end);
+        }
     }
 
+    /// Sets the bits of every window inside `text[start..end]`.
     fn set_bits(&mut self, start: usize, end: usize) {
         let mut pos = start;
         while pos + WINDOW <= end {
-            let bit = self.bit(window(&self.text, pos));
-            self.bits[bit / 64] |= 1 << (bit % 64);
+            self.grams.insert(gram_hash(&self.text, pos));
+            if pos + RUN <= end {
+                self.runs.insert(run_hash(&self.text, pos));
+            }
             pos += 1;
         }
     }
 
-    fn bit(&self, w: u64) -> usize {
-        let h = (w ^ (w >> 31)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        (h >> (64 - self.log_bits)) as usize
-    }
-
-    fn present(&self, w: u64) -> bool {
-        if self.bits.is_empty() {
-            return false;
-        }
-        let bit = self.bit(w);
-        self.bits[bit / 64] & (1 << (bit % 64)) != 0
+    fn has_gram(&self, bytes: &[u8], at: usize) -> bool {
+        self.grams.contains(gram_hash(bytes, at))
     }
 
     fn chunk_of(&self, pos: usize) -> usize {
@@ -201,7 +263,7 @@ impl Index {
     /// Whether every window of `needle` (normalized, at least `WINDOW`
     /// long) may occur in the text.
     fn all_windows_present(&self, needle: &[u8]) -> bool {
-        (0..=needle.len() - WINDOW).all(|i| self.present(window(needle, i)))
+        (0..=needle.len() - WINDOW).all(|i| self.has_gram(needle, i))
     }
 
     /// Whether the normalized `needle` occurs anywhere in the text.
@@ -265,27 +327,24 @@ impl Index {
         work: &mut Work,
         out: &mut Vec<(usize, usize)>,
     ) -> Result<(), Exhausted> {
-        let reach = RUN - WINDOW;
-        let last = arg.len() - WINDOW;
-        let mut scanned = 0;
+        let last_run = arg.len() - RUN;
+        let mut looked_up = 0;
         let mut j = 0;
-        while j <= last {
-            if self.present(window(arg, j)) {
-                let mut lo = j;
-                while lo > 0 && j - lo < reach && self.present(window(arg, lo - 1)) {
-                    lo -= 1;
-                }
-                let mut hi = j;
-                while hi < last && hi - j < reach && self.present(window(arg, hi + 1)) {
-                    hi += 1;
-                }
-                if hi - lo >= reach {
-                    for i in lo.max(scanned)..=hi {
+        while j + WINDOW <= arg.len() {
+            if self.has_gram(arg, j) {
+                // The `RUN`-byte windows that hold the window at `j`.
+                for a in j.saturating_sub(RUN - WINDOW)..=j.min(last_run) {
+                    if !self.runs.contains(run_hash(arg, a)) {
+                        continue;
+                    }
+                    // One of these window starts meets an indexed position
+                    // of any chunk holding `arg[a..a + RUN]`.
+                    for i in looked_up.max(a)..=a + RUN - WINDOW {
                         self.runs_at(arg, i, work, out)?;
                     }
-                    scanned = hi + 1;
+                    looked_up = looked_up.max(a + RUN - WINDOW + 1);
                     if work.touched.len() >= self.starts.len() {
-                        break;
+                        return Ok(());
                     }
                 }
             }

