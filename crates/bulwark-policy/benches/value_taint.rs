@@ -46,7 +46,9 @@ fn vocabulary(seed: u64) -> Vec<String> {
     (0..4000)
         .map(|_| {
             let n = 1 + rng.below(3);
-            (0..n).map(|_| SYLLABLES[rng.below(SYLLABLES.len())]).collect()
+            (0..n)
+                .map(|_| SYLLABLES[rng.below(SYLLABLES.len())])
+                .collect()
         })
         .collect()
 }
@@ -113,11 +115,9 @@ fn find(c: &mut Criterion) {
             let tainted = format!("{} {copied} {}", &clean[..mid], &clean[mid..]);
             let tainted_args = args(tainted);
             assert_eq!(text.find(&tainted_args).len(), 1, "tainted arg must hit");
-            group.bench_with_input(
-                BenchmarkId::new("clean", arg_len),
-                &clean_args,
-                |b, a| b.iter(|| black_box(text.find(black_box(a)))),
-            );
+            group.bench_with_input(BenchmarkId::new("clean", arg_len), &clean_args, |b, a| {
+                b.iter(|| black_box(text.find(black_box(a))))
+            });
             group.bench_with_input(
                 BenchmarkId::new("tainted", arg_len),
                 &tainted_args,

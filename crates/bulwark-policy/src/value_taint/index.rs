@@ -1,18 +1,20 @@
 //! The search structure behind [`super::UntrustedText`], rebuilt from the
 //! chunks (never persisted).
 //!
-//! Three stages, so a clean argument costs a few hash-and-test steps per
-//! [`STRIDE`] bytes and the prefilter's mistakes never become hits:
+//! Three stages, so a clean argument costs one hash-and-test per
+//! [`PROBE_STRIDE`] bytes and the prefilters' mistakes never become hits:
 //!
-//! 1. **Windows**: a bitset of every [`WINDOW`]-byte window of the
-//!    normalized text (one hashed bit each, 8 bits per byte of text). A run
-//!    of at least [`RUN`] bytes in an argument contains a window starting at
-//!    a multiple of `STRIDE = RUN - WINDOW + 1` in the argument, so only
-//!    those positions are tested.
-//! 2. **Runs**: a second bitset of every `RUN`-byte window (16 bits per
-//!    byte). Where stage 1 passed at `j`, the `RUN`-byte windows of the
-//!    argument that hold the window at `j` are tested. Common 8-byte pieces
-//!    (`https://`, ` of the `) pass stage 1 and stop here.
+//! 1. **Probes**: a Bloom filter of every [`PROBE`]-byte window of the
+//!    normalized text. A run of at least [`RUN`] bytes in an argument holds
+//!    a probe window starting at a multiple of
+//!    `PROBE_STRIDE = RUN - PROBE + 1` in the argument, so only those
+//!    positions are tested. (Probe
+//!    windows of 10 bytes let through far fewer common pieces of prose than
+//!    8-byte ones, for a few more tests.)
+//! 2. **Runs**: a second filter of every `RUN`-byte window. Where stage 1
+//!    passed at `j`, the `RUN`-byte windows of the argument that hold the
+//!    probe at `j` are tested. Common pieces (`https://www.`, ` of the `)
+//!    pass stage 1 and stop here.
 //! 3. **Exact**: a hash map from window to the positions where it starts in
 //!    the text, kept only every `STRIDE` bytes of each chunk (one entry per
 //!    9 bytes of text at `RUN` 16), which is enough because a run of `RUN`
@@ -32,18 +34,22 @@ use std::collections::HashMap;
 
 /// Bytes per window: one `u64`, so a window is its own exact hash-map key.
 pub(crate) const WINDOW: usize = 8;
-/// Distance between indexed window starts in a chunk, and between tested
-/// window starts in an argument.
+/// Distance between indexed window starts in a chunk.
 pub(crate) const STRIDE: usize = RUN - WINDOW + 1;
+/// Bytes per stage-1 window: longer than `WINDOW`, so fewer common pieces
+/// of prose pass, at the price of testing every `PROBE_STRIDE` bytes.
+const PROBE: usize = 10;
+const PROBE_STRIDE: usize = RUN - PROBE + 1;
 /// Chain entries and compared bytes (in units of 8) one `find` may spend
 /// before giving up (roughly a millisecond).
 pub(crate) const WORK_BUDGET: usize = 1 << 20;
-/// Bits of the stage-2 bitset per byte of text (stage 1 has half).
+/// Bits of the stage-2 filter per byte of text (stage 1 has half, the
+/// filter of 8-byte windows for short strings a quarter).
 const BITS_PER_BYTE: usize = 16;
-const MIN_LOG_BITS: u32 = 16;
+const MIN_LOG_WORDS: u32 = 10;
 const NONE: u32 = u32::MAX;
 
-const _: () = assert!(MIN_RUN >= WINDOW && RUN >= MIN_RUN && STRIDE >= 1);
+const _: () = assert!(MIN_RUN >= WINDOW && RUN >= MIN_RUN && RUN >= PROBE && PROBE >= WINDOW);
 
 /// The search ran out of its work budget (pathologically repetitive text).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,38 +72,47 @@ pub(crate) struct Index {
     text: Vec<u8>,
     /// Where each chunk starts in `text`.
     starts: Vec<u32>,
-    /// Stage 1: every `WINDOW`-byte window.
-    grams: Bitset,
+    /// Every `WINDOW`-byte window (for whole short strings).
+    grams: Bitset<2>,
+    /// Stage 1: every `PROBE`-byte window.
+    probes: Bitset<2>,
     /// Stage 2: every `RUN`-byte window.
-    runs: Bitset,
+    runs: Bitset<3>,
     heads: HashMap<u64, u32, foldhash::fast::RandomState>,
     entries: Vec<Entry>,
 }
 
-/// A one-hash Bloom filter: a set bit means "maybe present", a clear bit
-/// "certainly absent".
+/// A blocked Bloom filter: `K` bits per item, all in one 64-bit word (one
+/// memory access per test). A clear bit means "certainly absent".
 #[derive(Debug, Clone, Default)]
-struct Bitset {
+struct Bitset<const K: u32> {
     words: Vec<u64>,
-    log_bits: u32,
+    log_words: u32,
 }
 
-impl Bitset {
+impl<const K: u32> Bitset<K> {
     /// An empty set sized for `items` entries at `bits_per_item`.
-    fn with_capacity(items: usize, bits_per_item: usize) -> Bitset {
-        let log_bits = (items * bits_per_item)
+    fn with_capacity(items: usize, bits_per_item: usize) -> Self {
+        let log_words = (items * bits_per_item / 64)
             .next_power_of_two()
             .trailing_zeros()
-            .max(MIN_LOG_BITS);
+            .max(MIN_LOG_WORDS);
         Bitset {
-            words: vec![0; (1usize << log_bits) / 64],
-            log_bits,
+            words: vec![0; 1usize << log_words],
+            log_words,
         }
     }
 
+    /// The word (top bits of `hash`) and the `K` bits in it (6 bits each,
+    /// from just below).
     fn slot(&self, hash: u64) -> (usize, u64) {
-        let bit = (hash >> (64 - self.log_bits)) as usize;
-        (bit / 64, 1 << (bit % 64))
+        let word = (hash >> (64 - self.log_words)) as usize;
+        let rest = hash << self.log_words;
+        let mut mask = 0u64;
+        for k in 0..K {
+            mask |= 1 << (rest >> (58 - 6 * k) & 63);
+        }
+        (word, mask)
     }
 
     fn insert(&mut self, hash: u64) {
@@ -110,28 +125,36 @@ impl Bitset {
             return false;
         }
         let (word, mask) = self.slot(hash);
-        self.words[word] & mask != 0
+        self.words[word] & mask == mask
     }
 }
 
 const MIX: u64 = 0x9E37_79B9_7F4A_7C15;
 
-/// Hash of the `WINDOW` bytes at `at` (the bitset uses its top bits).
+/// Hash of the `WINDOW` bytes at `at`. One multiply: the high half is
+/// folded in first so the product's top bits, which the bitsets use,
+/// depend on every byte.
 fn gram_hash(bytes: &[u8], at: usize) -> u64 {
     let w = window(bytes, at);
-    (w ^ (w >> 31)).wrapping_mul(MIX)
+    (w ^ (w >> 32)).wrapping_mul(MIX)
 }
 
 /// Hash of the `RUN` bytes at `at`, folded from `WINDOW`-byte pieces (the
 /// last one may overlap the one before).
 fn run_hash(bytes: &[u8], at: usize) -> u64 {
+    span_hash::<RUN>(bytes, at)
+}
+
+/// Hash of the `N` bytes at `at` (`N` >= `WINDOW`), folded from
+/// `WINDOW`-byte pieces (the last one may overlap the one before).
+fn span_hash<const N: usize>(bytes: &[u8], at: usize) -> u64 {
     let mut h = 0u64;
     let mut off = 0;
     loop {
-        let w = window(bytes, at + off.min(RUN - WINDOW));
-        h = (h.rotate_left(23) ^ w).wrapping_mul(MIX);
-        if off + WINDOW >= RUN {
-            return h ^ (h >> 29);
+        let w = window(bytes, at + off.min(N - WINDOW));
+        h = (h.rotate_left(32) ^ w ^ (w >> 32)).wrapping_mul(MIX);
+        if off + WINDOW >= N {
+            return h;
         }
         off += WINDOW;
     }
@@ -222,7 +245,8 @@ impl Index {
     fn resize_bits(&mut self) {
         // Twice what is needed now, so growth is amortized.
         let len = self.text.len() * 2;
-        self.grams = Bitset::with_capacity(len, BITS_PER_BYTE / 2);
+        self.grams = Bitset::with_capacity(len, BITS_PER_BYTE / 4);
+        self.probes = Bitset::with_capacity(len, BITS_PER_BYTE / 2);
         self.runs = Bitset::with_capacity(len, BITS_PER_BYTE);
         for chunk in 0..self.starts.len() {
             let start = self.starts[chunk] as usize;
@@ -237,6 +261,9 @@ impl Index {
         let mut pos = start;
         while pos + WINDOW <= end {
             self.grams.insert(gram_hash(&self.text, pos));
+            if pos + PROBE <= end {
+                self.probes.insert(span_hash::<PROBE>(&self.text, pos));
+            }
             if pos + RUN <= end {
                 self.runs.insert(run_hash(&self.text, pos));
             }
@@ -330,10 +357,10 @@ impl Index {
         let last_run = arg.len() - RUN;
         let mut looked_up = 0;
         let mut j = 0;
-        while j + WINDOW <= arg.len() {
-            if self.has_gram(arg, j) {
+        while j + PROBE <= arg.len() {
+            if self.probes.contains(span_hash::<PROBE>(arg, j)) {
                 // The `RUN`-byte windows that hold the window at `j`.
-                for a in j.saturating_sub(RUN - WINDOW)..=j.min(last_run) {
+                for a in j.saturating_sub(RUN - PROBE)..=j.min(last_run) {
                     if !self.runs.contains(run_hash(arg, a)) {
                         continue;
                     }
@@ -348,7 +375,7 @@ impl Index {
                     }
                 }
             }
-            j += STRIDE;
+            j += PROBE_STRIDE;
         }
         Ok(())
     }

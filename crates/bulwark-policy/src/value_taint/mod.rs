@@ -346,7 +346,10 @@ impl Search<'_> {
         self.work.reset();
         self.found.clear();
         let chunks = &self.text.chunks;
-        let outcome = self.text.index.search(&self.buf, &mut self.work, &mut self.found);
+        let outcome = self
+            .text
+            .index
+            .search(&self.buf, &mut self.work, &mut self.found);
         if outcome == Err(Exhausted) {
             // Could not rule a copy out: every chunk not already named
             // counts, so a crafted text buys a prompt, not a pass.
