@@ -241,13 +241,27 @@ impl Index {
         }
     }
 
-    /// Grows the bitsets to fit the text and sets every window again.
+    /// An empty index with room for `bytes` of text, so a rebuild sets
+    /// each filter bit once instead of again at every doubling.
+    pub(crate) fn with_capacity(bytes: usize) -> Index {
+        let mut index = Index::default();
+        index.text.reserve(bytes);
+        index.entries.reserve(bytes / STRIDE);
+        index.heads.reserve(bytes / STRIDE);
+        index.size_filters(bytes);
+        index
+    }
+
+    fn size_filters(&mut self, bytes: usize) {
+        self.grams = Bitset::with_capacity(bytes, BITS_PER_BYTE / 4);
+        self.probes = Bitset::with_capacity(bytes, BITS_PER_BYTE / 2);
+        self.runs = Bitset::with_capacity(bytes, BITS_PER_BYTE);
+    }
+
+    /// Grows the filters to fit the text and sets every window again.
     fn resize_bits(&mut self) {
         // Twice what is needed now, so growth is amortized.
-        let len = self.text.len() * 2;
-        self.grams = Bitset::with_capacity(len, BITS_PER_BYTE / 4);
-        self.probes = Bitset::with_capacity(len, BITS_PER_BYTE / 2);
-        self.runs = Bitset::with_capacity(len, BITS_PER_BYTE);
+        self.size_filters(self.text.len() * 2);
         for chunk in 0..self.starts.len() {
             let start = self.starts[chunk] as usize;
             // The chunk's text ends before its separator.

@@ -50,13 +50,14 @@
 //!
 //! # Cost
 //!
-//! `add` is one pass over the text (normalize, set a bit per 8-byte window,
-//! index every 9th window). `find` normalizes each argument string and tests
-//! one bit per 9 bytes of it; only where 16 bytes in a row may match does it
-//! look positions up and compare bytes, so the prefilter's false positives
-//! never become hits. Text crafted to be repetitive can lengthen that
-//! exact step; a work budget per call bounds it, and a search that runs out
-//! counts the argument as copied (a hit with `run_len` 0), never as clean.
+//! `add` is one pass over the text (normalize, set Bloom-filter bits for
+//! its 8-, 10- and 16-byte windows, index every 9th 8-byte window). `find`
+//! normalizes each argument string and tests one 10-byte window per 7
+//! bytes of it; only where a 16-byte window may match does it look
+//! positions up and compare bytes, so the filters' false positives never
+//! become hits. Text crafted to be repetitive can lengthen that exact step;
+//! a work budget per call bounds it, and a search that runs out counts the
+//! argument as copied (a hit with `run_len` 0), never as clean.
 //! `benches/value_taint.rs` measures both.
 //!
 //! # Memory
@@ -69,8 +70,11 @@
 //! session mode's answer), while [`UntrustedText::mentions`] answers `true`
 //! for anything ("may have been seen").
 //!
-//! Only the chunks (text, labels, source) are persisted; the index is
-//! rebuilt when a session is loaded, and equality compares the chunks.
+//! The index costs 8 to 12 bytes per byte of text on top of the text (its
+//! normal form, the filters, one map entry per 9 bytes): up to about
+//! 12 MiB for a session at the cap. Only the chunks (text, labels, source) and the
+//! overflow flag are persisted; the index is rebuilt when a session is
+//! loaded, and equality compares what is persisted.
 
 mod index;
 mod normalize;
@@ -183,8 +187,10 @@ pub struct ValueHit {
     pub labels: BTreeSet<TaintLabel>,
     /// The tool call id whose output held the run.
     pub source: String,
-    /// Length of the common run in normalized bytes; 0 when the search gave
-    /// up on pathologically repetitive text and counted the field as copied.
+    /// Length in normalized bytes of a common run found (maximal where it
+    /// was found, at least [`RUN`] or the whole short string; not
+    /// necessarily the longest the chunk holds); 0 when the search gave up
+    /// on pathologically repetitive text and counted the field as copied.
     pub run_len: usize,
 }
 
@@ -230,7 +236,8 @@ impl UntrustedText {
     }
 
     fn rebuild(&mut self) {
-        let mut index = Index::default();
+        // Separators and the normal form's shrinking keep it within this.
+        let mut index = Index::with_capacity(self.bytes + self.chunks.len());
         for chunk in &self.chunks {
             index.push_chunk(&chunk.text);
         }

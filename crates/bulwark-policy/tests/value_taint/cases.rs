@@ -121,6 +121,24 @@ fn repetitive_text_is_searched_in_bounded_time() {
     assert_eq!(found, [("/x", "flood"), ("/y", "flood2")]);
 }
 
+/// Text built so every indexed window is the same and never extends to a
+/// run: the search gives up within its budget and counts the argument as
+/// copied from the chunk it could not rule out, rather than as clean.
+#[test]
+fn a_search_that_runs_out_of_budget_counts_as_copied() {
+    let mut text = UntrustedText::default();
+    let l = labels(&[TaintLabel::External]);
+    text.add(&"a".repeat(100), &l, "real");
+    text.add(&"aaaaaaaab".repeat(100_000), &l, "flood");
+    let hits = text.find(&json!({ "x": "a".repeat(40), "y": "nothing to see in this one" }));
+    let found: Vec<(&str, &str, bool)> = hits
+        .iter()
+        .map(|h| (h.field.as_str(), h.source.as_str(), h.run_len >= RUN))
+        .collect();
+    assert_eq!(found, [("/x", "real", true), ("/x", "flood", false)]);
+    assert_eq!(hits[1].run_len, 0);
+}
+
 #[test]
 fn the_cap_drops_oldest_text_and_says_so() {
     let mut text = UntrustedText::default();
