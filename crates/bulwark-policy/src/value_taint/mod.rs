@@ -199,12 +199,13 @@ impl UntrustedText {
     /// over the text; past [`MAX_TEXT`] the oldest chunks are dropped and
     /// the index rebuilt.
     pub fn add(&mut self, text: &str, labels: &BTreeSet<TaintLabel>, source: &str) {
-        if text.trim().is_empty() {
+        // Nothing to copy from (Unicode spaces do count: they are kept).
+        if text.bytes().all(|b| b.is_ascii_whitespace()) {
             return;
         }
         let text = if text.len() > MAX_TEXT {
             self.overflowed = true;
-            &text[..floor_char_boundary(text, MAX_TEXT)]
+            &text[..text.floor_char_boundary(MAX_TEXT)]
         } else {
             text
         };
@@ -294,14 +295,6 @@ impl UntrustedText {
         let needle = normalize::normalize(needle);
         !needle.is_empty() && self.index.contains(&needle)
     }
-}
-
-/// The largest char boundary of `text` at or below `at`.
-fn floor_char_boundary(text: &str, at: usize) -> usize {
-    (0..=at.min(text.len()))
-        .rev()
-        .find(|&i| text.is_char_boundary(i))
-        .unwrap_or(0)
 }
 
 /// One `find` call's walk over the arguments.
