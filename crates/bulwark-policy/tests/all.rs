@@ -13,3 +13,4 @@ mod path_vectors;
 mod spawn;
 mod taint_rules;
 mod taint_spawn;
+mod value_taint;
