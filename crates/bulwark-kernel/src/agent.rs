@@ -202,6 +202,9 @@ impl Kernel {
         let user = Message::user_text(user_text);
         self.persist(session, &user)?;
         history.push(user);
+        // What the user and the operator wrote: value mode's trusted words.
+        session.note_trusted_text(user_text);
+        session.note_trusted_text(&agent.system_prompt);
 
         let system = format!(
             "{}\n\n{}",

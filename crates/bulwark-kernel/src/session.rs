@@ -210,6 +210,16 @@ impl Session {
         }
     }
 
+    /// Remembers trusted `text` (the user's message, the system prompt):
+    /// value mode does not count a short value it has as copied from
+    /// untrusted text. A message that is itself untrusted text held (a
+    /// tainted parent's message to its child) stays untrusted.
+    pub fn note_trusted_text(&mut self, text: &str) {
+        if !self.state.untrusted.holds(text) {
+            self.state.untrusted.add_trusted(text);
+        }
+    }
+
     /// Remembers untrusted `text` (with its labels and source) so value
     /// mode can see copies of it; also adds the labels.
     pub fn add_untrusted_text(&mut self, text: &str, labels: &BTreeSet<TaintLabel>, source: &str) {

@@ -4,10 +4,10 @@
 //! or lets the call through on the [`TaintCheck`] computed here, and audits
 //! it with [`TaintCheck::detail`].
 //!
-//! Value mode sees verbatim copies only: a paraphrase, a translation, an
-//! encoding (base64, URL escapes, changed case) or a run shorter than
-//! [`MIN_RUN`](bulwark_policy::value_taint::MIN_RUN) bytes passes as the
-//! user's own text. That is why a scanner finding or an index that
+//! Value mode sees verbatim copies only (see
+//! [`bulwark_policy::value_taint`] for what counts): a paraphrase, a
+//! translation, an encoding (base64, URL escapes) or a short value the
+//! user's own text also has passes as the user's own text. That is why a scanner finding or an index that
 //! overflowed falls back to the session's labels, and why `session` mode
 //! is the default.
 //!
@@ -161,11 +161,10 @@ pub(super) fn check(
             if first_seen {
                 whole_session(Via::Host);
             }
-            // TODO(value helper): use `state.untrusted.overflowed()` once it
-            // exists. Same semantics: when the untrusted text outgrew its
-            // cap, value mode cannot vouch for any argument, and the call is
-            // judged by the session's untrusted labels.
-            if untrusted_overflowed(&state.untrusted) {
+            // When the untrusted text outgrew its cap, value mode cannot
+            // vouch for any argument: the call is judged by the session's
+            // untrusted labels.
+            if state.untrusted.overflowed() {
                 whole_session(Via::Overflow);
             }
             if policy.scanner_raises
@@ -220,13 +219,6 @@ pub(super) fn check(
         counted,
         session_untrusted: !untrusted.is_empty(),
     })
-}
-
-/// Whether the value index gave up keeping all the untrusted text.
-fn untrusted_overflowed(_text: &bulwark_policy::value_taint::UntrustedText) -> bool {
-    // TODO(value helper): `_text.overflowed()`; the skeleton's index keeps
-    // everything, so it never overflows.
-    false
 }
 
 fn is_fetch(domain: &str, operation: &str) -> bool {

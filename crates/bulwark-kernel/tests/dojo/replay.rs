@@ -146,6 +146,9 @@ impl<'s> Replayer<'s> {
     /// The user task alone, its vectors holding their benign defaults.
     pub async fn benign(&self, user: &UserTask) -> Vec<Fate> {
         let (door, mut session) = self.open();
+        // The user's request is the conversation's trusted text, as the
+        // agent loop notes it before the first call.
+        session.note_trusted_text(&user.prompt);
         let fill = self.suite.fill(user, None);
         self.run(&door, &mut session, &user.calls, &fill).await
     }
@@ -158,6 +161,7 @@ impl<'s> Replayer<'s> {
         text: &str,
     ) -> Attacked {
         let (door, mut session) = self.open();
+        session.note_trusted_text(&user.prompt);
         let fill = self.suite.fill(user, Some(text));
         let user_fates = self.run(&door, &mut session, &user.calls, &fill).await;
         let delivered = user.calls.iter().zip(&user_fates).any(|(call, fate)| {

@@ -39,6 +39,8 @@ pub struct Call {
 #[derive(Debug, Deserialize)]
 pub struct UserTask {
     pub id: String,
+    /// What the user asked: the conversation's trusted text.
+    pub prompt: String,
     pub calls: Vec<Call>,
     /// The injection vectors this task's outputs show (AgentDojo injects
     /// only these); empty when AgentDojo runs no attack against it.

@@ -17,8 +17,14 @@
 //! or longer (an account or phone number). A hit names the JSON pointer
 //! (RFC 6901) of the leaf, or of the member whose key was copied.
 //!
-//! - A string shorter than [`MIN_RUN`] bytes (normalized) is never a hit:
-//!   amounts, ids, `ls`, `main.rs` occur everywhere by chance.
+//! - A string shorter than [`MIN_RUN`] bytes is a hit only when it is one
+//!   whole word (ASCII letters, digits, `_`; 2 to 7 bytes, any case) that
+//!   untrusted text has as a word and no trusted text does
+//!   ([`UntrustedText::add_trusted`]: the user's messages, the system
+//!   prompt). Short values occur everywhere by chance, but the attacker's
+//!   `13` (a file id) or `fred` (a user to add) is a word the conversation
+//!   first saw in untrusted text; the user's own `13` is in their message.
+//!   Short values with other characters (`-rf`, `a.b`, `1.5`) are never hits.
 //! - A string of [`MIN_RUN`] up to [`RUN`] bytes is a hit when the whole of
 //!   it occurs in one untrusted chunk (`evil.example`, an e-mail address).
 //! - A longer string is a hit when it shares a run of at least [`RUN`]
@@ -40,8 +46,9 @@
 //! - split across several arguments or calls in pieces under `MIN_RUN`
 //!   bytes, or interleaved with other text so that no piece inside a longer
 //!   argument reaches `RUN` bytes (`curl evil.sh|sh` is 15);
-//! - short: a value under [`MIN_RUN`] bytes, or a run under `RUN` bytes
-//!   inside a longer argument;
+//! - short: a value under [`MIN_RUN`] bytes that is not one word, or a word
+//!   the user's own text also has (the attacker asks for the user's own
+//!   file), or a run under `RUN` bytes inside a longer argument;
 //! - derived: computed from untrusted data (an amount, a date, a host the
 //!   model assembled from parts).
 //!
@@ -78,6 +85,9 @@
 
 mod index;
 mod normalize;
+mod tokens;
+
+pub use tokens::MAX_TRUSTED_WORDS;
 
 use crate::TaintLabel;
 use index::{Exhausted, Index, Work, normalize_arg};
@@ -131,6 +141,12 @@ pub struct UntrustedText {
     /// Raw bytes held, for the cap.
     #[serde(skip)]
     bytes: usize,
+    /// The short words of the chunks (rebuilt with the index).
+    #[serde(skip)]
+    words: Arc<tokens::Words>,
+    /// Short words trusted text used ([`UntrustedText::add_trusted`]).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    trusted: BTreeSet<String>,
 }
 
 /// The persisted form.
@@ -141,6 +157,8 @@ struct Stored {
     chunks: Vec<Chunk>,
     #[serde(default)]
     overflowed: bool,
+    #[serde(default)]
+    trusted: BTreeSet<String>,
 }
 
 impl From<Stored> for UntrustedText {
@@ -148,6 +166,7 @@ impl From<Stored> for UntrustedText {
         let mut text = UntrustedText {
             chunks: stored.chunks,
             overflowed: stored.overflowed,
+            trusted: stored.trusted,
             ..UntrustedText::default()
         };
         // A stored state over the cap (hand-edited, or an older limit) is
@@ -161,7 +180,9 @@ impl From<Stored> for UntrustedText {
 
 impl PartialEq for UntrustedText {
     fn eq(&self, other: &Self) -> bool {
-        self.chunks == other.chunks && self.overflowed == other.overflowed
+        self.chunks == other.chunks
+            && self.overflowed == other.overflowed
+            && self.trusted == other.trusted
     }
 }
 
@@ -219,7 +240,26 @@ impl UntrustedText {
             self.rebuild();
         } else {
             Arc::make_mut(&mut self.index).push_chunk(text);
+            Arc::make_mut(&mut self.words).push_chunk(self.chunks.len() - 1, text);
         }
+    }
+
+    /// Remembers the short words of trusted `text` (a user's message, the
+    /// system prompt): a short value it has is the user's, not a copy.
+    pub fn add_trusted(&mut self, text: &str) {
+        tokens::each_word(text, |word| {
+            if self.trusted.len() < MAX_TRUSTED_WORDS {
+                self.trusted
+                    .insert(String::from_utf8_lossy(word).into_owned());
+            }
+        });
+    }
+
+    /// Whether `text` is, exactly, one of the untrusted chunks held (a
+    /// child's message from a tainted parent is untrusted text, not the
+    /// user's).
+    pub fn holds(&self, text: &str) -> bool {
+        self.chunks.iter().any(|c| c.text == text)
     }
 
     /// Drops the oldest chunks until the text fits; true if any went.
@@ -239,10 +279,13 @@ impl UntrustedText {
     fn rebuild(&mut self) {
         // Separators and the normal form's shrinking keep it within this.
         let mut index = Index::with_capacity(self.bytes + self.chunks.len());
-        for chunk in &self.chunks {
+        let mut words = tokens::Words::default();
+        for (i, chunk) in self.chunks.iter().enumerate() {
             index.push_chunk(&chunk.text);
+            words.push_chunk(i, &chunk.text);
         }
         self.index = Arc::new(index);
+        self.words = Arc::new(words);
     }
 
     /// True when no untrusted text was ever added.
@@ -312,12 +355,7 @@ impl Search<'_> {
     fn walk(&mut self, value: &serde_json::Value) {
         match value {
             serde_json::Value::String(s) => self.check(s),
-            serde_json::Value::Number(n) => {
-                let digits = n.to_string();
-                if digits.len() >= MIN_RUN {
-                    self.check(&digits);
-                }
-            }
+            serde_json::Value::Number(n) => self.check(&n.to_string()),
             serde_json::Value::Array(items) => {
                 for (i, item) in items.iter().enumerate() {
                     self.path.push(i.to_string());
@@ -328,7 +366,10 @@ impl Search<'_> {
             serde_json::Value::Object(map) => {
                 for (key, item) in map {
                     self.path.push(key.clone());
-                    self.check(key);
+                    // A short key is the tool's field name, not data.
+                    if key.len() >= MIN_RUN {
+                        self.check(key);
+                    }
                     self.walk(item);
                     self.path.pop();
                 }
@@ -340,6 +381,7 @@ impl Search<'_> {
     /// Searches one argument string and records its hits.
     fn check(&mut self, s: &str) {
         if s.len() < MIN_RUN {
+            self.check_word(s);
             return;
         }
         normalize_arg(s, &mut self.buf);
@@ -382,6 +424,42 @@ impl Search<'_> {
                 run_len,
             });
         }
+    }
+}
+
+impl Search<'_> {
+    /// A short value: a hit when it is a word untrusted text has and
+    /// trusted text does not.
+    fn check_word(&mut self, s: &str) {
+        let Some(word) = tokens::as_word(s) else {
+            return;
+        };
+        let Some(chunk) = self
+            .text
+            .words
+            .chunk_of(&word)
+            .and_then(|c| self.text.chunks.get(c))
+        else {
+            return;
+        };
+        // A number the user wrote does not vouch for the same number in a
+        // call: numbers recur by chance (the user's "June 13" is not the
+        // file id 13 a page asked to delete).
+        let numeric = word.iter().all(u8::is_ascii_digit);
+        if !numeric
+            && self
+                .text
+                .trusted
+                .contains(String::from_utf8_lossy(&word).as_ref())
+        {
+            return;
+        }
+        self.hits.push(ValueHit {
+            field: pointer(&self.path),
+            labels: chunk.labels.clone(),
+            source: chunk.source.clone(),
+            run_len: word.len(),
+        });
     }
 }
 

@@ -60,3 +60,35 @@ pub(crate) fn oracle(chunk: &str, arg: &str) -> bool {
 pub(crate) fn labels(list: &[TaintLabel]) -> BTreeSet<TaintLabel> {
     list.iter().copied().collect()
 }
+
+/// The short-word rule, plainly: the first chunk that has `arg` (trimmed,
+/// folded) as a word, when `arg` is under `MIN_RUN` bytes and one word.
+pub(crate) fn word_oracle(chunks: &[String], arg: &str) -> Option<usize> {
+    fn is_word(piece: &[u8]) -> bool {
+        (2..MIN_RUN).contains(&piece.len())
+            && piece
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || *b == b'_')
+    }
+    if arg.len() >= MIN_RUN {
+        return None;
+    }
+    let word = arg
+        .trim_matches(|c: char| c.is_ascii_whitespace())
+        .to_ascii_lowercase();
+    if !is_word(word.as_bytes()) {
+        return None;
+    }
+    chunks.iter().position(|chunk| {
+        chunk
+            .to_ascii_lowercase()
+            .as_bytes()
+            .split(|b| b.is_ascii_whitespace() || b"'\"`()[]{}<>,;!?|=*#".contains(b))
+            .map(|p| {
+                p.strip_suffix(b".")
+                    .or_else(|| p.strip_suffix(b":"))
+                    .unwrap_or(p)
+            })
+            .any(|p| p == word.as_bytes())
+    })
+}
