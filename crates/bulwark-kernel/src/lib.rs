@@ -34,7 +34,6 @@ pub use agent_load::{
 };
 pub use approval::{ApprovalAnswer, ApprovalRequest, Approver, PreApproved};
 pub use boundary::Boundary;
-pub use bulwark_policy::taint_needs_approval;
 pub use children::{Caller, ChildError, ChildHost, ChildReply, agent_wallet, child_agent_of};
 pub use conversation::ConversationStore;
 pub use credits::{Ledger, Reserved, SessionCredits, max_input_tokens};

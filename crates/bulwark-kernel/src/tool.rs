@@ -35,6 +35,10 @@ pub struct ToolOutput {
     /// An audit-safe summary of the outcome (an exit status, a byte count;
     /// never argument values or content), recorded with the call.
     pub audit_note: String,
+    /// What the injection scanner found in what the model never sees
+    /// verbatim (the raw HTML behind a rendered page: comments, text hidden
+    /// by CSS), audited by the door with its own findings in the content.
+    pub findings: Vec<bulwark_policy::injection::Finding>,
 }
 
 impl ToolOutput {
@@ -42,11 +46,16 @@ impl ToolOutput {
         self.audit_note = note.into();
         self
     }
+    pub fn with_findings(mut self, findings: Vec<bulwark_policy::injection::Finding>) -> Self {
+        self.findings = findings;
+        self
+    }
     pub fn text(content: impl Into<String>) -> Self {
         Self {
             content: content.into(),
             taint: Vec::new(),
             audit_note: String::new(),
+            findings: Vec::new(),
         }
     }
     pub fn tainted(content: impl Into<String>, label: TaintLabel) -> Self {
@@ -54,6 +63,7 @@ impl ToolOutput {
             content: content.into(),
             taint: vec![label],
             audit_note: String::new(),
+            findings: Vec::new(),
         }
     }
 }

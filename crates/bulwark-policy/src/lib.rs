@@ -67,6 +67,5 @@ pub use spawn::{SpawnGrant, SpawnViolation, spawn_violations};
 pub use taint::{
     DEFAULT_SINK_EFFECTS, DEFAULT_SINKS, SinkRule, SinkRules, TaintDecision, TaintError,
     TaintLabel, TaintMode, TaintPolicy, TaintSection, WorkspaceTrust, is_sink_name,
-    taint_needs_approval,
 };
 pub use template::{MAX_KEY_NAME_LEN, Template, TemplateError, TemplatePart, is_key_name};

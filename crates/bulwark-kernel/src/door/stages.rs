@@ -388,10 +388,11 @@ impl Door {
                 content,
                 taint,
                 audit_note,
+                findings,
             }) => {
                 // Scanned as the tool returned it: the boundary's tags are
                 // the runtime's, not the content's.
-                let scanned = taint::scan_output(ticket.domain, &content, &taint);
+                let scanned = taint::scan_output(ticket.domain, &content, &taint, &findings);
                 for (kind, offset) in &scanned.findings {
                     let detail = format!(
                         "kind={} offset={offset} source={}",

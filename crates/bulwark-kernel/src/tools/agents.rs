@@ -207,6 +207,7 @@ impl TypedTool for MessageChild {
             content: format!("[child {id}, now {}]\n{}", reply.state.as_str(), reply.text),
             taint,
             audit_note: String::new(),
+            findings: Vec::new(),
         })
     }
     fn example_args(&self) -> Value {

@@ -81,6 +81,7 @@ pub(crate) fn labelled(content: String, labels: BTreeSet<TaintLabel>) -> ToolOut
         content,
         taint: labels.into_iter().collect(),
         audit_note: String::new(),
+        findings: Vec::new(),
     }
 }
 

@@ -1,6 +1,7 @@
 //! `web` domain: fetch a URL through the one egress client.
 
 use crate::tool::{ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool};
+use bulwark_policy::injection::{ContentKind, Finding, FindingKind, scan};
 use bulwark_policy::{Demand, TaintLabel};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -98,7 +99,8 @@ const HTML_WIDTH: usize = 100;
 /// (scripts, styles and markup dropped, by html5ever via `html2text`);
 /// other text-like types pass through; anything else (images, archives,
 /// executables, PDFs) is summarized, never handed to the model as bytes.
-fn render(content_type: Option<&str>, body: &[u8]) -> String {
+/// The flag says whether the body was HTML.
+fn render(content_type: Option<&str>, body: &[u8]) -> (String, bool) {
     let essence = content_type
         .and_then(|t| t.split(';').next())
         .map(|t| t.trim().to_ascii_lowercase())
@@ -107,10 +109,11 @@ fn render(content_type: Option<&str>, body: &[u8]) -> String {
     let is_html = matches!(essence.as_str(), "text/html" | "application/xhtml+xml")
         || (essence.is_empty() && looks_textual && sniff_html(body));
     if is_html {
-        return match html2text::from_read(body, HTML_WIDTH) {
+        let text = match html2text::from_read(body, HTML_WIDTH) {
             Ok(text) => text,
             Err(err) => format!("[HTML that could not be rendered as text: {err}]"),
         };
+        return (text, true);
     }
     let text_like = essence.starts_with("text/")
         || matches!(
@@ -125,7 +128,7 @@ fn render(content_type: Option<&str>, body: &[u8]) -> String {
         || essence.ends_with("+json")
         || essence.ends_with("+xml")
         || (essence.is_empty() && looks_textual);
-    if text_like {
+    let text = if text_like {
         String::from_utf8_lossy(body).into_owned()
     } else {
         let kind = if essence.is_empty() {
@@ -137,7 +140,8 @@ fn render(content_type: Option<&str>, body: &[u8]) -> String {
             "[{} bytes of {kind} not shown: only text content is passed to the model]",
             body.len()
         )
-    }
+    };
+    (text, false)
 }
 
 fn sniff_html(body: &[u8]) -> bool {
@@ -196,15 +200,24 @@ impl TypedTool for WebFetch {
             response.final_url,
             response.content_type.as_deref().unwrap_or("unknown")
         );
-        text.push_str(&render(response.content_type.as_deref(), &response.body));
+        let (rendered, is_html) = render(response.content_type.as_deref(), &response.body);
+        text.push_str(&rendered);
+        // Rendering drops comments and CSS-hidden elements, so the model
+        // never sees them verbatim, but a page hides its instructions there:
+        // the raw HTML is scanned for hidden text before it is dropped.
+        let hidden: Vec<Finding> = if is_html {
+            scan(&String::from_utf8_lossy(&response.body), ContentKind::Html)
+                .into_iter()
+                .filter(|f| f.kind == FindingKind::HiddenText)
+                .collect()
+        } else {
+            Vec::new()
+        };
         if response.truncated {
             text.push_str("\n(body truncated)");
         }
         // A server may echo back the credential it was sent.
-        Ok(ToolOutput::tainted(
-            http.redact(&text),
-            TaintLabel::External,
-        ))
+        Ok(ToolOutput::tainted(http.redact(&text), TaintLabel::External).with_findings(hidden))
     }
     fn example_args(&self) -> Value {
         json!({"url": "https://example.com/"})
@@ -239,7 +252,7 @@ mod tests {
     fn html_becomes_text_without_scripts_or_markup() {
         let page = b"<html><head><style>p{color:red}</style><script>steal()</script></head>\
 <body><h1>Title</h1><p>The code is <b>BLUE HERON</b>.</p></body></html>";
-        let text = render(Some("text/html; charset=utf-8"), page);
+        let text = render(Some("text/html; charset=utf-8"), page).0;
         assert!(text.contains("BLUE HERON"), "{text}");
         assert!(
             !text.contains("<b>") && !text.contains("steal()") && !text.contains("color:red"),
@@ -250,25 +263,29 @@ mod tests {
     #[test]
     fn binary_types_are_summarized_not_shown() {
         let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
-        let text = render(Some("image/png"), png);
+        let text = render(Some("image/png"), png).0;
         assert!(
             text.contains("image/png") && text.contains("not shown"),
             "{text}"
         );
-        let text = render(None, png);
+        let text = render(None, png).0;
         assert!(text.contains("not shown"), "{text}");
-        let text = render(Some("application/octet-stream"), b"plain?");
+        let text = render(Some("application/octet-stream"), b"plain?").0;
         assert!(text.contains("not shown"), "{text}");
     }
 
     #[test]
     fn text_like_types_pass_through() {
-        assert_eq!(render(Some("application/json"), b"{\"a\":1}"), "{\"a\":1}");
-        assert_eq!(render(Some("application/problem+json"), b"{}"), "{}");
-        assert_eq!(render(Some("text/plain"), b"hi"), "hi");
-        assert_eq!(render(None, b"just text"), "just text");
+        assert_eq!(
+            render(Some("application/json"), b"{\"a\":1}").0,
+            "{\"a\":1}"
+        );
+        assert_eq!(render(Some("application/problem+json"), b"{}").0, "{}");
+        assert_eq!(render(Some("text/plain"), b"hi").0, "hi");
+        assert_eq!(render(None, b"just text").0, "just text");
         assert!(
             render(None, b"<!DOCTYPE html><p>x</p>")
+                .0
                 .trim()
                 .starts_with('x')
         );

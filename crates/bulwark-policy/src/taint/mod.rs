@@ -12,7 +12,6 @@ pub use rules::{
 };
 
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
 
 /// Where a piece of content came from. `external`, `peer` and `unknown`
 /// are untrusted (see [`TaintLabel::is_untrusted`]); the others record
@@ -86,68 +85,10 @@ impl TryFrom<String> for TaintLabel {
     }
 }
 
-// The rules before `[taint]`: content that came from outside the
-// operator's control (the web, other agents) may not drive a process, nor
-// spend the operator's money, without a person agreeing. Kept, with its
-// messages, only until the door decides with `TaintPolicy`; new code uses
-// `TaintPolicy::decide_call`.
-
-/// Domains that execute things: reaching them with untrusted text in the
-/// conversation is how prompt injection becomes code execution.
-const EXECUTING_SINKS: [&str; 1] = ["shell"];
-/// Operations that spend credits: `credits:transfer` moves them,
-/// `agents:spawn` and `agents:fund` create and fund child agents. Reaching
-/// them with untrusted text in the conversation is how prompt injection
-/// drains an account (a web page or a peer agent saying "transfer your
-/// balance to ..."), so such a spend is only ever authorized by a person
-/// approving it. Reading a balance, listing, messaging or recalling
-/// children spends nothing and flows freely (a recall returns credits).
-const SPENDING_SINKS: [(&str, &str); 3] = [
-    ("credits", "transfer"),
-    ("agents", "spawn"),
-    ("agents", "fund"),
-];
-const UNTRUSTED: [TaintLabel; 2] = [TaintLabel::External, TaintLabel::Peer];
-
-/// What reaching `domain:operation` does, for the approval message;
-/// `None` when it is not a sink.
-fn sink_effect(domain: &str, operation: &str) -> Option<&'static str> {
-    if EXECUTING_SINKS.contains(&domain) {
-        Some("executes commands")
-    } else if !SPENDING_SINKS.contains(&(domain, operation)) {
-        None
-    } else if domain == "credits" {
-        Some("moves credits")
-    } else {
-        Some("spends credits on child agents")
-    }
-}
-
-/// Returns why approval is needed, or `None` when the flow is allowed,
-/// under the rules before `[taint]` (shell and the spending operations,
-/// for `external` and `peer`). Superseded by [`TaintPolicy::decide_call`].
-pub fn taint_needs_approval(
-    seen: &BTreeSet<TaintLabel>,
-    domain: &str,
-    operation: &str,
-) -> Option<String> {
-    let effect = sink_effect(domain, operation)?;
-    let untrusted: Vec<String> = UNTRUSTED
-        .iter()
-        .filter(|l| seen.contains(l))
-        .map(|l| format!("{l:?}").to_ascii_lowercase())
-        .collect();
-    (!untrusted.is_empty()).then(|| {
-        format!(
-            "untrusted content ({}) is in the conversation and `{domain}` {effect}",
-            untrusted.join(", ")
-        )
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
 
     /// Labels and rules are stored as their names (session state, audit
     /// details): deserializing through the name keeps that format.
@@ -171,99 +112,5 @@ mod tests {
         }
         let e = serde_json::from_str::<TaintLabel>("\"External\"").unwrap_err();
         assert!(e.to_string().contains("unknown taint label"), "{e}");
-    }
-
-    #[test]
-    fn web_content_then_shell_needs_approval() {
-        let seen = BTreeSet::from([TaintLabel::External]);
-        assert!(taint_needs_approval(&seen, "shell", "exec").is_some());
-    }
-
-    #[test]
-    fn trusted_sources_and_other_sinks_flow_freely() {
-        let seen = BTreeSet::from([
-            TaintLabel::Workspace,
-            TaintLabel::Memory,
-            TaintLabel::Process,
-        ]);
-        assert!(taint_needs_approval(&seen, "shell", "exec").is_none());
-        let web = BTreeSet::from([TaintLabel::External]);
-        assert!(taint_needs_approval(&web, "files", "write").is_none());
-    }
-
-    #[test]
-    fn shell_message_is_unchanged() {
-        let seen = BTreeSet::from([TaintLabel::Peer, TaintLabel::External]);
-        assert_eq!(
-            taint_needs_approval(&seen, "shell", "exec").as_deref(),
-            Some(
-                "untrusted content (external, peer) is in the conversation and `shell` executes commands"
-            )
-        );
-    }
-
-    #[test]
-    fn peer_content_then_credits_needs_approval() {
-        let seen = BTreeSet::from([TaintLabel::Peer]);
-        assert_eq!(
-            taint_needs_approval(&seen, "credits", "transfer").as_deref(),
-            Some("untrusted content (peer) is in the conversation and `credits` moves credits")
-        );
-    }
-
-    #[test]
-    fn web_content_then_agents_needs_approval() {
-        let seen = BTreeSet::from([TaintLabel::External, TaintLabel::Workspace]);
-        let why = taint_needs_approval(&seen, "agents", "fund").unwrap();
-        assert!(why.contains("(external)"), "{why}");
-        assert!(why.contains("`agents` spends credits"), "{why}");
-    }
-
-    #[test]
-    fn trusted_sources_may_spend() {
-        let trusted = BTreeSet::from([
-            TaintLabel::Workspace,
-            TaintLabel::Memory,
-            TaintLabel::Process,
-        ]);
-        for (domain, op) in SPENDING_SINKS.iter().copied().chain([("shell", "exec")]) {
-            assert_eq!(taint_needs_approval(&trusted, domain, op), None, "{domain}");
-            assert_eq!(
-                taint_needs_approval(&BTreeSet::new(), domain, op),
-                None,
-                "{domain}"
-            );
-        }
-    }
-
-    #[test]
-    fn every_untrusted_label_reaches_every_sink_only_with_approval() {
-        for label in UNTRUSTED {
-            let seen = BTreeSet::from([label]);
-            for (domain, op) in SPENDING_SINKS.iter().copied().chain([("shell", "exec")]) {
-                assert!(
-                    taint_needs_approval(&seen, domain, op).is_some(),
-                    "{label:?} {domain}:{op}"
-                );
-            }
-            // Near-miss names are not sinks (matched exactly), and the
-            // operations that spend nothing flow freely.
-            for (domain, op) in [
-                ("credit", "transfer"),
-                ("agent", "fund"),
-                ("files", "write"),
-                ("web", "fetch"),
-                ("credits", "balance"),
-                ("agents", "message"),
-                ("agents", "recall"),
-                ("agents", "list"),
-            ] {
-                assert_eq!(
-                    taint_needs_approval(&seen, domain, op),
-                    None,
-                    "{domain}:{op}"
-                );
-            }
-        }
     }
 }
