@@ -5,6 +5,8 @@ use crate::common;
 mod children;
 #[path = "run/lease.rs"]
 mod lease;
+#[path = "run/taint.rs"]
+mod taint;
 
 use common::{Bw, field, scripted, with_action};
 
