@@ -46,7 +46,7 @@ pub use factory::{
 pub use home::{DEFAULT_SYSTEM_PROMPT, Home, LoadedAgent};
 pub use provenance::{
     LabelRoot, MemoryProvenance, ProvenanceError, ProvenanceStore, StoreProvenance, content_digest,
-    root_key,
+    labels_from_names, root_key,
 };
 pub use providers::{
     LocalModelFile, MODEL_CATALOGUE_VAR, ModelFiles, ResolvedModel, check_model, default_model,

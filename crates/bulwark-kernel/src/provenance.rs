@@ -209,17 +209,25 @@ impl ProvenanceStore for StoreProvenance {
             .provenance(&root_key(root, &self.agent, &self.user), path, &digest)
             .map_err(|e| ProvenanceError(e.to_string()))?;
         names
-            .map(|names| {
-                names
-                    .iter()
-                    .map(|n| {
-                        TaintLabel::parse(n)
-                            .ok_or_else(|| ProvenanceError(format!("unknown label `{n}` stored")))
-                    })
-                    .collect()
-            })
+            .map(|names| labels_from_names(&names, "the label table"))
             .transpose()
     }
+}
+
+/// Stored label names as labels. A name this build does not know cannot
+/// be weighed, so it is an error (the read fails closed rather than
+/// reading as clean); `from` says where the names came from.
+pub fn labels_from_names(
+    names: &[String],
+    from: &str,
+) -> Result<BTreeSet<TaintLabel>, ProvenanceError> {
+    names
+        .iter()
+        .map(|n| {
+            TaintLabel::parse(n)
+                .ok_or_else(|| ProvenanceError(format!("{from} holds an unknown label `{n}`")))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 //! of every other store request.
 
 use super::{BrokerClient, unexpected};
-use bulwark_kernel::{LabelRoot, ProvenanceError, ProvenanceStore};
+use bulwark_kernel::{LabelRoot, ProvenanceError, ProvenanceStore, labels_from_names};
 use bulwark_policy::TaintLabel;
 use bulwark_protocol::store_ipc::{DigestHex, LabelRootWire, StoreReply, StoreRequest};
 use std::collections::BTreeSet;
@@ -62,19 +62,8 @@ impl ProvenanceStore for BrokerClient {
             StoreReply::Provenance { labels } => labels,
             other => return Err(failed(unexpected(&other))),
         };
-        // A name this build does not know cannot be weighed: refused, so
-        // the read fails closed rather than reading as clean.
         labels
-            .map(|names| {
-                names
-                    .iter()
-                    .map(|n| {
-                        TaintLabel::parse(n).ok_or_else(|| {
-                            ProvenanceError(format!("the server sent an unknown label `{n}`"))
-                        })
-                    })
-                    .collect()
-            })
+            .map(|names| labels_from_names(&names, "the server's reply"))
             .transpose()
     }
 }
