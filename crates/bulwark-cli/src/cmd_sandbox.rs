@@ -168,6 +168,7 @@ pub async fn exec(args: ExecArgs<'_>) -> Result<(), Failure> {
         },
         pids_cgroup: None,
         memory_cgroup: None,
+        egress_proxy: None,
     };
     let helper = std::env::current_exe()
         .map_err(|e| anyhow!("cannot find the bulwark binary to use as the sandbox helper: {e}"))?;

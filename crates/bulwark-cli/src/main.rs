@@ -11,6 +11,7 @@ mod cmd_credits;
 mod cmd_init;
 mod cmd_inspect;
 mod cmd_keys;
+mod cmd_mcp;
 mod cmd_model;
 mod cmd_net;
 mod cmd_run;
@@ -177,6 +178,12 @@ enum Command {
         after_help = "Example:\n  bulwark status\n\nIt only reads: nothing is created, no model is loaded, nothing is sent.\nFAIL lines stop an agent (each names its fix); WARN lines do not."
     )]
     Status,
+    /// MCP: pin an agent's servers' tools, list them, serve an agent's
+    /// tools to MCP clients.
+    Mcp {
+        #[command(subcommand)]
+        command: cmd_mcp::McpCommand,
+    },
     /// Run one conversation for `bulwark serve` (frames on stdin/stdout).
     #[command(hide = true)]
     Worker(bulwark_worker::WorkerArgs),
@@ -346,7 +353,7 @@ enum NetCommand {
 
 /// An agent name argument, checked as an [`AgentName`](bulwark_policy::AgentName)
 /// before anything runs (a path-like name is a usage error).
-fn agent_arg(name: &str) -> Result<String, bulwark_policy::NameError> {
+pub(crate) fn agent_arg(name: &str) -> Result<String, bulwark_policy::NameError> {
     bulwark_policy::AgentName::new(name).map(String::from)
 }
 
@@ -742,6 +749,7 @@ fn main() -> ExitCode {
             Command::Worker(_) => Err(anyhow::anyhow!("the worker was not dispatched").into()),
             Command::Serve(args) => cmd_serve::serve(&home, args).await,
             Command::Witness { command } => cmd_witness::witness(&home, command).await,
+            Command::Mcp { command } => cmd_mcp::mcp(&home, command).await,
         }
     });
     // Do not wait for a blocking read of stdin that an interrupted chat

@@ -91,12 +91,7 @@ fn bench_door(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut registry = ToolRegistry::builtin();
     registry.register(Arc::new(Noop {
-        spec: ToolSpec {
-            name: "noop",
-            domain: "noop",
-            operation: "call",
-            description: "does nothing",
-        },
+        spec: ToolSpec::fixed("noop", "noop", "call", "does nothing"),
     }));
     let policy = effective(MANIFEST, &registry);
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -314,12 +309,7 @@ fn bench_taint(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut registry = ToolRegistry::builtin();
     registry.register(Arc::new(SinkNoop {
-        spec: ToolSpec {
-            name: "shell_noop",
-            domain: "shell",
-            operation: "exec",
-            description: "a sink that does nothing",
-        },
+        spec: ToolSpec::fixed("shell_noop", "shell", "exec", "a sink that does nothing"),
     }));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -13,6 +13,8 @@ mod door;
 mod environment;
 mod factory;
 mod home;
+pub mod mcp_host;
+mod mcp_hub;
 mod provenance;
 mod providers;
 mod registry;

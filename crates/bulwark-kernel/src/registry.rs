@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
-    tools: BTreeMap<&'static str, Arc<dyn Tool>>,
+    tools: BTreeMap<String, Arc<dyn Tool>>,
     /// Each tool's argument schema, derived once when it is registered.
-    schemas: BTreeMap<&'static str, Value>,
+    schemas: BTreeMap<String, Value>,
 }
 
 impl ToolRegistry {
@@ -25,8 +25,8 @@ impl ToolRegistry {
     }
 
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
-        let name = tool.spec().name;
-        self.schemas.insert(name, tool.input_schema());
+        let name = tool.spec().name.to_string();
+        self.schemas.insert(name.clone(), tool.input_schema());
         self.tools.insert(name, tool);
     }
 
@@ -59,7 +59,7 @@ impl ToolRegistry {
             .values()
             .filter(|t| {
                 policy
-                    .check_tool(t.spec().domain, t.spec().operation)
+                    .check_tool(&t.spec().domain, &t.spec().operation)
                     .is_ok()
             })
             .map(|t| ToolDef {
@@ -67,7 +67,7 @@ impl ToolRegistry {
                 description: t.spec().description.to_string(),
                 input_schema: self
                     .schemas
-                    .get(t.spec().name)
+                    .get(t.spec().name.as_ref())
                     .cloned()
                     .unwrap_or_else(|| t.input_schema()),
             })

@@ -532,6 +532,7 @@ impl ScopedProcess {
             enforcement,
             pids_cgroup: None,
             memory_cgroup: None,
+            egress_proxy: None,
         };
         let out = bulwark_sandbox::run_sandboxed(helper, &spec, self.timeout, self.max_output)
             .await

@@ -13,17 +13,35 @@ use bulwark_policy::{Demand, TaintLabel};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use std::borrow::Cow;
 
 /// Static description of one tool operation as the model and the policy see it.
 #[derive(Debug, Clone)]
 pub struct ToolSpec {
     /// The name the model calls (`file_read`).
-    pub name: &'static str,
-    /// The policy domain (`files`).
-    pub domain: &'static str,
-    /// The operation within the domain (`read`).
-    pub operation: &'static str,
-    pub description: &'static str,
+    pub name: Cow<'static, str>,
+    /// The policy domain (`files`, `mcp:<server>`).
+    pub domain: Cow<'static, str>,
+    /// The operation within the domain (`read`, an MCP tool's own name).
+    pub operation: Cow<'static, str>,
+    pub description: Cow<'static, str>,
+}
+
+impl ToolSpec {
+    /// A built-in tool's spec: every part known at compile time.
+    pub const fn fixed(
+        name: &'static str,
+        domain: &'static str,
+        operation: &'static str,
+        description: &'static str,
+    ) -> Self {
+        Self {
+            name: Cow::Borrowed(name),
+            domain: Cow::Borrowed(domain),
+            operation: Cow::Borrowed(operation),
+            description: Cow::Borrowed(description),
+        }
+    }
 }
 
 /// What a tool returns to the model.

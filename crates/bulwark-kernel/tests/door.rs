@@ -44,7 +44,7 @@ async fn every_registered_tool_is_refused_without_its_domain() {
     let mut s = session(dir.path(), none);
     let mut count = 0;
     for tool in registry.iter() {
-        let r = call(&door, &mut s, tool.spec().name, tool.example_args()).await;
+        let r = call(&door, &mut s, &tool.spec().name, tool.example_args()).await;
         assert_eq!(
             r.decision,
             Decision::Denied,
@@ -74,10 +74,13 @@ async fn every_resource_tool_is_refused_without_its_capability() {
     let door = door(registry.clone(), sink.clone(), deny_all());
     let mut s = session(dir.path(), policy(&registry, manifest));
     for tool in registry.iter() {
-        let r = call(&door, &mut s, tool.spec().name, tool.example_args()).await;
+        let r = call(&door, &mut s, &tool.spec().name, tool.example_args()).await;
         if tool.spec().domain == "time" {
             assert_eq!(r.decision, Decision::Allowed, "time needs no resource");
-        } else if matches!(tool.spec().name, "credits_balance" | "list_children") {
+        } else if matches!(
+            tool.spec().name.as_ref(),
+            "credits_balance" | "list_children"
+        ) {
             // They read the session's own account and children, which this
             // session (no [credits], no child host) does not have.
             assert_eq!(
@@ -203,7 +206,10 @@ async fn unknown_tools_and_bad_arguments_change_nothing() {
     assert!(r.content.contains("file_read"), "{}", r.content);
     let mut unheld = 0;
     for spec in registry.iter().map(|t| t.spec()) {
-        if s.policy().check_tool(spec.domain, spec.operation).is_err() {
+        if s.policy()
+            .check_tool(&spec.domain, &spec.operation)
+            .is_err()
+        {
             unheld += 1;
             assert!(
                 !r.content.contains(&format!(" {},", spec.name))

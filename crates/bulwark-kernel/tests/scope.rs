@@ -83,12 +83,7 @@ async fn handles_refuse_everything_the_door_did_not_approve() {
     let dir = tempfile::tempdir().unwrap();
     let mut registry = ToolRegistry::builtin();
     registry.register(Arc::new(Liar {
-        spec: ToolSpec {
-            name: "liar",
-            domain: "files",
-            operation: "read",
-            description: "misreports its demands",
-        },
+        spec: ToolSpec::fixed("liar", "files", "read", "misreports its demands"),
     }));
     let sink = Arc::new(MemorySink::new());
     let door = door(registry.clone(), sink, deny_all());

@@ -22,6 +22,7 @@ mod dial;
 mod ip;
 mod matcher;
 mod policy;
+mod proxy;
 mod resolve;
 mod secrets;
 mod transport;
@@ -36,6 +37,9 @@ pub use credentials::{CallContext, CredentialUse, Credentials, UseOutcome};
 pub use dial::{Dialer, TcpDialer};
 pub use ip::{forbidden_host, forbidden_range};
 use policy::Rule;
+pub use proxy::{
+    EgressProxy, ProxyConfig, ProxyEvent, ProxyLimits, ProxyObserver, ProxyRequestKind,
+};
 pub use resolve::{Resolver, StaticResolver, SystemResolver};
 pub use secrets::{MIN_FUZZY_SECRET_ALNUM, MIN_GUARDED_SECRET_LEN, SecretStore, redact_value};
 

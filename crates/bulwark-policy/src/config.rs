@@ -54,6 +54,9 @@ pub struct GlobalConfig {
     /// calls and tools cost nothing and the ledger holds nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credits: Option<CreditsSection>,
+    /// MCP servers the operator defines for manifests to name.
+    #[serde(default)]
+    pub mcp: crate::mcp::McpSection,
 }
 
 /// `[trust]` of config.toml.

@@ -159,6 +159,10 @@ pub struct EffectivePolicy {
     /// No other layer changes them (they can only make calls ask more, and
     /// a narrowing layer for them does not exist yet).
     pub taint: crate::taint::TaintPolicy,
+    /// The MCP servers whose domain survived every layer, resolved
+    /// (config.toml's definition narrowed by the manifest), by name.
+    #[serde(default)]
+    pub mcp: BTreeMap<String, crate::mcp::McpServer>,
     pub removed: Vec<Removal>,
     /// Removed capabilities with the index of their `Removal`, so a denied
     /// demand can say which layer took away the capability that would have
@@ -461,6 +465,7 @@ pub fn compute_effective(inputs: &PolicyInputs, catalog: &ToolCatalog) -> Effect
         shell: shell_ok,
     };
 
+    let mcp = crate::mcp::resolve_servers(&g.mcp, &m.mcp, &b.tools);
     EffectivePolicy {
         agent: m.agent.name.clone(),
         tools: b.tools,
@@ -471,6 +476,7 @@ pub fn compute_effective(inputs: &PolicyInputs, catalog: &ToolCatalog) -> Effect
         loop_guard: m.loop_guard.clone().unwrap_or_else(|| g.loop_guard.clone()),
         // Validated by parse_manifest; compiling cannot fail.
         taint: crate::taint::TaintPolicy::compile(&m.taint),
+        mcp,
         removed: b.removed,
         removed_caps: b.removed_caps,
     }

@@ -26,6 +26,7 @@ pub mod injection;
 mod layering;
 mod loop_guard;
 mod manifest;
+pub mod mcp;
 mod names;
 mod path;
 mod spawn;

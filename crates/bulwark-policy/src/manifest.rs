@@ -44,6 +44,9 @@ pub struct Manifest {
     /// Absent: the safe defaults ([`TaintPolicy::default`]).
     #[serde(default)]
     pub taint: TaintSection,
+    /// MCP servers whose tools the agent may be granted (`[mcp.servers.*]`).
+    #[serde(default)]
+    pub mcp: crate::mcp::McpSection,
 }
 
 impl Manifest {

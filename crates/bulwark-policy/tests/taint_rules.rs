@@ -203,7 +203,7 @@ fn bad_taint_sections_are_refused_at_their_line() {
             "taint.sinks.shell.externl",
             &[
                 "unknown taint label \"externl\"",
-                "external, peer and unknown",
+                "external, peer, unknown and mcp",
             ],
         ),
         (
@@ -336,12 +336,13 @@ shell = { external = "allow" }
             .split_whitespace()
             .collect::<Vec<_>>()
     };
-    assert_eq!(row("sink"), ["sink", "external", "peer", "unknown"]);
+    assert_eq!(row("sink"), ["sink", "external", "peer", "unknown", "mcp"]);
     assert_eq!(
         row("shell"),
         [
             "shell",
             "allow",
+            "approve",
             "approve",
             "approve",
             "(changed",
@@ -352,13 +353,14 @@ shell = { external = "allow" }
     );
     assert_eq!(
         row("web:fetch"),
-        ["web:fetch", "approve", "approve", "approve"]
+        ["web:fetch", "approve", "approve", "approve", "approve"]
     );
     assert_eq!(
         row("dojo:send_money"),
         [
             "dojo:send_money",
             "deny",
+            "allow",
             "allow",
             "allow",
             "(added",

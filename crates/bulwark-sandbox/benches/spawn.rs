@@ -39,6 +39,7 @@ fn spawn(c: &mut Criterion) {
         enforcement: Default::default(),
         pids_cgroup: None,
         memory_cgroup: None,
+        egress_proxy: None,
     };
     let mut group = c.benchmark_group("spawn_true");
     group.sample_size(30);

@@ -27,6 +27,8 @@
 #![deny(unsafe_code)]
 
 mod cgroup;
+mod child;
+mod egress;
 mod enforcement;
 mod hardening;
 mod helper;
@@ -45,6 +47,8 @@ mod supervise;
 mod userns;
 mod workspace;
 
+pub use child::{SandboxedChild, spawn_sandboxed};
+pub use egress::{EGRESS_PROXY_PORT, egress_proxy_url};
 pub use enforcement::{
     DIAGNOSTIC_PREFIX, EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_SANDBOX_UNAVAILABLE,
 };

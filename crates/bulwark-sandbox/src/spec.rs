@@ -75,6 +75,14 @@ pub struct SandboxSpec {
     /// directory on cgroup v2); callers leave it `None`.
     #[serde(default)]
     pub memory_cgroup: Option<PathBuf>,
+    /// A Unix socket on the host where an egress proxy listens (see
+    /// [`crate::egress`]). Only with `network = false`: the command keeps its
+    /// empty network namespace, where the helper brings up loopback and
+    /// relays `127.0.0.1:`[`EGRESS_PROXY_PORT`](crate::EGRESS_PROXY_PORT)
+    /// to this socket, and sets `HTTP_PROXY`/`HTTPS_PROXY` (and the
+    /// lowercase forms) to it. Nothing else on the host is reachable.
+    #[serde(default)]
+    pub egress_proxy: Option<PathBuf>,
 }
 
 /// Per-process resource limits (rlimits), plus the process cap that the

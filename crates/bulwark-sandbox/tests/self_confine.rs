@@ -449,6 +449,7 @@ fn child_nested(dir: &Path) -> i32 {
         enforcement: Default::default(),
         pids_cgroup: None,
         memory_cgroup: None,
+        egress_proxy: None,
     };
     let out = runtime.block_on(run_sandboxed(
         Path::new(HELPER),

@@ -151,8 +151,8 @@ impl Door {
         let spec = self
             .registry
             .get(call.name)
-            .map(|t| (t.spec().domain, t.spec().operation))
-            .unwrap_or(("", ""));
+            .map(|t| (t.spec().domain.to_string(), t.spec().operation.to_string()))
+            .unwrap_or_default();
         let arguments = self.record_arguments.then(|| {
             let canonical = AuditRecord::canonical_args(call.input);
             let text = String::from_utf8_lossy(&canonical);

@@ -138,7 +138,7 @@ pub(super) struct CallRecord {
     /// Canonical, redacted arguments when the door records them.
     arguments: Option<String>,
     pub(super) tool: String,
-    pub(super) domain: &'static str,
+    pub(super) domain: String,
     operation: String,
     digest: String,
     started: Instant,
@@ -152,7 +152,7 @@ impl CallRecord {
         sink: Arc<dyn AuditSink>,
         identity: Identity,
         tool: &str,
-        (domain, operation): (&'static str, &'static str),
+        (domain, operation): (String, String),
         digest: String,
         arguments: Option<String>,
     ) -> Self {
@@ -161,12 +161,12 @@ impl CallRecord {
             identity,
             arguments,
             tool: tool.to_owned(),
-            domain,
             operation: if domain.is_empty() {
                 String::new()
             } else {
                 format!("{domain}:{operation}")
             },
+            domain,
             digest,
             started: Instant::now(),
             finished: false,

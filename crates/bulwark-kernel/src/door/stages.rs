@@ -101,10 +101,10 @@ impl Door {
                 .filter(|spec| {
                     session
                         .policy
-                        .check_tool(spec.domain, spec.operation)
+                        .check_tool(&spec.domain, &spec.operation)
                         .is_ok()
                 })
-                .map(|spec| spec.name)
+                .map(|spec| spec.name.as_ref())
                 .collect();
             let message = format!(
                 "there is no tool named `{}`; your tools: {}",
@@ -153,7 +153,7 @@ impl Door {
         tool: &'t dyn Tool,
     ) -> Result<Authorized<'t>, Outcome> {
         let spec = admitted.tool.spec();
-        let (domain, operation) = (spec.domain, spec.operation);
+        let (domain, operation) = (spec.domain.as_ref(), spec.operation.as_ref());
         if let Err(denial) = session.policy.check_tool(domain, operation) {
             // Domain and operation names are not arguments: safe to keep.
             return Err(Outcome::denied(
@@ -191,7 +191,7 @@ impl Door {
         // econ_spend: a priced tool above the per-call limit is refused
         // before anyone is asked to approve it.
         if let Some(credits) = &session.credits {
-            let price = credits.prices.tool_cost(ticket.domain);
+            let price = credits.prices.tool_cost(&ticket.domain);
             if !session.policy.call_limits.spend_allowed(price) {
                 let message = format!(
                     "the tool costs {price} credits and agent {} may reserve at most {} per call (econ_spend)",
@@ -224,7 +224,7 @@ impl Door {
         authorized: Authorized<'t>,
     ) -> Result<Approved<'t>, Outcome> {
         let spec = authorized.admitted.tool.spec();
-        let (domain, operation) = (spec.domain, spec.operation);
+        let (domain, operation) = (spec.domain.as_ref(), spec.operation.as_ref());
         let approval_key = format!("{domain}:{operation}");
         let check = taint::check(
             session,
@@ -327,23 +327,24 @@ impl Door {
         } = approved;
         // A tool with a cost reserves it first: no credits, no call.
         let cost = match &session.credits {
-            Some(credits) => match credits.reserve("tool", credits.prices.tool_cost(ticket.domain))
-            {
-                Ok(reserved) => reserved,
-                Err(err) => {
-                    let message = format!("the tool's cost could not be reserved: {err}");
-                    let outcome = if err.is_denial() {
-                        Outcome::denied(
-                            Reason::Credits,
-                            message,
-                            "the credits ledger refused the tool's cost",
-                        )
-                    } else {
-                        Outcome::failed(Reason::Credits, message, "the credits ledger failed")
-                    };
-                    return (outcome, None);
+            Some(credits) => {
+                match credits.reserve("tool", credits.prices.tool_cost(&ticket.domain)) {
+                    Ok(reserved) => reserved,
+                    Err(err) => {
+                        let message = format!("the tool's cost could not be reserved: {err}");
+                        let outcome = if err.is_denial() {
+                            Outcome::denied(
+                                Reason::Credits,
+                                message,
+                                "the credits ledger refused the tool's cost",
+                            )
+                        } else {
+                            Outcome::failed(Reason::Credits, message, "the credits ledger failed")
+                        };
+                        return (outcome, None);
+                    }
                 }
-            },
+            }
             None => None,
         };
         let credentials_used = Arc::new(Mutex::new(Vec::new()));
@@ -392,7 +393,7 @@ impl Door {
             }) => {
                 // Scanned as the tool returned it: the boundary's tags are
                 // the runtime's, not the content's.
-                let scanned = taint::scan_output(ticket.domain, &content, &taint, &findings);
+                let scanned = taint::scan_output(&ticket.domain, &content, &taint, &findings);
                 for (kind, offset) in &scanned.findings {
                     let detail = format!(
                         "kind={} offset={offset} source={}",
@@ -453,17 +454,18 @@ impl Door {
         let mut memory = Vec::new();
         let mut argv = None;
         let mut hosts = Vec::new();
-        let credits = matches!(ticket.domain, "credits" | "agents").then(|| ScopedCredits {
-            caller: Caller {
-                identity: session.identity.clone(),
-                policy: session.policy.clone(),
-                credits: session.credits.clone(),
-                taint: session.state().taint.clone(),
-            },
-            host: session.children.clone(),
-            approved: demands.to_vec(),
-            call_id: call_id.to_owned(),
-        });
+        let credits =
+            matches!(ticket.domain.as_str(), "credits" | "agents").then(|| ScopedCredits {
+                caller: Caller {
+                    identity: session.identity.clone(),
+                    policy: session.policy.clone(),
+                    credits: session.credits.clone(),
+                    taint: session.state().taint.clone(),
+                },
+                host: session.children.clone(),
+                approved: demands.to_vec(),
+                call_id: call_id.to_owned(),
+            });
         for demand in demands {
             match demand {
                 Demand::FileRead(p) => files.push((Access::Read, p.clone())),

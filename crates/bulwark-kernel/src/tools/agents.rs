@@ -32,12 +32,7 @@ impl TryFrom<String> for ChildId {
 }
 
 fn spec(name: &'static str, operation: &'static str, description: &'static str) -> ToolSpec {
-    ToolSpec {
-        name,
-        domain: "agents",
-        operation,
-        description,
-    }
+    ToolSpec::fixed(name, "agents", operation, description)
 }
 
 /// `spawn_agent`'s arguments.

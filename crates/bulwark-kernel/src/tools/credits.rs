@@ -18,12 +18,12 @@ pub struct CreditsBalance {
 impl CreditsBalance {
     pub fn new() -> Self {
         Self {
-            spec: ToolSpec {
-                name: "credits_balance",
-                domain: "credits",
-                operation: "balance",
-                description: "This agent's spendable and reserved credits.",
-            },
+            spec: ToolSpec::fixed(
+                "credits_balance",
+                "credits",
+                "balance",
+                "This agent's spendable and reserved credits.",
+            ),
         }
     }
 }
@@ -73,12 +73,12 @@ pub struct TransferCredits {
 impl TransferCredits {
     pub fn new() -> Self {
         Self {
-            spec: ToolSpec {
-                name: "transfer_credits",
-                domain: "credits",
-                operation: "transfer",
-                description: "Transfer credits from this agent's account to another account. The account's policy limits each transfer (by default to half of the balance).",
-            },
+            spec: ToolSpec::fixed(
+                "transfer_credits",
+                "credits",
+                "transfer",
+                "Transfer credits from this agent's account to another account. The account's policy limits each transfer (by default to half of the balance).",
+            ),
         }
     }
 }

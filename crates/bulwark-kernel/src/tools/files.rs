@@ -92,12 +92,12 @@ pub struct FileRead {
 impl FileRead {
     pub fn new() -> Self {
         Self {
-            spec: ToolSpec {
-                name: "file_read",
-                domain: "files",
-                operation: "read",
-                description: "Read a UTF-8 text file from the workspace. `path` is relative to the workspace root.",
-            },
+            spec: ToolSpec::fixed(
+                "file_read",
+                "files",
+                "read",
+                "Read a UTF-8 text file from the workspace. `path` is relative to the workspace root.",
+            ),
         }
     }
 }
@@ -130,12 +130,12 @@ pub struct FileWrite {
 impl FileWrite {
     pub fn new() -> Self {
         Self {
-            spec: ToolSpec {
-                name: "file_write",
-                domain: "files",
-                operation: "write",
-                description: "Create or replace a text file in the workspace (parent directories are created).",
-            },
+            spec: ToolSpec::fixed(
+                "file_write",
+                "files",
+                "write",
+                "Create or replace a text file in the workspace (parent directories are created).",
+            ),
         }
     }
 }
@@ -171,12 +171,12 @@ pub struct FileList {
 impl FileList {
     pub fn new() -> Self {
         Self {
-            spec: ToolSpec {
-                name: "file_list",
-                domain: "files",
-                operation: "list",
-                description: "List a directory of the workspace (default: the root).",
-            },
+            spec: ToolSpec::fixed(
+                "file_list",
+                "files",
+                "list",
+                "List a directory of the workspace (default: the root).",
+            ),
         }
     }
 }
@@ -222,12 +222,12 @@ pub struct FileEdit {
 impl FileEdit {
     pub fn new() -> Self {
         Self {
-            spec: ToolSpec {
-                name: "file_edit",
-                domain: "files",
-                operation: "edit",
-                description: "Replace text in a workspace file. `old` must occur exactly once unless `replace_all` is true.",
-            },
+            spec: ToolSpec::fixed(
+                "file_edit",
+                "files",
+                "edit",
+                "Replace text in a workspace file. `old` must occur exactly once unless `replace_all` is true.",
+            ),
         }
     }
 }
@@ -271,12 +271,12 @@ pub struct FileSearch {
 impl FileSearch {
     pub fn new() -> Self {
         Self {
-            spec: ToolSpec {
-                name: "file_search",
-                domain: "files",
-                operation: "search",
-                description: "Find lines containing `query` in workspace files under `path` (default: the root).",
-            },
+            spec: ToolSpec::fixed(
+                "file_search",
+                "files",
+                "search",
+                "Find lines containing `query` in workspace files under `path` (default: the root).",
+            ),
         }
     }
 }

@@ -97,36 +97,36 @@ pub struct MemoryList {
 impl MemoryRead {
     pub fn new() -> Self {
         Self {
-            spec: ToolSpec {
-                name: "memory_read",
-                domain: "memory",
-                operation: "read",
-                description: "Read a note saved earlier. `scope` is `agent` (this agent's notes) or `user` (notes shared across this user's agents).",
-            },
+            spec: ToolSpec::fixed(
+                "memory_read",
+                "memory",
+                "read",
+                "Read a note saved earlier. `scope` is `agent` (this agent's notes) or `user` (notes shared across this user's agents).",
+            ),
         }
     }
 }
 impl MemoryWrite {
     pub fn new() -> Self {
         Self {
-            spec: ToolSpec {
-                name: "memory_write",
-                domain: "memory",
-                operation: "write",
-                description: "Save a note under `key` for later sessions.",
-            },
+            spec: ToolSpec::fixed(
+                "memory_write",
+                "memory",
+                "write",
+                "Save a note under `key` for later sessions.",
+            ),
         }
     }
 }
 impl MemoryList {
     pub fn new() -> Self {
         Self {
-            spec: ToolSpec {
-                name: "memory_list",
-                domain: "memory",
-                operation: "list",
-                description: "List the saved notes of a scope.",
-            },
+            spec: ToolSpec::fixed(
+                "memory_list",
+                "memory",
+                "list",
+                "List the saved notes of a scope.",
+            ),
         }
     }
 }

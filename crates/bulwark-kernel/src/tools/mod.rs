@@ -3,6 +3,7 @@
 mod agents;
 mod credits;
 mod files;
+mod mcp;
 mod memory;
 mod shell;
 mod time;

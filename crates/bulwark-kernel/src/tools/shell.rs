@@ -50,12 +50,12 @@ pub struct ShellExec {
 impl ShellExec {
     pub fn new() -> Self {
         Self {
-            spec: ToolSpec {
-                name: "shell_exec",
-                domain: "shell",
-                operation: "exec",
-                description: "Run a program in the workspace. `argv[0]` is the program, the rest its arguments; no shell interprets them (no pipes, globs or variables). The environment is minimal and holds no credentials.",
-            },
+            spec: ToolSpec::fixed(
+                "shell_exec",
+                "shell",
+                "exec",
+                "Run a program in the workspace. `argv[0]` is the program, the rest its arguments; no shell interprets them (no pipes, globs or variables). The environment is minimal and holds no credentials.",
+            ),
         }
     }
 }

@@ -12,12 +12,12 @@ pub struct TimeNow {
 impl TimeNow {
     pub fn new() -> Self {
         Self {
-            spec: ToolSpec {
-                name: "time_now",
-                domain: "time",
-                operation: "now",
-                description: "The current date and time in UTC (RFC 3339).",
-            },
+            spec: ToolSpec::fixed(
+                "time_now",
+                "time",
+                "now",
+                "The current date and time in UTC (RFC 3339).",
+            ),
         }
     }
 }

@@ -161,12 +161,12 @@ pub struct WebFetch {
 impl WebFetch {
     pub fn new() -> Self {
         Self {
-            spec: ToolSpec {
-                name: "web_fetch",
-                domain: "web",
-                operation: "fetch",
-                description: "Fetch an http(s) URL and return its text. Only hosts the agent was granted are reachable. Credentials granted for a host are added automatically; to place one yourself, write ${KEY_NAME} in a header value (never the secret itself: requests carrying secret values are refused).",
-            },
+            spec: ToolSpec::fixed(
+                "web_fetch",
+                "web",
+                "fetch",
+                "Fetch an http(s) URL and return its text. Only hosts the agent was granted are reachable. Credentials granted for a host are added automatically; to place one yourself, write ${KEY_NAME} in a header value (never the secret itself: requests carrying secret values are refused).",
+            ),
         }
     }
 }

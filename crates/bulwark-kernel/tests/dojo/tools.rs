@@ -46,12 +46,7 @@ pub fn registry(suite: &Suite, slot: &Slot) -> ToolRegistry {
             ("dojo", name)
         };
         registry.register(Arc::new(DojoTool {
-            spec: ToolSpec {
-                name,
-                domain,
-                operation,
-                description: "AgentDojo function, scripted",
-            },
+            spec: ToolSpec::fixed(name, domain, operation, "AgentDojo function, scripted"),
             web,
             slot: slot.clone(),
         }));

@@ -67,12 +67,12 @@ struct FakeFetchArgs {}
 
 impl FakeFetch {
     fn new() -> Self {
-        Self(ToolSpec {
-            name: "fake_fetch",
-            domain: "web",
-            operation: "fetch",
-            description: "test stand-in for web_fetch",
-        })
+        Self(ToolSpec::fixed(
+            "fake_fetch",
+            "web",
+            "fetch",
+            "test stand-in for web_fetch",
+        ))
     }
 }
 

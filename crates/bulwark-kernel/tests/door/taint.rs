@@ -118,12 +118,7 @@ fn world(extra: &str, answer: ApprovalAnswer) -> World {
     let page = Arc::new(Mutex::new((String::new(), TaintLabel::External)));
     let mut registry = ToolRegistry::builtin();
     registry.register(Arc::new(Page {
-        spec: ToolSpec {
-            name: "fetch_page",
-            domain: "web",
-            operation: "fetch",
-            description: "test stand-in for web_fetch",
-        },
+        spec: ToolSpec::fixed("fetch_page", "web", "fetch", "test stand-in for web_fetch"),
         page: page.clone(),
     }));
     let manifest = format!("{BASE}{extra}");
@@ -520,12 +515,7 @@ async fn a_taint_record_the_log_refuses_stops_the_session() {
     let mut registry = ToolRegistry::builtin();
     let page = Arc::new(Mutex::new((PAGE.to_string(), TaintLabel::External)));
     registry.register(Arc::new(Page {
-        spec: ToolSpec {
-            name: "fetch_page",
-            domain: "web",
-            operation: "fetch",
-            description: "test stand-in for web_fetch",
-        },
+        spec: ToolSpec::fixed("fetch_page", "web", "fetch", "test stand-in for web_fetch"),
         page,
     }));
     let manifest = format!("{BASE}[taint.sinks.shell]\nexternal = \"allow\"\n");

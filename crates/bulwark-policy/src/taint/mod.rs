@@ -32,17 +32,21 @@ pub enum TaintLabel {
     /// Read from a workspace file that has no provenance (changed outside
     /// Bulwark) in a workspace whose manifest says `workspace = "untrusted"`.
     Unknown,
+    /// Returned by a tool of an MCP server (`mcp:<server>` domains): a
+    /// third party's program decides what it says.
+    Mcp,
 }
 
 impl TaintLabel {
     /// Every label, in order.
-    pub const ALL: [TaintLabel; 6] = [
+    pub const ALL: [TaintLabel; 7] = [
         TaintLabel::External,
         TaintLabel::Memory,
         TaintLabel::Process,
         TaintLabel::Workspace,
         TaintLabel::Peer,
         TaintLabel::Unknown,
+        TaintLabel::Mcp,
     ];
 
     /// The label's name as written in manifests and audit records.
@@ -54,6 +58,7 @@ impl TaintLabel {
             TaintLabel::Workspace => "workspace",
             TaintLabel::Peer => "peer",
             TaintLabel::Unknown => "unknown",
+            TaintLabel::Mcp => "mcp",
         }
     }
 
@@ -67,7 +72,7 @@ impl TaintLabel {
     pub fn is_untrusted(self) -> bool {
         matches!(
             self,
-            TaintLabel::External | TaintLabel::Peer | TaintLabel::Unknown
+            TaintLabel::External | TaintLabel::Peer | TaintLabel::Unknown | TaintLabel::Mcp
         )
     }
 }
@@ -79,7 +84,7 @@ impl TryFrom<String> for TaintLabel {
     fn try_from(name: String) -> Result<Self, String> {
         TaintLabel::parse(&name).ok_or_else(|| {
             format!(
-                "unknown taint label {name:?}: the labels are external, peer and unknown (untrusted) and workspace, memory and process"
+                "unknown taint label {name:?}: the labels are external, peer, unknown and mcp (untrusted) and workspace, memory and process"
             )
         })
     }

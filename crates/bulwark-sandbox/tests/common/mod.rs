@@ -49,6 +49,7 @@ pub fn spec(fx: &Fx, argv: &[&str]) -> SandboxSpec {
         enforcement: Default::default(),
         pids_cgroup: None,
         memory_cgroup: None,
+        egress_proxy: None,
     }
 }
 
