@@ -101,6 +101,7 @@ fn prepare(
         origin: origin.clone(),
         model: model_override.map(str::to_owned),
         resume: resume.map(str::to_owned),
+        tools_only: false,
     };
     // The records are opened by the factory when it needs them (after the
     // names and the signature are checked); the CLI keeps a handle for

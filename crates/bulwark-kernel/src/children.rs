@@ -390,6 +390,7 @@ impl ChildHost {
             },
             model: None,
             resume: Some(id.to_owned()),
+            tools_only: false,
         };
         let records = StoreRecords {
             store: self.store.clone(),

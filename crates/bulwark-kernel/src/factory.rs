@@ -144,6 +144,11 @@ pub struct SessionSpec {
     pub model: Option<String>,
     /// The stored session to resume.
     pub resume: Option<String>,
+    /// A session that only serves tool calls an MCP client makes (`bulwark
+    /// mcp serve`, serve's `/mcp`): no model is resolved or called, and
+    /// tools that need one (child agents) are not offered. Every other
+    /// check is the same as a conversation's.
+    pub tools_only: bool,
 }
 
 /// Where a session's conversation and audit records go. The terminal's is
@@ -376,6 +381,7 @@ impl SessionFactory {
             origin,
             model: model_override,
             resume,
+            tools_only: _,
         } = spec;
         let FrontEnd {
             approver,

@@ -254,6 +254,7 @@ fn open(
         origin: Origin::Worker,
         model: None,
         resume,
+        tools_only: false,
     };
     let records = Arc::new(WorkerRecords::new(store.clone()));
     let front = FrontEnd {

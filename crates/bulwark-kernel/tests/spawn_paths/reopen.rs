@@ -242,6 +242,7 @@ async fn an_embedding_program_opens_a_session_through_the_factory() {
                 origin: Origin::Terminal,
                 model: None,
                 resume: None,
+                tools_only: false,
             },
             front,
         )
