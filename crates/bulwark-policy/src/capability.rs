@@ -327,7 +327,7 @@ impl Capability {
             FileRead { path } | FileWrite { path } => PathGlob::parse(path).map(|_| ()),
             NetConnect { host } => HostPattern::parse(host).map(|_| ()),
             ToolInvoke { tool } => {
-                if tool == "*" || is_domain_name(tool) {
+                if tool == "*" || crate::mcp::is_tool_domain(tool) {
                     Ok(())
                 } else {
                     Err(format!(

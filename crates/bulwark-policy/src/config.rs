@@ -273,6 +273,7 @@ pub fn parse_global_config(src: &str, origin: &str) -> Result<GlobalConfig, Conf
         .validate()
         .map_err(|(field, msg)| loc.at(&[Key("loop_guard"), Key(field)], msg))?;
     egress::validate_egress(&loc, &c.egress)?;
+    crate::mcp::validate_section(&loc, &c.mcp, crate::mcp::Source::Config)?;
     credentials::validate_secrets(&loc, &c.secrets)?;
     if let Some(section) = &c.credits {
         credits::validate_credits(&loc, section)?;

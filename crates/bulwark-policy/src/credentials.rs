@@ -221,7 +221,12 @@ fn validate_grant(
     let hosts_at = with(base, &[Key("hosts")]);
     // A grant only for the shell passes keys into the command's environment
     // and sends nothing over the network itself.
-    let shell_only = grant.tools.iter().all(|t| t == "shell");
+    // The same holds for a stdio MCP server, which receives its keys in its
+    // environment (an HTTP one is reached through hosts it lists itself).
+    let shell_only = grant
+        .tools
+        .iter()
+        .all(|t| t == "shell" || crate::mcp::is_mcp_domain(t));
     if grant.hosts.is_empty() && !shell_only {
         return Err(loc.at(
             &hosts_at,

@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::capability::is_domain_name;
 use crate::error::{ConfigError, Located, Seg};
 
 /// Tokens per price unit: prices are quoted per million tokens, as model
@@ -98,11 +97,11 @@ pub(crate) fn validate_credits(
     let max = CreditsSection::MAX_TOOL_COST;
     for (domain, &cost) in &credits.tool_costs {
         let at = [Key("credits"), Key("tool_costs"), Key(domain.as_str())];
-        if !is_domain_name(domain) {
+        if !crate::mcp::is_tool_domain(domain) {
             return Err(loc.at(
                 &at,
                 format_args!(
-                    "{domain:?} is not a tool domain name: use lowercase [a-z0-9_-] (at most 64 characters), as in tools.allow"
+                    "{domain:?} is not a tool domain name: use lowercase [a-z0-9_-] (at most 64 characters) or \"mcp:<server>\", as in tools.allow"
                 ),
             ));
         }

@@ -160,9 +160,13 @@ pub struct EffectivePolicy {
     /// a narrowing layer for them does not exist yet).
     pub taint: crate::taint::TaintPolicy,
     /// The MCP servers whose domain survived every layer, resolved
-    /// (config.toml's definition narrowed by the manifest), by name.
-    #[serde(default)]
+    /// (config.toml's definition narrowed by the manifest, each host
+    /// narrowed like `[sandbox] allowed_domains`), by name.
     pub mcp: BTreeMap<String, crate::mcp::McpServer>,
+    /// Operations taken away from a domain whose operation set is open
+    /// (`"*"` in [`Self::tools`]): an MCP server's, whose tool names are
+    /// known only when the session starts it.
+    pub denied_operations: BTreeMap<String, BTreeSet<String>>,
     pub removed: Vec<Removal>,
     /// Removed capabilities with the index of their `Removal`, so a denied
     /// demand can say which layer took away the capability that would have
@@ -182,6 +186,8 @@ fn is_call_limit(cap: &Capability) -> bool {
 /// Working state while layers are applied.
 struct Builder {
     tools: BTreeMap<String, BTreeSet<String>>,
+    /// See [`EffectivePolicy::denied_operations`].
+    denied: BTreeMap<String, BTreeSet<String>>,
     caps: Vec<Capability>,
     removed: Vec<Removal>,
     removed_caps: Vec<(Capability, usize)>,
@@ -194,6 +200,7 @@ impl Builder {
 
     fn remove_domain(&mut self, domain: &str, layer: Layer, rule: &str) {
         if self.tools.remove(domain).is_some() {
+            self.denied.remove(domain);
             self.remove(format!("tool {domain}"), layer, rule.to_string());
         }
     }
@@ -205,9 +212,59 @@ impl Builder {
         if ops.remove(op) {
             if ops.is_empty() {
                 self.tools.remove(domain);
+                self.denied.remove(domain);
             }
             self.remove(format!("operation {domain}:{op}"), layer, rule.to_string());
+        } else if op != "*"
+            && ops.contains("*")
+            && self
+                .denied
+                .entry(domain.to_string())
+                .or_default()
+                .insert(op.to_string())
+        {
+            // An open domain (an MCP server's): the operation is named
+            // before it exists, and stays refused whatever the server lists.
+            self.remove(format!("operation {domain}:{op}"), layer, rule.to_string());
         }
+    }
+
+    /// `[<prefix>.operations.<domain>]` on an open domain: the deny list
+    /// is remembered by name, and an allow list replaces "every operation"
+    /// with the operations it names.
+    fn apply_open_filter(
+        &mut self,
+        domain: &str,
+        f: &crate::manifest::OpFilter,
+        layer: Layer,
+        base: &str,
+    ) {
+        if let Some(hit) = f.deny.iter().find(|d| *d == "*") {
+            self.remove_domain(domain, layer, &format!("{base}.deny contains {hit:?}"));
+            return;
+        }
+        for op in &f.deny {
+            self.remove_op(domain, op, layer, &format!("{base}.deny contains {op:?}"));
+        }
+        let Some(allow) = &f.allow else { return };
+        if allow.iter().any(|a| a == "*") {
+            return;
+        }
+        let denied = self.denied.get(domain).cloned().unwrap_or_default();
+        let Some(ops) = self.tools.get_mut(domain) else {
+            return;
+        };
+        ops.remove("*");
+        ops.extend(allow.iter().filter(|a| !denied.contains(*a)).cloned());
+        if ops.is_empty() {
+            self.tools.remove(domain);
+            self.denied.remove(domain);
+        }
+        self.remove(
+            format!("operation {domain}:*"),
+            layer,
+            format!("{base}.allow lists only {allow:?}"),
+        );
     }
 
     fn remove_caps_where(&mut self, layer: Layer, rule: &dyn Fn(&Capability) -> Option<String>) {
@@ -252,7 +309,7 @@ impl Builder {
     fn apply_deny(&mut self, filter: &ToolFilter, layer: Layer, prefix: &str) {
         for entry in &filter.deny {
             let rule = format!("{prefix}.deny contains {entry:?}");
-            match entry.split_once(':') {
+            match crate::mcp::split_domain_operation(entry) {
                 Some((d, "*")) => self.remove_domain(d, layer, &rule),
                 Some((d, op)) => self.remove_op(d, op, layer, &rule),
                 None if entry == "*" => {
@@ -272,8 +329,12 @@ impl Builder {
             let Some(ops) = self.tools.get(domain) else {
                 continue;
             };
-            let ops: Vec<String> = ops.iter().cloned().collect();
             let base = format!("{prefix}.operations.{domain}");
+            if ops.contains("*") {
+                self.apply_open_filter(domain, f, layer, &base);
+                continue;
+            }
+            let ops: Vec<String> = ops.iter().cloned().collect();
             for op in ops {
                 let rule = if f.deny.iter().any(|d| d == "*" || *d == op) {
                     let hit = f
@@ -304,6 +365,7 @@ pub fn compute_effective(inputs: &PolicyInputs, catalog: &ToolCatalog) -> Effect
     let g = inputs.global;
     let mut b = Builder {
         tools: BTreeMap::new(),
+        denied: BTreeMap::new(),
         caps: Vec::new(),
         removed: Vec::new(),
         removed_caps: Vec::new(),
@@ -378,7 +440,28 @@ pub fn compute_effective(inputs: &PolicyInputs, catalog: &ToolCatalog) -> Effect
     }
 
     // ---- tools: grant from tools.allow and surviving tool capabilities ----
+    // An MCP server's domain is granted when the manifest declares the
+    // server, whatever the registry holds (it knows only built-ins when
+    // the policy is computed): its operations are the tools the server
+    // lists at run time, so the set is open ("*").
     let grant_domain = |b: &mut Builder, d: &str, via: &str| match catalog.operations(d) {
+        _ if crate::mcp::mcp_server_of(d).is_some() => {
+            if crate::mcp::mcp_server_of(d).is_some_and(|s| m.mcp.servers.contains_key(s)) {
+                b.tools
+                    .entry(d.to_string())
+                    .or_default()
+                    .insert("*".to_string());
+            } else {
+                let item = format!("tool {d}");
+                if !b.removed.iter().any(|r| r.item == item) {
+                    b.remove(
+                        item,
+                        Layer::Manifest,
+                        format!("the manifest declares no [mcp.servers] entry for it (in {via})"),
+                    );
+                }
+            }
+        }
         Some(ops) if !ops.is_empty() => {
             b.tools
                 .entry(d.to_string())
@@ -397,7 +480,11 @@ pub fn compute_effective(inputs: &PolicyInputs, catalog: &ToolCatalog) -> Effect
             }
         }
     };
-    let all: Vec<String> = catalog.domains().map(str::to_string).collect();
+    let all: Vec<String> = catalog
+        .domains()
+        .map(str::to_string)
+        .chain(m.mcp.servers.keys().map(|s| crate::mcp::mcp_domain(s)))
+        .collect();
     for entry in m.tools.allow.iter().flatten() {
         if entry == "*" {
             all.iter()
@@ -448,6 +535,29 @@ pub fn compute_effective(inputs: &PolicyInputs, catalog: &ToolCatalog) -> Effect
     // Shell is on only if every layer left it on and the shell tool survived.
     let shell_ok =
         m.sandbox.shell && remote_ok && user_denied.is_none() && b.tools.contains_key("shell");
+    let mut shell_hosts = Vec::new();
+    for h in &m.sandbox.shell_hosts {
+        let cap = Capability::NetConnect { host: h.clone() };
+        let within = b
+            .caps
+            .iter()
+            .any(|c| matches!(c, Capability::NetConnect { .. }) && cap.is_subset_of(c));
+        if !shell_ok {
+            let why = "the shell is off for this session (see tool shell)";
+            b.remove(format!("shell host {h}"), Layer::Manifest, why.to_string());
+        } else if !within {
+            let why = "no surviving net_connect capability of the agent covers it";
+            let layer = b
+                .removed_caps
+                .iter()
+                .find(|(c, _)| cap.is_subset_of(c))
+                .and_then(|(_, i)| b.removed.get(*i))
+                .map_or(Layer::Manifest, |r| r.layer);
+            b.remove(format!("shell host {h}"), layer, why.to_string());
+        } else {
+            shell_hosts.push(h.clone());
+        }
+    }
     let survives = |host: &str| {
         b.caps
             .iter()
@@ -463,9 +573,46 @@ pub fn compute_effective(inputs: &PolicyInputs, catalog: &ToolCatalog) -> Effect
             .collect(),
         allow_all: m.sandbox.allow_all && survives("*"),
         shell: shell_ok,
+        shell_hosts,
     };
 
-    let mcp = crate::mcp::resolve_servers(&g.mcp, &m.mcp, &b.tools);
+    // ---- MCP servers: hosts narrowed like [sandbox] allowed_domains ----
+    let user_ceiling = inputs.user.and_then(|(_, e)| e.capabilities.as_ref());
+    let host_ok = |h: &str| -> Result<(), (Layer, String)> {
+        let cap = Capability::NetConnect {
+            host: h.to_string(),
+        };
+        if let Some(ceiling) = &g.capabilities
+            && !ceiling.iter().any(|c| cap.is_subset_of(c))
+        {
+            return Err((
+                Layer::Global,
+                "not within the global capabilities ceiling".into(),
+            ));
+        }
+        if let Some(why) = &user_denied {
+            return Err((Layer::User, why.clone()));
+        }
+        if let Some(ceiling) = user_ceiling
+            && !ceiling.iter().any(|c| cap.is_subset_of(c))
+        {
+            return Err((
+                Layer::User,
+                "not within the user's capabilities ceiling".into(),
+            ));
+        }
+        Ok(())
+    };
+    let resolved = crate::mcp::resolve_with(&g.mcp, &m.mcp, &b.tools, &host_ok);
+    b.removed.extend(resolved.removed);
+    for (domain, layer, _) in resolved.dropped {
+        b.remove_domain(
+            &domain,
+            layer,
+            "its MCP server did not resolve (see mcp server)",
+        );
+    }
+    let mcp = resolved.servers;
     EffectivePolicy {
         agent: m.agent.name.clone(),
         tools: b.tools,
@@ -477,6 +624,7 @@ pub fn compute_effective(inputs: &PolicyInputs, catalog: &ToolCatalog) -> Effect
         // Validated by parse_manifest; compiling cannot fail.
         taint: crate::taint::TaintPolicy::compile(&m.taint),
         mcp,
+        denied_operations: b.denied,
         removed: b.removed,
         removed_caps: b.removed_caps,
     }
@@ -494,11 +642,34 @@ impl EffectivePolicy {
     /// May the agent use `domain:operation` at all?
     pub fn check_tool(&self, domain: &str, operation: &str) -> Result<(), Denial> {
         let agent = &self.agent;
+        if let Some(server) = crate::mcp::mcp_server_of(domain) {
+            // Fail closed: an MCP domain needs its resolved server, and an
+            // operation must be a tool name a rule could have named.
+            if !self.mcp.contains_key(server) && self.tools.contains_key(domain) {
+                return Err(Denial {
+                    reason: DenyReason::Tool,
+                    message: format!(
+                        "tool {domain} is not available to agent {agent}: its MCP server is not configured for this session"
+                    ),
+                });
+            }
+            if !crate::mcp::is_mcp_tool_name(operation) {
+                return Err(Denial {
+                    reason: DenyReason::Operation,
+                    message: format!(
+                        "operation {domain}:{operation:?} is not a valid MCP tool name ([A-Za-z0-9_.-], at most 128), so no policy can allow it"
+                    ),
+                });
+            }
+        }
         match self.tools.get(domain) {
-            Some(ops) if ops.contains(operation) => Ok(()),
+            Some(_) if self.permits_operation(domain, operation) => Ok(()),
             Some(_) => Err(Denial {
                 reason: DenyReason::Operation,
-                message: match self.why(&format!("operation {domain}:{operation}")) {
+                message: match self
+                    .why(&format!("operation {domain}:{operation}"))
+                    .or_else(|| self.why(&format!("operation {domain}:*")))
+                {
                     Some(r) => format!(
                         "operation {domain}:{operation} is not allowed for agent {agent}: {}",
                         Self::because(r)
@@ -555,11 +726,24 @@ impl EffectivePolicy {
         })
     }
 
+    /// Is `operation` of `domain` in the tool map: named there, or the
+    /// domain is open (`"*"`) and the operation was not taken away.
+    pub fn permits_operation(&self, domain: &str, operation: &str) -> bool {
+        self.tools.get(domain).is_some_and(|ops| {
+            ops.contains(operation)
+                || (ops.contains("*")
+                    && !self
+                        .denied_operations
+                        .get(domain)
+                        .is_some_and(|d| d.contains(operation)))
+        })
+    }
+
     /// Does `domain:operation` need a human's approval before running?
     pub fn needs_approval(&self, domain: &str, operation: &str) -> bool {
         self.approval.tools.iter().any(|t| t == "*" || t == domain)
             || self.approval.operations.iter().any(|o| {
-                o.split_once(':')
+                crate::mcp::split_domain_operation(o)
                     .is_some_and(|(d, op)| d == domain && (op == "*" || op == operation))
             })
     }
@@ -578,7 +762,20 @@ impl EffectivePolicy {
         }
         for (d, ops) in &self.tools {
             let ops: Vec<&str> = ops.iter().map(String::as_str).collect();
-            let _ = writeln!(s, "  {d}: {}", ops.join(", "));
+            match self.denied_operations.get(d) {
+                Some(denied) if !denied.is_empty() => {
+                    let denied: Vec<&str> = denied.iter().map(String::as_str).collect();
+                    let _ = writeln!(
+                        s,
+                        "  {d}: {} (except {})",
+                        ops.join(", "),
+                        denied.join(", ")
+                    );
+                }
+                _ => {
+                    let _ = writeln!(s, "  {d}: {}", ops.join(", "));
+                }
+            }
         }
         let _ = writeln!(s, "capabilities:");
         if self.capabilities.is_empty() {
@@ -600,6 +797,7 @@ impl EffectivePolicy {
                 let _ = writeln!(s, "  credits reserved per call: at most {max}");
             }
         }
+        self.explain_mcp(&mut s);
         if !self.approval.tools.is_empty() || !self.approval.operations.is_empty() {
             let items: Vec<&str> = self
                 .approval

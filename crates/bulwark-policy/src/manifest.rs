@@ -142,7 +142,16 @@ pub struct SandboxSection {
     /// at all. Off by default.
     #[serde(default)]
     pub shell: bool,
+    /// Hosts (`host[:port]` patterns) shell commands may reach through the
+    /// egress proxy (`git clone` from `github.com`). Needs `shell = true`,
+    /// and each must lie within the agent's own `net_connect` hosts. Empty:
+    /// commands have no network at all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shell_hosts: Vec<String>,
 }
+
+/// Most `[sandbox] shell_hosts` entries.
+pub const MAX_SHELL_HOSTS: usize = 64;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -260,7 +269,10 @@ pub fn parse_manifest(src: &str, origin: &str) -> Result<Manifest, ConfigError> 
         &[Key("sandbox"), Key("allowed_domains")],
         &m.sandbox.allowed_domains,
     )?;
+    validate_shell_hosts(&loc, &m)?;
     credentials::validate_credentials(&loc, &m.credentials)?;
+    crate::mcp::validate_section(&loc, &m.mcp, crate::mcp::Source::Manifest)?;
+    crate::mcp::check_manifest_refs(&loc, &m)?;
     for (i, user) in m.access.users.iter().enumerate() {
         if user.trim().is_empty() {
             return Err(loc.at(
@@ -288,4 +300,60 @@ pub fn parse_manifest(src: &str, origin: &str) -> Result<Manifest, ConfigError> 
     }
     TaintPolicy::from_section(&m.taint).map_err(|e| loc.at(&e.field(), &e))?;
     Ok(m)
+}
+
+/// `[sandbox] shell_hosts`: only with a shell, and only hosts the agent
+/// itself may reach (the shell must not be a way around its own list).
+fn validate_shell_hosts(loc: &Located<'_>, m: &Manifest) -> Result<(), ConfigError> {
+    use Seg::{Idx, Key};
+    let hosts = &m.sandbox.shell_hosts;
+    let at = [Key("sandbox"), Key("shell_hosts")];
+    if hosts.is_empty() {
+        return Ok(());
+    }
+    if !m.sandbox.shell {
+        return Err(loc.at(
+            &at,
+            "shell_hosts are hosts shell commands may reach, and this agent has no shell: set sandbox.shell = true, or remove shell_hosts",
+        ));
+    }
+    if hosts.len() > MAX_SHELL_HOSTS {
+        return Err(loc.at(
+            &at,
+            format_args!(
+                "lists {} hosts; at most {MAX_SHELL_HOSTS} (use a \"*.domain\" pattern)",
+                hosts.len()
+            ),
+        ));
+    }
+    validate::host_patterns(loc, &at, hosts)?;
+    let own: Vec<Capability> = m
+        .capabilities
+        .iter()
+        .filter(|c| matches!(c, Capability::NetConnect { .. }))
+        .cloned()
+        .chain(
+            m.sandbox
+                .allowed_domains
+                .iter()
+                .map(|h| Capability::NetConnect { host: h.clone() }),
+        )
+        .chain(
+            m.sandbox
+                .allow_all
+                .then(|| Capability::NetConnect { host: "*".into() }),
+        )
+        .collect();
+    for (i, h) in hosts.iter().enumerate() {
+        let cap = Capability::NetConnect { host: h.clone() };
+        if !own.iter().any(|c| cap.is_subset_of(c)) {
+            return Err(loc.at(
+                &[at[0], at[1], Idx(i)],
+                format_args!(
+                    "{h:?} is not within the agent's own hosts: add it to sandbox.allowed_domains (or a net_connect capability) too; shell commands may reach only hosts the agent may"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }

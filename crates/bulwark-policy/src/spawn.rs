@@ -81,6 +81,7 @@ pub fn spawn_violations(
     check_tools(parent, child, &mut out);
     check_capabilities(parent, child, &mut out);
     check_sandbox(parent, child, &mut out);
+    check_mcp(parent, child, &mut out);
     check_model(parent, child, &mut out);
     check_credentials(parent, child, &mut out);
     check_approvals(parent, child, &mut out);
@@ -148,11 +149,25 @@ fn check_name(
 fn check_tools(parent: &SpawnGrant<'_>, child: &SpawnGrant<'_>, out: &mut Vec<SpawnViolation>) {
     for (domain, ops) in &child.policy.tools {
         for op in ops {
-            let held = parent
-                .policy
-                .tools
-                .get(domain)
-                .is_some_and(|p| p.contains(op));
+            let held = if op == "*" {
+                // An open domain (an MCP server's): the parent must hold it
+                // open too, and every operation it took away must be taken
+                // away from the child as well.
+                let none = Default::default();
+                let child_denied = child.policy.denied_operations.get(domain).unwrap_or(&none);
+                parent
+                    .policy
+                    .tools
+                    .get(domain)
+                    .is_some_and(|p| p.contains("*"))
+                    && parent
+                        .policy
+                        .denied_operations
+                        .get(domain)
+                        .is_none_or(|d| d.is_subset(child_denied))
+            } else {
+                parent.policy.permits_operation(domain, op)
+            };
             if !held {
                 push(
                     out,
@@ -331,6 +346,16 @@ fn grant_gaps(child: &CredentialGrant, parent: &CredentialGrant) -> Vec<String> 
 
 fn check_approvals(parent: &SpawnGrant<'_>, child: &SpawnGrant<'_>, out: &mut Vec<SpawnViolation>) {
     for (domain, ops) in &child.policy.tools {
+        // An open domain stands for operations not known yet: each one the
+        // parent's approvals name must need approval in the child too.
+        let mut ops: Vec<&str> = ops.iter().map(String::as_str).collect();
+        if ops.contains(&"*") {
+            ops.extend(parent.policy.approval.operations.iter().filter_map(|o| {
+                crate::mcp::split_domain_operation(o)
+                    .filter(|(d, op)| d == domain && *op != "*")
+                    .map(|(_, op)| op)
+            }));
+        }
         for op in ops {
             if parent.policy.needs_approval(domain, op) && !child.policy.needs_approval(domain, op)
             {
@@ -354,4 +379,70 @@ fn check_taint(parent: &SpawnGrant<'_>, child: &SpawnGrant<'_>, out: &mut Vec<Sp
     for (item, why) in child.policy.taint.wider_than(&parent.policy.taint) {
         push(out, item, format!("agent {}: {why}", parent.policy.agent));
     }
+}
+
+/// A child may use only MCP servers its parent has, started the same way
+/// (same transport, environment and readable directories) and reaching no
+/// host the parent's server may not; and its shell may reach only hosts
+/// the parent's shell may.
+fn check_mcp(parent: &SpawnGrant<'_>, child: &SpawnGrant<'_>, out: &mut Vec<SpawnViolation>) {
+    let agent = &parent.policy.agent;
+    for (name, server) in &child.policy.mcp {
+        let item = format!("mcp server {name}");
+        let Some(held) = parent.policy.mcp.get(name) else {
+            push(
+                out,
+                item,
+                format!(
+                    "agent {agent} has no MCP server {name:?}, so it cannot give it to a child; remove it from the child's manifest"
+                ),
+            );
+            continue;
+        };
+        if server.transport != held.transport
+            || server.env != held.env
+            || !server.read_only.iter().all(|d| held.read_only.contains(d))
+        {
+            push(
+                out,
+                item.clone(),
+                format!(
+                    "the child's server {name:?} is not started the way agent {agent}'s is (command or url, env, read_only differ); use the parent's definition"
+                ),
+            );
+        }
+        for host in &server.allowed_domains {
+            if !within_hosts(host, &held.allowed_domains) {
+                push(
+                    out,
+                    format!("{item} host {host}"),
+                    format!(
+                        "not within agent {agent}'s server {name:?} hosts {:?}; remove it from the child's allowed_domains",
+                        held.allowed_domains
+                    ),
+                );
+            }
+        }
+    }
+    for host in &child.policy.sandbox.shell_hosts {
+        if !within_hosts(host, &parent.policy.sandbox.shell_hosts) {
+            push(
+                out,
+                format!("sandbox.shell_hosts {host}"),
+                format!(
+                    "agent {agent}'s shell may not reach it, so a child's may not either; remove it from the child's sandbox.shell_hosts"
+                ),
+            );
+        }
+    }
+}
+
+/// Is `host` within one of `wide`? A pattern that does not parse covers
+/// nothing and is covered by nothing.
+fn within_hosts(host: &str, wide: &[String]) -> bool {
+    HostPattern::parse(host).is_ok_and(|narrow| {
+        wide.iter()
+            .filter_map(|w| HostPattern::parse(w).ok())
+            .any(|w| narrow.is_subset_of(&w))
+    })
 }

@@ -1,9 +1,10 @@
 //! Semantic checks shared by the manifest, config and access parsers, run
 //! after deserialization and reported at the offending field.
 
-use crate::capability::{Capability, HostPattern, is_domain_name};
+use crate::capability::{Capability, HostPattern};
 use crate::error::{ConfigError, Located, Seg};
 use crate::manifest::ToolFilter;
+use crate::mcp::{is_domain_operation, is_operation_of, is_tool_domain};
 
 fn with<'a>(base: &[Seg<'a>], more: &[Seg<'a>]) -> Vec<Seg<'a>> {
     base.iter().chain(more).copied().collect()
@@ -17,11 +18,11 @@ pub(crate) fn domains(
     star: bool,
 ) -> Result<(), ConfigError> {
     for (i, d) in list.iter().enumerate() {
-        if !(is_domain_name(d) || (star && d == "*")) {
+        if !(is_tool_domain(d) || (star && d == "*")) {
             return Err(loc.at(
                 &with(base, &[Seg::Idx(i)]),
                 format_args!(
-                    "{d:?} is not a tool domain name (lowercase [a-z0-9_-]{})",
+                    "{d:?} is not a tool domain name (lowercase [a-z0-9_-], or \"mcp:<server>\"{})",
                     if star { " or \"*\"" } else { "" }
                 ),
             ));
@@ -30,18 +31,15 @@ pub(crate) fn domains(
     Ok(())
 }
 
-/// `"domain:operation"`.
+/// `"domain:operation"`, where the domain may be `mcp:<server>`.
 pub(crate) fn domain_op(s: &str) -> Result<(), String> {
-    match s.split_once(':') {
-        Some((d, o)) if is_domain_name(d) && is_op_name(o) => Ok(()),
-        _ => Err(format!(
-            "{s:?} must be \"domain:operation\", e.g. \"files:write\""
-        )),
+    if is_domain_operation(s) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{s:?} must be \"domain:operation\", e.g. \"files:write\" or \"mcp:fs:write_file\""
+        ))
     }
-}
-
-fn is_op_name(s: &str) -> bool {
-    s == "*" || is_domain_name(s)
 }
 
 pub(crate) fn tool_filter(
@@ -53,7 +51,7 @@ pub(crate) fn tool_filter(
         domains(loc, &with(base, &[Seg::Key("allow")]), allow, true)?;
     }
     for (i, d) in f.deny.iter().enumerate() {
-        if !(d == "*" || is_domain_name(d) || domain_op(d).is_ok()) {
+        if !(d == "*" || is_tool_domain(d) || domain_op(d).is_ok()) {
             return Err(loc.at(
                 &with(base, &[Seg::Key("deny"), Seg::Idx(i)]),
                 format_args!("{d:?} must be a tool domain, \"*\", or \"domain:operation\""),
@@ -62,7 +60,7 @@ pub(crate) fn tool_filter(
     }
     for (domain, ops) in &f.operations {
         let at = with(base, &[Seg::Key("operations"), Seg::Key(domain)]);
-        if !is_domain_name(domain) {
+        if !is_tool_domain(domain) {
             return Err(loc.at(&at, format_args!("{domain:?} is not a tool domain name")));
         }
         let lists = ops
@@ -72,11 +70,11 @@ pub(crate) fn tool_filter(
             .chain([("deny", &ops.deny)]);
         for (which, list) in lists {
             for (i, op) in list.iter().enumerate() {
-                if !is_op_name(op) {
+                if !is_operation_of(domain, op) {
                     return Err(loc.at(
                         &with(&at, &[Seg::Key(which), Seg::Idx(i)]),
                         format_args!(
-                            "{op:?} is not an operation name (lowercase [a-z0-9_-] or \"*\")"
+                            "{op:?} is not an operation name (lowercase [a-z0-9_-], an MCP tool name [A-Za-z0-9_.-] for an mcp:<server> domain, or \"*\")"
                         ),
                     ));
                 }

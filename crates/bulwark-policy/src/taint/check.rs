@@ -10,13 +10,14 @@ use super::TaintLabel;
 use super::rules::{SinkRule, TaintPolicy, TaintSection};
 use crate::capability::is_domain_name;
 use crate::error::Seg;
+use crate::mcp::{is_mcp_domain, is_mcp_tool_name, split_domain_operation};
 
 /// Why a `[taint]` section was refused. Each names the sink (and label)
 /// and says what to write instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TaintError {
     #[error(
-        "{sink:?} is not a sink name: write \"domain\" (every operation of a tool domain) or \"domain:operation\", each part lowercase [a-z0-9_-] (e.g. \"shell\", \"files:write\", \"dojo:send_money\"){hint}",
+        "{sink:?} is not a sink name: write \"domain\" (every operation of a tool domain) or \"domain:operation\", each part lowercase [a-z0-9_-], or an MCP server's domain and tool (e.g. \"shell\", \"files:write\", \"dojo:send_money\", \"mcp:fs:write_file\"){hint}",
         hint = star_hint(sink)
     )]
     BadSinkName { sink: String },
@@ -78,10 +79,13 @@ impl TaintError {
 }
 
 /// `domain` or `domain:operation`, each part a tool domain name.
+/// An MCP domain (`mcp:fs`) and its tools (`mcp:fs:write_file`, with the
+/// protocol's tool-name characters) are sinks too.
 pub fn is_sink_name(s: &str) -> bool {
-    match s.split_once(':') {
+    match split_domain_operation(s) {
+        Some((domain, op)) if is_mcp_domain(domain) => is_mcp_tool_name(op),
         Some((domain, op)) => is_domain_name(domain) && is_domain_name(op),
-        None => is_domain_name(s),
+        None => is_domain_name(s) || is_mcp_domain(s),
     }
 }
 
@@ -109,7 +113,7 @@ pub(super) fn overrides_take_effect(
     };
     for (sink, labels) in &section.sinks {
         for (&label, &rule) in labels {
-            if let Some((domain, _)) = sink.split_once(':') {
+            if let Some((domain, _)) = split_domain_operation(sink) {
                 let domain_rule = policy.rule(domain, label);
                 if domain_rule > rule {
                     return Err(TaintError::ShadowedByDomain {
@@ -122,9 +126,9 @@ pub(super) fn overrides_take_effect(
                 }
                 continue;
             }
-            let prefix = format!("{sink}:");
             for (op_sink, op_rules) in &policy.rules {
-                if !op_sink.starts_with(&prefix) || written(op_sink, label) {
+                let of_this = split_domain_operation(op_sink).is_some_and(|(d, _)| d == sink);
+                if !of_this || written(op_sink, label) {
                     continue;
                 }
                 let op_rule = op_rules.get(&label).copied().unwrap_or_default();

@@ -274,7 +274,7 @@ impl TaintPolicy {
                 .copied()
                 .unwrap_or_default()
         };
-        match sink.split_once(':') {
+        match crate::mcp::split_domain_operation(sink) {
             Some((domain, _)) => own(sink).max(own(domain)),
             None => own(sink),
         }

@@ -18,6 +18,12 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+mod check;
+mod explain;
+mod resolve;
+pub use check::{RESERVED_ENV_NAMES, RESERVED_ENV_PREFIXES, is_reserved_env};
+pub(crate) use check::{Source, check_manifest_refs, validate_section};
+
 /// The tool-domain prefix of MCP servers.
 pub const MCP_DOMAIN_PREFIX: &str = "mcp:";
 
@@ -96,7 +102,8 @@ pub fn mcp_server_of(domain: &str) -> Option<&str> {
 /// Splits `domain:operation`, where an MCP domain is itself `mcp:<server>`:
 /// `mcp:fs:read_file` is (`mcp:fs`, `read_file`), `mcp:fs` is a domain
 /// alone, `files:read` is (`files`, `read`). `None` when `text` names a
-/// domain only.
+/// domain only. Every place that reads `domain:operation` goes through
+/// this, so an MCP domain is never cut at its own colon.
 pub fn split_domain_operation(text: &str) -> Option<(&str, &str)> {
     let rest = match text.strip_prefix(MCP_DOMAIN_PREFIX) {
         Some(rest) => rest,
@@ -106,17 +113,72 @@ pub fn split_domain_operation(text: &str) -> Option<(&str, &str)> {
     Some((&text[..MCP_DOMAIN_PREFIX.len() + server.len()], operation))
 }
 
-/// The servers a session may use: each of the manifest's entries whose
-/// domain `mcp:<name>` is in `tools` (what survived every layer), with a
-/// bare entry filled from config.toml's and narrowed by the manifest.
-/// Entries that do not resolve (validated at parse time, so only a
-/// manifest built another way) are left out: fail closed.
-pub fn resolve_servers(
-    global: &McpSection,
-    manifest: &McpSection,
-    tools: &BTreeMap<String, std::collections::BTreeSet<String>>,
-) -> BTreeMap<String, McpServer> {
-    // Skeleton: the policy helper fills in narrowing and validation.
-    let _ = (global, manifest, tools);
-    BTreeMap::new()
+/// Most servers a manifest or config.toml may define.
+pub const MAX_MCP_SERVERS: usize = 32;
+/// Most `allowed_domains` entries of one server.
+pub const MAX_MCP_HOSTS: usize = 64;
+/// Most `env` entries of one server.
+pub const MAX_MCP_ENV: usize = 64;
+/// Most `read_only` directories of one server.
+pub const MAX_MCP_READ_ONLY: usize = 32;
+/// Most words of a server's `command`.
+pub const MAX_MCP_ARGS: usize = 256;
+/// Longest word of a `command`, `env` value or `url`, in bytes.
+pub const MAX_MCP_TEXT: usize = 4096;
+/// Longest accepted `timeout_secs`.
+pub const MAX_MCP_TIMEOUT_SECS: u64 = 600;
+/// Longest MCP tool name (the protocol's own bound).
+pub const MAX_MCP_TOOL_NAME: usize = 128;
+
+/// `[a-z0-9][a-z0-9_-]{0,31}`: a server name becomes part of a tool domain,
+/// of file names (pins) and of model-facing tool names.
+pub fn is_server_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 32
+        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+        && b.iter()
+            .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-')
 }
+
+/// An MCP tool name as the protocol allows it (`[A-Za-z0-9_.-]`, 1-128):
+/// the operations of an `mcp:<server>` domain. Anything else (a space, a
+/// colon, a control character) is no operation a policy can name, so
+/// [`EffectivePolicy::check_tool`](crate::EffectivePolicy::check_tool)
+/// refuses it.
+pub fn is_mcp_tool_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_MCP_TOOL_NAME
+        && name
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'))
+}
+
+/// `mcp:<server>` with a valid server name.
+pub fn is_mcp_domain(domain: &str) -> bool {
+    mcp_server_of(domain).is_some_and(is_server_name)
+}
+
+/// A tool domain a policy may name: a built-in-style name or an MCP one.
+pub(crate) fn is_tool_domain(domain: &str) -> bool {
+    crate::capability::is_domain_name(domain) || is_mcp_domain(domain)
+}
+
+/// An operation name of `domain`: MCP tool names for MCP domains, the
+/// built-in spelling otherwise; `"*"` for every operation.
+pub(crate) fn is_operation_of(domain: &str, op: &str) -> bool {
+    op == "*"
+        || if is_mcp_domain(domain) {
+            is_mcp_tool_name(op)
+        } else {
+            crate::capability::is_domain_name(op)
+        }
+}
+
+/// `domain:operation` with both parts valid.
+pub(crate) fn is_domain_operation(text: &str) -> bool {
+    split_domain_operation(text).is_some_and(|(d, o)| is_tool_domain(d) && is_operation_of(d, o))
+}
+
+pub use resolve::resolve_servers;
+pub(crate) use resolve::resolve_with;
