@@ -544,7 +544,15 @@ pub fn compute_effective(inputs: &PolicyInputs, catalog: &ToolCatalog) -> Effect
             .any(|c| matches!(c, Capability::NetConnect { .. }) && cap.is_subset_of(c));
         if !shell_ok {
             let why = "the shell is off for this session (see tool shell)";
-            b.remove(format!("shell host {h}"), Layer::Manifest, why.to_string());
+            let layer = if !remote_ok {
+                Layer::RemoteSandbox
+            } else {
+                b.removed
+                    .iter()
+                    .find(|r| r.item == "tool shell")
+                    .map_or(Layer::Manifest, |r| r.layer)
+            };
+            b.remove(format!("shell host {h}"), layer, why.to_string());
         } else if !within {
             let why = "no surviving net_connect capability of the agent covers it";
             let layer = b

@@ -66,7 +66,7 @@ pub use names::{AgentName, MAX_NAME_LEN, NAME_RULE, NameError, UserName};
 pub use path::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES, PathError, WorkspacePath};
 pub use spawn::{SpawnGrant, SpawnViolation, spawn_violations};
 pub use taint::{
-    DEFAULT_SINK_EFFECTS, DEFAULT_SINKS, SinkRule, SinkRules, TaintDecision, TaintError,
-    TaintLabel, TaintMode, TaintPolicy, TaintSection, WorkspaceTrust, is_sink_name,
+    DEFAULT_SINK_EFFECTS, DEFAULT_SINKS, MCP_SINK_ROW, SinkRule, SinkRules, TaintDecision,
+    TaintError, TaintLabel, TaintMode, TaintPolicy, TaintSection, WorkspaceTrust, is_sink_name,
 };
 pub use template::{MAX_KEY_NAME_LEN, Template, TemplateError, TemplatePart, is_key_name};

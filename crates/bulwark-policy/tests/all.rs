@@ -9,6 +9,7 @@ mod credentials;
 mod exec_policy;
 mod injection;
 mod layering;
+mod mcp;
 mod path_vectors;
 mod spawn;
 mod taint_rules;

@@ -5,9 +5,9 @@
 use std::collections::BTreeSet;
 
 use bulwark_policy::{
-    ConfigError, DEFAULT_SINKS, GlobalConfig, Manifest, PolicyInputs, SinkRule, TaintLabel,
-    TaintMode, TaintPolicy, TaintSection, ToolCatalog, WorkspaceTrust, compute_effective,
-    parse_manifest,
+    ConfigError, DEFAULT_SINKS, GlobalConfig, MCP_SINK_ROW, Manifest, PolicyInputs, SinkRule,
+    TaintLabel, TaintMode, TaintPolicy, TaintSection, ToolCatalog, WorkspaceTrust,
+    compute_effective, parse_manifest,
 };
 
 const HEAD: &str = "[agent]\nname = \"a\"\n";
@@ -385,11 +385,19 @@ fn the_default_table_is_what_explain_prints_and_the_readme_shows() {
         .nth(1)
         .and_then(|s| s.split("\n#").next())
         .unwrap();
+    // One column per untrusted label, in the order explain prints them.
+    let header: Vec<String> = TaintLabel::ALL
+        .into_iter()
+        .filter(|l| l.is_untrusted())
+        .map(|l| format!("`{}`", l.name()))
+        .collect();
+    assert!(
+        section.contains(&format!("| sink | reaching it | {} |", header.join(" | "))),
+        "{section}"
+    );
+    let approves = format!("|{}", " approve |".repeat(header.len()));
     let mut listed = BTreeSet::new();
-    for row in section
-        .lines()
-        .filter(|l| l.ends_with("| approve | approve | approve |"))
-    {
+    for row in section.lines().filter(|l| l.ends_with(&approves)) {
         let first = row.split('|').nth(1).unwrap();
         listed.extend(
             first
@@ -401,8 +409,19 @@ fn the_default_table_is_what_explain_prints_and_the_readme_shows() {
         listed,
         DEFAULT_SINKS
             .iter()
+            .chain([&MCP_SINK_ROW])
             .map(|s| s.to_string())
             .collect::<BTreeSet<_>>()
+    );
+    assert!(
+        text.lines().any(|l| l.split_whitespace().eq([
+            MCP_SINK_ROW,
+            "approve",
+            "approve",
+            "approve",
+            "approve"
+        ])),
+        "{text}"
     );
 }
 

@@ -62,7 +62,7 @@ pub(crate) fn validate_section(
         return Err(loc.at(
             &[Key("mcp"), Key("servers")],
             format_args!(
-                "{} servers is more than the {MAX_MCP_SERVERS} allowed; split the agent, or remove servers it does not use",
+                "declares {} servers; at most {MAX_MCP_SERVERS} (split the agent, or remove servers it does not use)",
                 section.servers.len()
             ),
         ));

@@ -45,7 +45,7 @@ impl TaintPolicy {
             .rules
             .keys()
             .map(String::len)
-            .chain([4])
+            .chain([4, super::rules::MCP_SINK_ROW.len()])
             .max()
             .unwrap_or(4);
         let mut header = format!("  {:width$}", "sink");
@@ -68,6 +68,17 @@ impl TaintPolicy {
             }
             let _ = writeln!(s, "{}", line.trim_end());
         }
+        // The rule of every MCP domain the rows above do not name.
+        let mut line = format!("  {:width$}", super::rules::MCP_SINK_ROW);
+        for &l in &columns {
+            let rule = if l.is_untrusted() {
+                SinkRule::Approve
+            } else {
+                SinkRule::Allow
+            };
+            let _ = write!(line, "  {:9}", rule.name());
+        }
+        let _ = writeln!(s, "{}", line.trim_end());
         s
     }
 }

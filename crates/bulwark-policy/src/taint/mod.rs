@@ -7,8 +7,8 @@ mod narrow;
 mod rules;
 pub use check::{TaintError, is_sink_name};
 pub use rules::{
-    DEFAULT_SINK_EFFECTS, DEFAULT_SINKS, SinkRule, SinkRules, TaintDecision, TaintMode,
-    TaintPolicy, TaintSection, WorkspaceTrust,
+    DEFAULT_SINK_EFFECTS, DEFAULT_SINKS, MCP_SINK_ROW, SinkRule, SinkRules, TaintDecision,
+    TaintMode, TaintPolicy, TaintSection, WorkspaceTrust,
 };
 
 use serde::{Deserialize, Serialize};

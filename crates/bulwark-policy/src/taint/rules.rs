@@ -193,6 +193,20 @@ pub const DEFAULT_SINK_EFFECTS: [(&str, &str); 9] = [
     ("credits:transfer", "moves credits"),
 ];
 
+/// How `policy explain` and the README name the rule every MCP server's
+/// domain has unless the manifest writes one: the server's tools are known
+/// only at run time, any of them may have a side effect, and a third
+/// party's program decides what they do, so each `mcp:<server>` domain is
+/// a sink where every untrusted label asks a person (as at the built-in
+/// sinks). `[taint.sinks] "mcp:fs" = { mcp = "allow" }` loosens one server.
+pub const MCP_SINK_ROW: &str = "mcp:<server>";
+
+/// The rule `label` meets at MCP domain `domain` when the manifest names
+/// neither: `approve` for untrusted labels.
+fn mcp_default(domain: &str, label: TaintLabel) -> Option<SinkRule> {
+    (crate::mcp::is_mcp_domain(domain) && label.is_untrusted()).then_some(SinkRule::Approve)
+}
+
 impl Default for TaintPolicy {
     /// Every untrusted label (`external`, `peer`, `unknown`) asks a person
     /// at every default sink; session mode; a trusted workspace; scanner
@@ -252,11 +266,12 @@ impl TaintPolicy {
 
     /// The sink a call of `domain:operation` reaches, if any:
     /// `domain:operation` itself when it has rules, else the whole `domain`.
+    /// Every MCP domain is a sink (see [`MCP_SINK_ROW`]).
     pub fn sink(&self, domain: &str, operation: &str) -> Option<String> {
         let exact = format!("{domain}:{operation}");
         if self.rules.contains_key(&exact) {
             Some(exact)
-        } else if self.rules.contains_key(domain) {
+        } else if self.rules.contains_key(domain) || crate::mcp::is_mcp_domain(domain) {
             Some(domain.to_string())
         } else {
             None
@@ -265,13 +280,15 @@ impl TaintPolicy {
 
     /// The rule `label` meets at `sink`: the stricter of the sink's own
     /// entry and, for `domain:operation`, its domain's; `Allow` when
-    /// neither names the label.
+    /// neither names the label (`Approve` for an untrusted label at an MCP
+    /// domain whose entry does not name it).
     pub fn rule(&self, sink: &str, label: TaintLabel) -> SinkRule {
         let own = |key: &str| {
             self.rules
                 .get(key)
                 .and_then(|m| m.get(&label))
                 .copied()
+                .or_else(|| mcp_default(key, label))
                 .unwrap_or_default()
         };
         match crate::mcp::split_domain_operation(sink) {
