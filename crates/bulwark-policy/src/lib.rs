@@ -21,6 +21,7 @@ mod exec_policy;
 mod exec_script;
 pub use exec_script::{SETTABLE_PREFIXES, SETTABLE_VARIABLES};
 mod exec_wrappers;
+mod explain;
 mod glob;
 pub mod injection;
 mod layering;
