@@ -33,6 +33,7 @@ mod enforcement;
 mod hardening;
 mod helper;
 mod landlock_rules;
+mod launch;
 mod mount_ns;
 mod nested;
 mod path;
@@ -47,7 +48,7 @@ mod supervise;
 mod userns;
 mod workspace;
 
-pub use child::{SandboxedChild, spawn_sandboxed};
+pub use child::{HANDSHAKE_TIMEOUT, STDERR_TAIL_BYTES, SandboxedChild, spawn_sandboxed};
 pub use egress::{EGRESS_PROXY_PORT, egress_proxy_url};
 pub use enforcement::{
     DIAGNOSTIC_PREFIX, EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_SANDBOX_UNAVAILABLE,

@@ -50,6 +50,13 @@ pub struct SandboxSupport {
     pub pids_cgroup_path: Option<PathBuf>,
     /// Whether `RLIMIT_NPROC` binds this process's uid (it never binds 0).
     pub rlimit_nproc: Support,
+    /// Whether the egress relay (see [`SandboxSpec::egress_proxy`]) can run:
+    /// it needs a network namespace of the command's own. Without one a
+    /// strict run with a proxy is refused and a permissive one gets no
+    /// network at all, never the host's.
+    ///
+    /// [`SandboxSpec::egress_proxy`]: crate::SandboxSpec::egress_proxy
+    pub egress_relay: Support,
 }
 
 impl SandboxSupport {
@@ -163,7 +170,16 @@ fn run_probe() -> SandboxSupport {
     let in_user = user_namespaces.is_available();
     let network_namespaces = namespace_probe(in_user, NsKind::Net);
     let mount_namespaces = namespace_probe(in_user, NsKind::Mount);
+    let egress_relay = match &network_namespaces {
+        Support::Available(_) => Support::Available(
+            "loopback relay to the proxy socket in the command's network namespace".into(),
+        ),
+        Support::Missing(why) => Support::Missing(format!(
+            "needs a network namespace of the command's own ({why})"
+        )),
+    };
     SandboxSupport {
+        egress_relay,
         landlock,
         landlock_abi,
         seccomp: seccomp_support(),
@@ -276,6 +292,7 @@ mod tests {
             memory_cgroup: Support::Missing("not delegated".into()),
             pids_cgroup_path: None,
             rlimit_nproc: ok("binds uid 1000"),
+            egress_relay: ok("relay"),
         }
     }
 

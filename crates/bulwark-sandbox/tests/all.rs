@@ -5,6 +5,7 @@
 
 mod common;
 
+mod egress;
 mod process;
 mod sandbox;
 mod sandbox_work;
