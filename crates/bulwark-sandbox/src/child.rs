@@ -276,20 +276,17 @@ async fn leader_exit(pid: Pid) {
     use rustix::process::{PidfdFlags, pidfd_open};
     use tokio::io::Interest;
     use tokio::io::unix::AsyncFd;
-    if let Ok(fd) = pidfd_open(pid, PidfdFlags::NONBLOCK)
+    if let Ok(fd) = pidfd_open(pid, PidfdFlags::NONBLOCK) {
         // SAFETY: `fd` is an OwnedFd moved into the AsyncFd, which owns it
         // until dropped: it stays open and `as_raw_fd` returns the same
         // number for the AsyncFd's whole life.
-        && let Ok(fd) = {
-            #[allow(unsafe_code)]
-            unsafe {
-                AsyncFd::register_with_interest(fd, Interest::READABLE)
-            }
+        #[allow(unsafe_code)]
+        let registered = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) };
+        if let Ok(fd) = registered {
+            // A pidfd becomes readable when the process exits.
+            let _ = fd.readable().await;
+            return;
         }
-    {
-        // A pidfd becomes readable when the process exits.
-        let _ = fd.readable().await;
-        return;
     }
     let _ = tokio::task::spawn_blocking(move || wait_exit_no_reap(pid)).await;
 }

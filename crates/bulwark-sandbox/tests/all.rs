@@ -9,6 +9,7 @@ mod egress;
 mod process;
 mod sandbox;
 mod sandbox_work;
+mod spawned;
 mod workspace;
 mod workspace_prop;
 mod workspace_race;
