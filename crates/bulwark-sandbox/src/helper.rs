@@ -25,13 +25,19 @@ use crate::{landlock_rules, mount_ns, nested, seccomp_filter, userns};
 ///
 /// In order: mark inherited fds close-on-exec; join the pids and memory
 /// cgroups; set the parent-death signal; rlimits; a new user namespace
-/// (own ids mapped), without network a new network namespace, and a mount
+/// (own ids mapped), without network a new network namespace (and, when the
+/// spec names an egress proxy, loopback up and the relay forked there: see
+/// [`crate::egress`]), and a mount
 /// namespace with a minimal root (see [`crate::mount_ns`]) (or, under a
 /// caller that confined itself, the ones it prepared: see
 /// [`crate::nested`]), then `RLIMIT_NPROC`;
 /// `no_new_privs`; Landlock; seccomp; then the environment is replaced by
 /// `spec.env` (with the sandbox's own `HOME`, XDG directories and
 /// `TMPDIR`), the cwd entered and the command exec'd.
+///
+/// Under [`spawn_sandboxed`](crate::spawn_sandboxed) every diagnostic
+/// line is repeated on a ready pipe, followed by `EXEC` just before the
+/// exec (see [`crate::child`]).
 ///
 /// Never returns: exits 125 when the spec is unusable or a required feature
 /// is missing in strict mode, 127 when the command is not found, 126 when

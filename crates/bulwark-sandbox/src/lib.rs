@@ -18,6 +18,14 @@
 //!   environment of exactly what the caller passed. The runner kills the
 //!   whole process group (and cgroup) on timeout and after exit.
 //!   [`probe`] reports which of these the machine provides.
+//! * [`spawn_sandboxed`]: the same confinement for a long-running process
+//!   the caller talks to over stdin and stdout (a stdio MCP server); it
+//!   returns only once the helper has exec'd the command, so a strict-mode
+//!   refusal is an error, never a half-started child.
+//! * The egress relay ([`SandboxSpec::egress_proxy`]): a command without
+//!   network reaches one host Unix socket (an egress proxy) through
+//!   `127.0.0.1:`[`EGRESS_PROXY_PORT`] in its own network namespace, and
+//!   nothing else.
 //! * [`confine_current_process`]: `no_new_privs` and Landlock for the
 //!   calling process itself, for a long-running process (a `bulwark
 //!   worker`) that must not reach beyond its own user's data; commands it
