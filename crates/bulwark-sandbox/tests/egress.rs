@@ -332,3 +332,25 @@ fn probe_reports_the_relay_with_the_network_namespace() {
         support.network_namespaces.is_available()
     );
 }
+
+#[tokio::test]
+async fn more_connections_than_the_relay_holds_at_once_are_all_served() {
+    require_namespaces();
+    let fx = fixture();
+    let socket = fx.outside.join("proxy.sock");
+    stand_in_proxy(&socket);
+    // 100 connections open at once (the relay holds 64; the rest wait in
+    // the backlog), each answered once earlier ones are closed.
+    let script = "import socket\n\
+                  conns = [socket.create_connection(('127.0.0.1', 3128), timeout=30) for _ in range(100)]\n\
+                  for i, s in enumerate(conns):\n    s.sendall(b'n%d\\n' % i)\n\
+                  ok = 0\n\
+                  for i, s in enumerate(conns):\n    \
+                  if s.makefile().readline().strip() == 'HELLO-FROM-PROXY n%d' % i: ok += 1\n    \
+                  s.close()\n\
+                  print('served', ok)\n";
+    let mut s = spec(&fx, &[PYTHON, "-c", script]);
+    s.egress_proxy = Some(socket);
+    let out = run(&s).await;
+    assert!(out.stdout.contains("served 100"), "{out:?}");
+}
