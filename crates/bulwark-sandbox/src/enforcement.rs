@@ -45,6 +45,10 @@ pub(crate) enum Feature {
     /// Landlock scoping of abstract UNIX sockets and signals (ABI 6+).
     LandlockScope,
     Seccomp,
+    /// The loopback relay to the egress proxy socket, in the command's own
+    /// network namespace. Without it the command has no network at all
+    /// (never the host's).
+    EgressRelay,
 }
 
 impl Feature {
@@ -65,6 +69,7 @@ impl Feature {
             Feature::LandlockNetwork => "landlock network rules",
             Feature::LandlockScope => "landlock scoping",
             Feature::Seccomp => "seccomp",
+            Feature::EgressRelay => "egress proxy relay",
         }
     }
 
@@ -104,6 +109,10 @@ impl Feature {
                 "upgrade the kernel for a newer Landlock ABI"
             }
             Feature::Seccomp => "boot a kernel with CONFIG_SECCOMP_FILTER",
+            Feature::EgressRelay => {
+                "enable unprivileged user and network namespaces (the relay needs a network \
+                 namespace of the command's own) and check the proxy socket exists"
+            }
         }
     }
 }
@@ -179,6 +188,7 @@ mod tests {
             Feature::Seccomp,
             Feature::ResourceLimits,
             Feature::ParentDeathSignal,
+            Feature::EgressRelay,
         ] {
             assert!(matches!(
                 decide(Enforcement::Strict, f, "x"),

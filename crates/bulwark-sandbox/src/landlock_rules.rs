@@ -9,8 +9,8 @@
 use std::path::Path;
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
+    PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope,
 };
 
 use crate::spec::SandboxSpec;
@@ -89,8 +89,9 @@ pub(crate) fn kernel_abi() -> Result<i32, String> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Applied {
     pub(crate) kernel_abi: i32,
-    /// TCP bind/connect are denied (only requested without network).
-    pub(crate) tcp_denied: bool,
+    /// TCP bind/connect are denied (only requested without network), but
+    /// for a connect to the egress relay's port when there is one.
+    pub(crate) tcp_restricted: bool,
     /// Abstract UNIX sockets and signals are scoped to the sandbox.
     pub(crate) scoped: bool,
 }
@@ -100,11 +101,16 @@ pub(crate) struct Applied {
 /// kernel's ABI: nothing is silently dropped. `private_rw` are directories
 /// of the private mount namespace granted read-write besides the spec's
 /// (its `/tmp` and `HOME`); empty when there is no such namespace, where
-/// those paths are the host's.
-pub(crate) fn restrict(spec: &SandboxSpec, private_rw: &[&str]) -> Result<Applied, String> {
+/// those paths are the host's. `proxy_port`: the egress relay's port, the
+/// one TCP connect allowed (nothing may be bound).
+pub(crate) fn restrict(
+    spec: &SandboxSpec,
+    private_rw: &[&str],
+    proxy_port: Option<u16>,
+) -> Result<Applied, String> {
     let kernel = kernel_abi()?;
     let abi = ABI::from(kernel.min(TARGET_ABI));
-    let tcp_denied = !spec.network && kernel >= ABI_NET;
+    let tcp_restricted = !spec.network && kernel >= ABI_NET;
     let scoped = kernel >= ABI_SCOPE;
 
     let read = AccessFs::from_read(abi);
@@ -120,8 +126,9 @@ pub(crate) fn restrict(spec: &SandboxSpec, private_rw: &[&str]) -> Result<Applie
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::from_all(abi))
         .map_err(err)?;
-    if tcp_denied {
-        // Handled with no port rule: every bind and connect is denied.
+    if tcp_restricted {
+        // Handled with at most the relay's port: every bind and every other
+        // connect is denied.
         ruleset = ruleset
             .handle_access(AccessNet::from_all(abi))
             .map_err(err)?;
@@ -130,6 +137,11 @@ pub(crate) fn restrict(spec: &SandboxSpec, private_rw: &[&str]) -> Result<Applie
         ruleset = ruleset.scope(Scope::from_all(abi)).map_err(err)?;
     }
     let mut created = ruleset.create().map_err(err)?;
+    if tcp_restricted && let Some(port) = proxy_port {
+        created = created
+            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+            .map_err(|e| format!("rule for TCP port {port}: {e}"))?;
+    }
 
     let mut rules: Vec<(String, BitFlags<AccessFs>, bool)> = Vec::new();
     for dir in SYSTEM_DIRS {
@@ -177,7 +189,7 @@ pub(crate) fn restrict(spec: &SandboxSpec, private_rw: &[&str]) -> Result<Applie
     }
     Ok(Applied {
         kernel_abi: kernel,
-        tcp_denied,
+        tcp_restricted,
         scoped,
     })
 }
@@ -196,4 +208,33 @@ pub(crate) fn open_path(path: &Path, required: bool) -> Result<Option<(PathFd, b
         Err(_) if !required => Ok(None),
         Err(e) => Err(format!("{}: {e}", path.display())),
     }
+}
+
+/// A domain with no file-system, TCP or scope rights at all, for the
+/// egress relay (see [`crate::egress`]), which needs none: it only accepts
+/// on listeners it already has and connects to one pathname socket, which
+/// Landlock does not mediate at the ABIs used here. Best effort: whatever
+/// the kernel supports.
+pub(crate) fn restrict_nothing() -> Result<(), String> {
+    let kernel = kernel_abi()?;
+    let abi = ABI::from(kernel.min(TARGET_ABI));
+    let err = |e: RulesetError| e.to_string();
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(err)?;
+    if kernel >= ABI_NET {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(err)?;
+    }
+    if kernel >= ABI_SCOPE {
+        ruleset = ruleset.scope(Scope::from_all(abi)).map_err(err)?;
+    }
+    ruleset
+        .create()
+        .map_err(err)?
+        .restrict_self()
+        .map_err(err)?;
+    Ok(())
 }

@@ -18,6 +18,14 @@
 //!   environment of exactly what the caller passed. The runner kills the
 //!   whole process group (and cgroup) on timeout and after exit.
 //!   [`probe`] reports which of these the machine provides.
+//! * [`spawn_sandboxed`]: the same confinement for a long-running process
+//!   the caller talks to over stdin and stdout (a stdio MCP server); it
+//!   returns only once the helper has exec'd the command, so a strict-mode
+//!   refusal is an error, never a half-started child.
+//! * The egress relay ([`SandboxSpec::egress_proxy`]): a command without
+//!   network reaches one host Unix socket (an egress proxy) through
+//!   `127.0.0.1:`[`EGRESS_PROXY_PORT`] in its own network namespace, and
+//!   nothing else.
 //! * [`confine_current_process`]: `no_new_privs` and Landlock for the
 //!   calling process itself, for a long-running process (a `bulwark
 //!   worker`) that must not reach beyond its own user's data; commands it
@@ -33,6 +41,7 @@ mod enforcement;
 mod hardening;
 mod helper;
 mod landlock_rules;
+mod launch;
 mod mount_ns;
 mod nested;
 mod path;
@@ -47,7 +56,7 @@ mod supervise;
 mod userns;
 mod workspace;
 
-pub use child::{SandboxedChild, spawn_sandboxed};
+pub use child::{HANDSHAKE_TIMEOUT, STDERR_TAIL_BYTES, SandboxedChild, spawn_sandboxed};
 pub use egress::{EGRESS_PROXY_PORT, egress_proxy_url};
 pub use enforcement::{
     DIAGNOSTIC_PREFIX, EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_SANDBOX_UNAVAILABLE,

@@ -50,6 +50,13 @@ pub struct SandboxSupport {
     pub pids_cgroup_path: Option<PathBuf>,
     /// Whether `RLIMIT_NPROC` binds this process's uid (it never binds 0).
     pub rlimit_nproc: Support,
+    /// Whether the egress relay (see [`SandboxSpec::egress_proxy`]) can run:
+    /// it needs a network namespace of the command's own. Without one a
+    /// strict run with a proxy is refused and a permissive one gets no
+    /// network at all, never the host's.
+    ///
+    /// [`SandboxSpec::egress_proxy`]: crate::SandboxSpec::egress_proxy
+    pub egress_relay: Support,
 }
 
 impl SandboxSupport {
@@ -123,7 +130,21 @@ impl fmt::Display for SandboxSupport {
 /// from `/proc` and `/sys`.
 pub fn probe() -> SandboxSupport {
     static CACHE: OnceLock<SandboxSupport> = OnceLock::new();
-    CACHE.get_or_init(run_probe).clone()
+    let mut support = CACHE.get_or_init(run_probe).clone();
+    if crate::nested::prepared().is_some()
+        && support
+            .landlock_abi
+            .is_some_and(|abi| abi >= crate::landlock_rules::ABI_NET.unsigned_abs())
+    {
+        // Confined since the probe: the domain denies every TCP bind, the
+        // relay's listener included, so proxied runs are refused.
+        support.egress_relay = Support::Missing(
+            "this process confined itself and its Landlock domain denies TCP bind, which the \
+             relay's listener needs"
+                .into(),
+        );
+    }
+    support
 }
 
 fn run_probe() -> SandboxSupport {
@@ -163,7 +184,16 @@ fn run_probe() -> SandboxSupport {
     let in_user = user_namespaces.is_available();
     let network_namespaces = namespace_probe(in_user, NsKind::Net);
     let mount_namespaces = namespace_probe(in_user, NsKind::Mount);
+    let egress_relay = match &network_namespaces {
+        Support::Available(_) => Support::Available(
+            "loopback relay to the proxy socket in the command's network namespace".into(),
+        ),
+        Support::Missing(why) => Support::Missing(format!(
+            "needs a network namespace of the command's own ({why})"
+        )),
+    };
     SandboxSupport {
+        egress_relay,
         landlock,
         landlock_abi,
         seccomp: seccomp_support(),
@@ -276,6 +306,7 @@ mod tests {
             memory_cgroup: Support::Missing("not delegated".into()),
             pids_cgroup_path: None,
             rlimit_nproc: ok("binds uid 1000"),
+            egress_relay: ok("relay"),
         }
     }
 

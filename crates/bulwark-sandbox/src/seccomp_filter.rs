@@ -146,7 +146,9 @@ const CLONE_NS_FLAGS: &[libc::c_int] = &[
 
 /// The filters to install, in order. Separate programs because their
 /// match actions differ; the kernel applies the most restrictive result.
-pub(crate) fn build(network: bool) -> Result<Vec<BpfProgram>, String> {
+/// `proxy`: the command reaches the egress relay on its loopback (see
+/// [`crate::egress`]), so TCP sockets are allowed though `network` is off.
+pub(crate) fn build(network: bool, proxy: bool) -> Result<Vec<BpfProgram>, String> {
     let err = |e: seccompiler::BackendError| e.to_string();
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for nr in DENIED {
@@ -165,7 +167,7 @@ pub(crate) fn build(network: bool) -> Result<Vec<BpfProgram>, String> {
             ioctl_cmd(libc::TIOCLINUX).map_err(err)?,
         ],
     );
-    rules.insert(libc::SYS_socket, socket_rules(network).map_err(err)?);
+    rules.insert(libc::SYS_socket, socket_rules(network, proxy).map_err(err)?);
     for (nr, mode_arg) in SETID_MODE_ARGS {
         // One rule per bit (rules are OR-ed): refused if either is set.
         let per_bit = SETID_BITS
@@ -240,8 +242,8 @@ pub(crate) fn build(network: bool) -> Result<Vec<BpfProgram>, String> {
 
 /// Install every filter on the calling thread. `no_new_privs` must already
 /// be set (seccompiler sets it again, harmlessly).
-pub(crate) fn install(network: bool) -> Result<(), String> {
-    for program in build(network)? {
+pub(crate) fn install(network: bool, proxy: bool) -> Result<(), String> {
+    for program in build(network, proxy)? {
         seccompiler::apply_filter(&program).map_err(|e| e.to_string())?;
     }
     Ok(())
@@ -251,7 +253,12 @@ pub(crate) fn install(network: bool) -> Result<(), String> {
 /// `AF_INET`/`AF_INET6` too, but no raw sockets and no other families:
 /// netlink and packet sockets would let root reconfigure or sniff the
 /// host's network, which "network access" does not mean.
-fn socket_rules(network: bool) -> Result<Vec<SeccompRule>, seccompiler::BackendError> {
+///
+/// With only the egress relay (`proxy`, no `network`): `AF_INET`/`AF_INET6`
+/// stream sockets with protocol 0 or TCP, nothing else (no UDP, raw,
+/// SCTP or MPTCP). The namespace holds only loopback, so the relay is all
+/// such a socket can reach (and Landlock narrows it to the relay's port).
+fn socket_rules(network: bool, proxy: bool) -> Result<Vec<SeccompRule>, seccompiler::BackendError> {
     let family_ne = |af: libc::c_int| {
         cond(
             0,
@@ -260,8 +267,11 @@ fn socket_rules(network: bool) -> Result<Vec<SeccompRule>, seccompiler::BackendE
             af.unsigned_abs().into(),
         )
     };
-    if !network {
+    if !network && !proxy {
         return Ok(vec![SeccompRule::new(vec![family_ne(libc::AF_UNIX)?])?]);
+    }
+    if !network {
+        return proxy_socket_rules(family_ne);
     }
     let other_family = SeccompRule::new(vec![
         family_ne(libc::AF_UNIX)?,
@@ -277,6 +287,54 @@ fn socket_rules(network: bool) -> Result<Vec<SeccompRule>, seccompiler::BackendE
         libc::SOCK_RAW.unsigned_abs().into(),
     )?])?;
     Ok(vec![other_family, raw])
+}
+
+/// The refused `socket` calls when only TCP to the relay is allowed
+/// (rules are OR-ed, the conditions of one rule AND-ed).
+fn proxy_socket_rules(
+    family_ne: impl Fn(libc::c_int) -> Result<SeccompCondition, seccompiler::BackendError>,
+) -> Result<Vec<SeccompRule>, seccompiler::BackendError> {
+    let mut rules = vec![SeccompRule::new(vec![
+        family_ne(libc::AF_UNIX)?,
+        family_ne(libc::AF_INET)?,
+        family_ne(libc::AF_INET6)?,
+    ])?];
+    let stream = libc::SOCK_STREAM.unsigned_abs();
+    for af in [libc::AF_INET, libc::AF_INET6] {
+        let family_eq = || {
+            cond(
+                0,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Eq,
+                af.unsigned_abs().into(),
+            )
+        };
+        // Every socket type but SOCK_STREAM (the low four bits; the high
+        // ones carry SOCK_NONBLOCK / SOCK_CLOEXEC).
+        for kind in (0..16u32).filter(|k| *k != stream) {
+            rules.push(SeccompRule::new(vec![
+                family_eq()?,
+                cond(
+                    1,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::MaskedEq(0xf),
+                    kind.into(),
+                )?,
+            ])?);
+        }
+        // A stream socket of another protocol (SCTP, MPTCP).
+        rules.push(SeccompRule::new(vec![
+            family_eq()?,
+            cond(2, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, 0)?,
+            cond(
+                2,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Ne,
+                libc::IPPROTO_TCP.unsigned_abs().into(),
+            )?,
+        ])?);
+    }
+    Ok(rules)
 }
 
 fn cond(
@@ -325,8 +383,8 @@ mod tests {
 
     #[test]
     fn filters_compile_for_both_network_settings() {
-        for network in [false, true] {
-            let programs = build(network).expect("filters build");
+        for (network, proxy) in [(false, false), (true, false), (false, true)] {
+            let programs = build(network, proxy).expect("filters build");
             assert!(programs.len() >= 2);
             assert!(programs.iter().all(|p| !p.is_empty() && p.len() < 4096));
         }

@@ -179,11 +179,20 @@ pub(crate) fn check_shape(spec: &SandboxSpec) -> Result<(), String> {
         .chain(&spec.read_write)
         .chain(&spec.read_only)
         .chain(spec.pids_cgroup.as_ref())
-        .chain(spec.memory_cgroup.as_ref());
+        .chain(spec.memory_cgroup.as_ref())
+        .chain(spec.egress_proxy.as_ref());
     for p in paths {
         if !p.is_absolute() {
             return Err(format!("path {} is not absolute", p.display()));
         }
+    }
+    if spec.egress_proxy.is_some() && spec.network {
+        return Err(
+            "egress_proxy is for commands without network: with network = true the \
+                    command would bypass the proxy; set network = false to route it through \
+                    the proxy"
+                .into(),
+        );
     }
     let l = &spec.limits;
     if l.max_processes == 0 || l.open_files < 3 || l.cpu_seconds == 0 {
@@ -259,5 +268,13 @@ mod tests {
         let mut s = minimal();
         s.limits.max_processes = 0;
         assert!(check_shape(&s).is_err());
+        let mut s = minimal();
+        s.egress_proxy = Some("proxy.sock".into());
+        assert!(check_shape(&s).unwrap_err().contains("absolute"));
+        let mut s = minimal();
+        s.egress_proxy = Some("/run/proxy.sock".into());
+        assert!(check_shape(&s).is_ok());
+        s.network = true;
+        assert!(check_shape(&s).unwrap_err().contains("egress_proxy"));
     }
 }

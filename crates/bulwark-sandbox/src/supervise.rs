@@ -118,7 +118,7 @@ pub(crate) async fn supervise(
 }
 
 /// Block until `pid` has exited, leaving it waitable for tokio to reap.
-fn wait_exit_no_reap(pid: Pid) {
+pub(crate) fn wait_exit_no_reap(pid: Pid) {
     loop {
         match waitid(
             WaitId::Pid(pid),

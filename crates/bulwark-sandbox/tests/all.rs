@@ -5,9 +5,11 @@
 
 mod common;
 
+mod egress;
 mod process;
 mod sandbox;
 mod sandbox_work;
+mod spawned;
 mod workspace;
 mod workspace_prop;
 mod workspace_race;

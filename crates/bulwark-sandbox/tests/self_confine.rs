@@ -238,6 +238,15 @@ fn nested() {
     expect(&r, "wrote_in_workspace", "true");
     expect(&r, "secret_leaked", "false");
     expect(&r, "read_outside", "denied");
+    // The egress relay cannot bind its port under the caller's Landlock
+    // (every TCP bind is denied there): the run is refused, never given
+    // the network some other way.
+    expect(&r, "probe_relay", "false");
+    assert_eq!(
+        r.get("proxied").map(String::as_str),
+        Some("refused"),
+        "the proxied run under a confined caller: {stderr}"
+    );
     assert!(
         stderr.contains("namespaces prepared"),
         "the helper joins prepared namespaces: {stderr}"
@@ -401,6 +410,17 @@ fn child_threads(dir: &Path) -> i32 {
 
 fn child_nested(dir: &Path) -> i32 {
     let ws = dir.join("ws");
+    // A stand-in egress proxy, bound before confinement (afterwards no
+    // socket can be made outside the grants); answered from a thread
+    // started after it (confinement needs a single thread).
+    let proxy_path = dir.join("outside/proxy.sock");
+    let proxy = match std::os::unix::net::UnixListener::bind(&proxy_path) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("proxy socket: {e}");
+            return 1;
+        }
+    };
     let grants = SelfConfinement {
         read_only: Vec::new(),
         read_exec: vec![PathBuf::from(HELPER)],
@@ -419,6 +439,15 @@ fn child_nested(dir: &Path) -> i32 {
         "read_outside",
         std::fs::read_to_string(dir.join("outside/secret")).map(|_| ()),
     );
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for conn in proxy.incoming() {
+            let Ok(conn) = conn else { return };
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(&conn).read_line(&mut line);
+            let _ = writeln!(&conn, "PROXY {}", line.trim());
+        }
+    });
     // The runtime (and its threads) only now: they inherit the domain.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -470,6 +499,43 @@ fn child_nested(dir: &Path) -> i32 {
     println!("exit_code={:?}", out.exit_code);
     println!("wrote_in_workspace={}", ws.join("made").is_file());
     println!("secret_leaked={}", out.stdout.contains(SECRET));
+    // The egress relay under a self-confined caller.
+    println!(
+        "probe_relay={}",
+        bulwark_sandbox::probe().egress_relay.is_available()
+    );
+    let client = "import socket\n\
+                  s = socket.create_connection(('127.0.0.1', 3128), timeout=10)\n\
+                  s.sendall(b'hi\\n')\n\
+                  print(s.makefile().readline().strip())\n";
+    let mut proxied = spec.clone();
+    proxied.argv = vec!["python3".into(), "-c".into(), client.into()];
+    proxied.egress_proxy = Some(proxy_path);
+    let out = runtime.block_on(run_sandboxed(
+        Path::new(HELPER),
+        &proxied,
+        Duration::from_secs(60),
+        64 * 1024,
+    ));
+    match out {
+        Ok(out) => {
+            eprintln!("proxied run: {out:?}");
+            let relay_refused = out.refused()
+                && out
+                    .warnings
+                    .iter()
+                    .any(|w| w.contains("egress proxy relay unavailable"));
+            let state = if out.stdout.contains("PROXY hi") {
+                "reached"
+            } else if relay_refused {
+                "refused"
+            } else {
+                "other"
+            };
+            println!("proxied={state}");
+        }
+        Err(e) => eprintln!("proxied run_sandboxed: {e}"),
+    }
     let _ = std::io::stdout().flush();
     runtime.shutdown_background();
     0
