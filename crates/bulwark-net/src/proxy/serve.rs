@@ -226,6 +226,9 @@ const DROPPED_UP: &[&str] = &[
     "host",
     "content-length",
     "accept-encoding",
+    // The proxy reads the whole body before asking; the origin must not
+    // wait for a go-ahead nobody will act on.
+    "expect",
 ];
 
 /// Not returned to the program: hop-by-hop, and what the proxy re-frames
@@ -268,6 +271,7 @@ async fn forward(req: Request<Incoming>, state: &Arc<State>) -> Response<Full<By
     }
     let http = &state.config.http;
     let (parts, body) = req.into_parts();
+    let head_only = parts.method == Method::HEAD;
     let headers = match request_headers(&parts.headers) {
         Ok(h) => h,
         Err(reason) => return reject(StatusCode::BAD_REQUEST, &reason),
@@ -312,7 +316,9 @@ async fn forward(req: Request<Incoming>, state: &Arc<State>) -> Response<Full<By
                 StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_GATEWAY);
             let out = response.headers_mut();
             for (name, value) in &r.headers {
-                if !DROPPED_DOWN.contains(&name.as_str()) && !is_proxy_header(name) {
+                // A HEAD answer's length describes the body it did not send.
+                let keep_length = head_only && name == header::CONTENT_LENGTH;
+                if keep_length || !DROPPED_DOWN.contains(&name.as_str()) && !is_proxy_header(name) {
                     out.append(name.clone(), value.clone());
                 }
             }

@@ -151,3 +151,43 @@ async fn the_socket_is_private_and_removed_on_drop_with_tunnels_closed() {
         .wait_for(|e| e.kind == ProxyRequestKind::Connect && e.refused.is_none())
         .await;
 }
+
+#[tokio::test]
+async fn a_post_body_reaches_the_origin_and_head_keeps_its_length() {
+    let f = Fixture::new(Setup::default()).await;
+    let req = format!(
+        "POST http://allowed.test:{}/submit HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\nConnection: close\r\n\r\nhello",
+        f.web
+    );
+    let answer = f.raw(req.as_bytes()).await;
+    // The proxy's own go-ahead for the body, then the origin's answer.
+    let answer = answer
+        .strip_prefix("HTTP/1.1 100 Continue\r\n\r\n")
+        .unwrap_or(&answer);
+    assert_eq!(status(answer), 200, "{answer}");
+    assert!(answer.contains("POST /submit HTTP/1.1"), "{answer}");
+    assert!(answer.contains("content-length: 5"), "{answer}");
+    assert!(!answer.to_ascii_lowercase().contains("expect:"), "{answer}");
+    let e = f
+        .events
+        .wait_for(|e| e.kind == ProxyRequestKind::Forward)
+        .await;
+    assert_eq!(e.bytes_up, 5);
+
+    let head = f
+        .raw(
+            format!(
+                "HEAD http://allowed.test:{}/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                f.web
+            )
+            .as_bytes(),
+        )
+        .await;
+    assert_eq!(status(&head), 200, "{head}");
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length: "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("length");
+    assert!(length > 0, "{head}");
+}
