@@ -71,7 +71,12 @@ async fn ping<S: AsyncReadExt + AsyncWriteExt + Unpin>(s: &mut S) {
 }
 
 fn bench(c: &mut Criterion) {
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    // One thread: the proxy's own work, not cross-thread wake-ups on a
+    // busy machine, is what this measures.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("egress.sock");
     let (web, echo_port, http, proxy) = rt.block_on(async {
