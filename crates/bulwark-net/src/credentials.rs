@@ -326,6 +326,18 @@ impl Credentials {
         Ok(uses)
     }
 
+    /// Does a grant send `key` to `host:port` for `ctx.tool`, usable on this
+    /// call (approval-required grants count only with a human approval)?
+    /// Legacy mode (no grants) answers no: an opaque tunnel has no request
+    /// to substitute into, so only an explicit grant lets a held key go.
+    pub(crate) fn sends_key(&self, ctx: &CallContext, key: &str, host: &str, port: u16) -> bool {
+        self.grants.iter().any(|g| {
+            g.keys.iter().any(|k| k == key)
+                && g.applies(&ctx.tool, host, port)
+                && (!g.approval_required || ctx.human_approved)
+        })
+    }
+
     /// May `key` go to `host:port` for this call? Returns the grant that
     /// allows it (`None` in legacy mode).
     fn authorize(

@@ -26,6 +26,7 @@ mod proxy;
 mod resolve;
 mod secrets;
 mod transport;
+mod tunnel;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
@@ -123,6 +124,9 @@ pub struct HttpResponse {
     pub body: Vec<u8>,
     /// True if the body was cut at `max_body_bytes` (by [`SafeHttp::get`]).
     pub truncated: bool,
+    /// The last hop's response headers as received. `body` is decoded, so
+    /// `Content-Encoding` and `Content-Length` describe the wire, not it.
+    pub headers: http::HeaderMap,
 }
 
 /// Why a request was refused or failed. Each message names the URL or host
@@ -169,6 +173,16 @@ pub enum NetError {
     Header { name: String, detail: String },
     #[error("credential refused: {detail}")]
     Credential { detail: String },
+    #[error(
+        "tunnel to {host} refused: the program holds secret {key}, and no credential grant sends it to this host for {tool:?}; tunnels are opaque, so the operator must grant {key} to this host (or not give it to the program)"
+    )]
+    HeldKey {
+        host: String,
+        key: String,
+        tool: String,
+    },
+    #[error("egress proxy socket {path}: {detail}")]
+    Listen { path: String, detail: String },
     #[error(
         "request to {host:?} refused: {place} contains the value of secret {key} (raw or encoded); secrets reach a host only through a credential grant for that host"
     )]
@@ -374,13 +388,40 @@ impl SafeHttp {
         let mut uses = Vec::new();
         let fetched = tokio::time::timeout(
             self.limits.total_timeout,
-            self.fetch(ctx, request, mode, &mut uses),
+            self.fetch(ctx, request, mode, true, &mut uses),
         )
         .await;
         Sent {
             result: fetched.unwrap_or(Err(NetError::Timeout { url })),
             credentials: uses,
         }
+    }
+
+    /// [`SafeHttp::send_as`] for one hop only: a redirect is returned as the
+    /// response (status and `Location` in `headers`), not followed. For a
+    /// caller that follows redirects itself, each hop through this client
+    /// (the egress proxy's programs).
+    pub async fn send_once_as(
+        &self,
+        ctx: &CallContext,
+        request: HttpRequest,
+        mode: BodyMode,
+    ) -> Sent {
+        let url = clip(&request.url);
+        let mut uses = Vec::new();
+        let fetched = tokio::time::timeout(
+            self.limits.total_timeout,
+            self.fetch(ctx, request, mode, false, &mut uses),
+        )
+        .await;
+        Sent {
+            result: fetched.unwrap_or(Err(NetError::Timeout { url })),
+            credentials: uses,
+        }
+    }
+
+    pub fn limits(&self) -> HttpLimits {
+        self.limits
     }
 }
 

@@ -64,6 +64,7 @@ impl SafeHttp {
         ctx: &CallContext,
         request: HttpRequest,
         mode: BodyMode,
+        follow: bool,
         uses: &mut Vec<CredentialUse>,
     ) -> Result<HttpResponse, NetError> {
         let mut target = self.decide(crate::parse_url(&request.url)?)?;
@@ -90,9 +91,10 @@ impl SafeHttp {
                     })??;
             let status = resp.status().as_u16();
             let location = resp.headers().get(header::LOCATION).cloned();
-            if let (true, Some(location)) =
-                (matches!(status, 301 | 302 | 303 | 307 | 308), location)
-            {
+            if let (true, Some(location)) = (
+                follow && matches!(status, 301 | 302 | 303 | 307 | 308),
+                location,
+            ) {
                 drop((resp, conn));
                 if hops >= self.limits.max_redirects {
                     return Err(NetError::TooManyRedirects {
@@ -134,7 +136,8 @@ impl SafeHttp {
                     .trim()
                     .to_ascii_lowercase()
             });
-            let (raw, cut) = self.read_body(&target, resp.into_body(), mode).await?;
+            let (parts, body) = resp.into_parts();
+            let (raw, cut) = self.read_body(&target, body, mode).await?;
             drop(conn);
             let (body, truncated) = self.decode(&target, encoding.as_deref(), raw, cut, mode)?;
             return Ok(HttpResponse {
@@ -143,6 +146,7 @@ impl SafeHttp {
                 content_type,
                 body,
                 truncated,
+                headers: parts.headers,
             });
         }
     }
@@ -194,7 +198,11 @@ impl SafeHttp {
 
     /// Dial the checked addresses in order; the first socket whose peer
     /// passes the check is used. No byte is written before that check.
-    async fn connect(&self, target: &Target, addrs: &[IpAddr]) -> Result<TcpStream, NetError> {
+    pub(crate) async fn connect(
+        &self,
+        target: &Target,
+        addrs: &[IpAddr],
+    ) -> Result<TcpStream, NetError> {
         let mut last = String::from("no address to try");
         for ip in addrs {
             let addr = SocketAddr::new(*ip, target.port);
@@ -427,11 +435,13 @@ fn build_request(
         .uri(path)
         .header(header::HOST, host)
         .header(header::CONNECTION, "close")
-        .header(header::ACCEPT_ENCODING, "gzip, deflate")
-        .header(
+        .header(header::ACCEPT_ENCODING, "gzip, deflate");
+    if !headers.contains_key(header::USER_AGENT) {
+        builder = builder.header(
             header::USER_AGENT,
             concat!("bulwark/", env!("CARGO_PKG_VERSION")),
         );
+    }
     if let Some(map) = builder.headers_mut() {
         for (k, v) in headers {
             if let Some(k) = k {

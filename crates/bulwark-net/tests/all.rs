@@ -11,4 +11,5 @@ mod credentials;
 mod http;
 mod limits;
 mod never_dialled;
+mod proxy;
 mod redirects;
