@@ -292,7 +292,7 @@ impl McpClient {
                 });
             }
         };
-        let tail = process.stderr_tail();
+        let tail = process.stderr_tail().await;
         process.shutdown().await;
         Err(match fault.get() {
             Some(kind) => fault_error(server, kind, limits.max_message_bytes),
@@ -414,12 +414,15 @@ impl McpClient {
             .service
             .peer()
             .send_cancellable_request(request, options)
-            .await
-            .map_err(|e| self.service_error(e))?;
-        handle
-            .await_response()
-            .await
-            .map_err(|e| self.service_error(e))
+            .await;
+        let response = match handle {
+            Ok(handle) => handle.await_response().await,
+            Err(e) => Err(e),
+        };
+        match response {
+            Ok(result) => Ok(result),
+            Err(e) => Err(self.service_error(e).await),
+        }
     }
 
     fn protocol(&self, detail: &str) -> McpError {
@@ -431,7 +434,7 @@ impl McpClient {
 
     /// What a failed request means, the transport's recorded fault first
     /// (a closed stream is the symptom, the oversized line the cause).
-    fn service_error(&self, error: ServiceError) -> McpError {
+    async fn service_error(&self, error: ServiceError) -> McpError {
         let server = self.server.clone();
         if let Some(kind) = self.fault.get() {
             return fault_error(&server, kind, self.limits.max_message_bytes);
@@ -449,9 +452,16 @@ impl McpClient {
                 server,
                 detail: "the answer does not fit the request".into(),
             },
-            ServiceError::TransportClosed | ServiceError::TransportSend(_) => McpError::Closed {
+            ServiceError::TransportClosed => McpError::Closed {
                 server,
-                detail: with_tail(String::new(), &self.process.stderr_tail()),
+                detail: with_tail(String::new(), &self.process.stderr_tail().await),
+            },
+            ServiceError::TransportSend(e) => McpError::Closed {
+                server,
+                detail: with_tail(
+                    format!(": {}", clip(&e.to_string())),
+                    &self.process.stderr_tail().await,
+                ),
             },
             other => McpError::Protocol {
                 server,

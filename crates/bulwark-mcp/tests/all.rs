@@ -1,1 +1,4 @@
+mod client;
+mod pins;
 mod smoke {}
+mod vet;

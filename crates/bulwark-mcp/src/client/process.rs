@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,11 +19,18 @@ const TERM_GRACE: Duration = Duration::from_secs(2);
 
 /// The last [`STDERR_TAIL_BYTES`] a process wrote to stderr.
 #[derive(Debug, Default)]
-pub(crate) struct StderrTail(Mutex<Vec<u8>>);
+pub(crate) struct StderrTail {
+    bytes: Mutex<Vec<u8>>,
+    /// The stream reached its end (the process and its group exited).
+    ended: AtomicBool,
+}
+
+/// How long an error waits for a dead server's last stderr bytes.
+const TAIL_SETTLE: Duration = Duration::from_millis(500);
 
 impl StderrTail {
     fn push(&self, bytes: &[u8]) {
-        let Ok(mut tail) = self.0.lock() else {
+        let Ok(mut tail) = self.bytes.lock() else {
             return;
         };
         tail.extend_from_slice(bytes);
@@ -33,8 +41,19 @@ impl StderrTail {
     }
 
     pub(crate) fn text(&self) -> String {
-        let bytes = self.0.lock().map(|t| t.clone()).unwrap_or_default();
+        let bytes = self.bytes.lock().map(|t| t.clone()).unwrap_or_default();
         clean_tail(&String::from_utf8_lossy(&bytes))
+    }
+
+    /// [`StderrTail::text`] once the stream has ended, or after
+    /// [`TAIL_SETTLE`]: a server that just exited has usually written
+    /// why, and its stdout and stderr close in no particular order.
+    pub(crate) async fn settled_text(&self) -> String {
+        let deadline = tokio::time::Instant::now() + TAIL_SETTLE;
+        while !self.ended.load(Ordering::Acquire) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.text()
     }
 }
 
@@ -102,13 +121,14 @@ impl UnconfinedChild {
                     }
                     tail.push(&buf[..n]);
                 }
+                tail.ended.store(true, Ordering::Release);
             });
         }
         Ok((UnconfinedChild { child, group, tail }, stdin, stdout))
     }
 
-    pub(crate) fn stderr_tail(&self) -> String {
-        self.tail.text()
+    pub(crate) async fn stderr_tail(&self) -> String {
+        self.tail.settled_text().await
     }
 
     /// SIGTERM to the group, SIGKILL after a grace period.
@@ -147,10 +167,11 @@ pub(crate) enum ServerProcess {
 }
 
 impl ServerProcess {
-    pub(crate) fn stderr_tail(&self) -> String {
+    /// The server's last stderr lines, once they have arrived.
+    pub(crate) async fn stderr_tail(&self) -> String {
         match self {
             ServerProcess::None => String::new(),
-            ServerProcess::Unconfined(child) => child.stderr_tail(),
+            ServerProcess::Unconfined(child) => child.stderr_tail().await,
             ServerProcess::Sandboxed(child) => clean_tail(&child.stderr_tail()),
         }
     }
