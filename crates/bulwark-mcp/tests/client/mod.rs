@@ -4,6 +4,7 @@
 
 mod attacks;
 pub mod echo_server;
+mod http;
 
 use std::path::PathBuf;
 use std::time::Duration;
