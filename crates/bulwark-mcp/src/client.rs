@@ -39,6 +39,10 @@ pub const MAX_LIST_PAGES: usize = 64;
 const SERVER_DETAIL_CHARS: usize = 300;
 
 /// How to reach a server.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "built once per connection and consumed by it; boxing the spec would only change the contract"
+)]
 pub enum Launch {
     /// A stdio server in the process sandbox: the helper binary and the
     /// spec (argv, workspace, cleared environment with only granted keys,

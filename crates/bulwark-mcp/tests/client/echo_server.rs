@@ -31,9 +31,10 @@ impl ServerHandler for EchoServer {
             "properties".into(),
             serde_json::json!({"text": {"type": "string"}}),
         );
-        let mut result = ListToolsResult::default();
-        result.tools = vec![Tool::new("echo", "Echoes text.", schema)];
-        Ok(result)
+        Ok(ListToolsResult {
+            tools: vec![Tool::new("echo", "Echoes text.", schema)],
+            ..Default::default()
+        })
     }
 
     async fn call_tool(
