@@ -299,6 +299,11 @@ impl McpClient {
         let tail = process.stderr_tail().await;
         process.shutdown().await;
         Err(match fault.get() {
+            // Refused by the egress policy before the server said anything.
+            Some(FaultKind::Http(detail)) => McpError::Launch {
+                server: server.to_string(),
+                detail,
+            },
             Some(kind) => fault_error(server, kind, limits.max_message_bytes),
             None => McpError::Launch {
                 server: server.to_string(),

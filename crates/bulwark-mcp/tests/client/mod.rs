@@ -266,3 +266,24 @@ async fn connect_gives_up_at_its_timeout() {
         Err(McpError::Timeout { .. })
     ));
 }
+
+#[test]
+fn the_client_can_be_shared_across_tasks() {
+    fn shared<T: Send + Sync>(_: &T) {}
+    fn sendable<F: std::future::Future + Send>(_: F) {}
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = runtime
+        .block_on(echo_server::connect_echo())
+        .expect("connect");
+    shared(&client);
+    sendable(client.call_tool("echo", serde_json::Map::new()));
+    sendable(client.list_tools());
+    sendable(McpClient::connect(
+        "x",
+        python("modern", "normal"),
+        limits(),
+    ));
+}
