@@ -22,6 +22,7 @@
 
 pub mod client;
 mod error;
+mod http_transport;
 pub mod pins;
 pub mod server;
 pub mod vet;

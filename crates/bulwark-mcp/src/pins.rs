@@ -10,9 +10,11 @@
 //! says it does after approval is the rug pull this stops).
 
 use std::collections::BTreeMap;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::McpError;
 use crate::client::LiveTool;
@@ -66,34 +68,154 @@ pub fn pin_path(home: &Path, agent: &str) -> PathBuf {
     home.join("mcp").join("pins").join(format!("{agent}.json"))
 }
 
+/// Largest pin file read: a few hundred tools with 64 KiB schemas fit.
+pub const MAX_PIN_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
 /// SHA-256 (hex) of a tool's name, description and input schema, over a
 /// canonical JSON encoding (sorted keys), so a re-ordered but equal schema
 /// keeps its pin and any other change does not.
 pub fn tool_digest(name: &str, description: &str, input_schema: &serde_json::Value) -> String {
-    let _ = (name, description, input_schema);
-    String::new()
+    let mut encoded = String::new();
+    encoded.push_str("{\"description\":");
+    push_canonical(&serde_json::Value::String(description.into()), &mut encoded);
+    encoded.push_str(",\"input_schema\":");
+    push_canonical(input_schema, &mut encoded);
+    encoded.push_str(",\"name\":");
+    push_canonical(&serde_json::Value::String(name.into()), &mut encoded);
+    encoded.push('}');
+    hex::encode(Sha256::digest(encoded.as_bytes()))
+}
+
+/// Compact JSON with every object's keys in byte order. Written out here
+/// rather than trusting `serde_json::Map`'s order: a dependency that turns
+/// on `preserve_order` anywhere in the build would silently change every
+/// digest (and invalidate every pin).
+fn push_canonical(value: &serde_json::Value, out: &mut String) {
+    match value {
+        serde_json::Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+            out.push('{');
+            for (i, (key, child)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                push_canonical(&serde_json::Value::String(key.clone()), out);
+                out.push(':');
+                push_canonical(child, out);
+            }
+            out.push('}');
+        }
+        serde_json::Value::Array(items) => {
+            out.push('[');
+            for (i, child) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                push_canonical(child, out);
+            }
+            out.push(']');
+        }
+        // Scalars: serde_json's own compact form (strings escaped, numbers
+        // as parsed).
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+fn pins_error(path: &Path, detail: impl Into<String>) -> McpError {
+    McpError::Pins {
+        path: path.display().to_string(),
+        detail: detail.into(),
+    }
 }
 
 impl PinFile {
     /// Reads `path`; `Ok(None)` when it does not exist.
     pub fn load(path: &Path) -> Result<Option<PinFile>, McpError> {
-        let _ = path;
-        Ok(None)
+        let fix = "re-create it with `bulwark mcp pin AGENT`";
+        let file = match std::fs::File::open(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(pins_error(path, format!("cannot be read ({e}); {fix}"))),
+        };
+        let mut bytes = Vec::new();
+        file.take(MAX_PIN_FILE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| pins_error(path, format!("cannot be read ({e}); {fix}")))?;
+        if bytes.len() as u64 > MAX_PIN_FILE_BYTES {
+            return Err(pins_error(
+                path,
+                format!("is larger than {MAX_PIN_FILE_BYTES} bytes; {fix}"),
+            ));
+        }
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| pins_error(path, format!("is not a valid pin file ({e}); {fix}")))
     }
 
     /// Writes atomically (a temporary file renamed over `path`), creating
     /// the directory.
     pub fn save(&self, path: &Path) -> Result<(), McpError> {
-        let _ = path;
-        Err(McpError::Pins {
-            path: path.display().to_string(),
-            detail: "not built yet".into(),
-        })
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| pins_error(path, format!("cannot create {} ({e})", dir.display())))?;
+        let mut bytes = serde_json::to_vec_pretty(self)
+            .map_err(|e| pins_error(path, format!("cannot be encoded ({e})")))?;
+        bytes.push(b'\n');
+        let file_name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "pins".into());
+        let tmp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
+        let written = (|| -> std::io::Result<()> {
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            file.write_all(&bytes)?;
+            file.sync_all()?;
+            std::fs::rename(&tmp, path)?;
+            // The rename is durable once the directory is.
+            std::fs::File::open(dir)?.sync_all()
+        })();
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(pins_error(path, format!("cannot be written ({e})")));
+        }
+        Ok(())
     }
 }
 
 /// How `live` differs from `pinned`, in tool-name order.
 pub fn drift(pinned: &ServerPins, live: &[LiveTool]) -> Vec<Drift> {
-    let _ = (pinned, live);
-    Vec::new()
+    let live_by_name: BTreeMap<&str, &LiveTool> =
+        live.iter().map(|t| (t.name.as_str(), t)).collect();
+    let mut names: Vec<&str> = pinned.tools.keys().map(String::as_str).collect();
+    names.extend(live_by_name.keys().copied());
+    names.sort_unstable();
+    names.dedup();
+    let mut out = Vec::new();
+    for name in names {
+        match (pinned.tools.get(name), live_by_name.get(name)) {
+            (Some(pin), Some(tool)) => {
+                if pin.digest != tool_digest(&tool.name, &tool.description, &tool.input_schema) {
+                    out.push(Drift::Changed { tool: name.into() });
+                }
+            }
+            (None, Some(_)) => out.push(Drift::Added { tool: name.into() }),
+            (Some(_), None) => out.push(Drift::Removed { tool: name.into() }),
+            (None, None) => {}
+        }
+    }
+    out
 }
