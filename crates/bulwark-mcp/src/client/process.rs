@@ -180,7 +180,9 @@ impl ServerProcess {
         match self {
             ServerProcess::None => {}
             ServerProcess::Unconfined(child) => child.shutdown().await,
-            ServerProcess::Sandboxed(child) => child.shutdown().await,
+            ServerProcess::Sandboxed(child) => {
+                child.shutdown().await;
+            }
         }
     }
 }
