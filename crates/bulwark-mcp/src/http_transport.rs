@@ -4,13 +4,12 @@
 //! check, credential grants and the exfiltration guard apply to every POST.
 //! rmcp's own reqwest client is never used.
 //!
-//! `SafeHttp` returns whole bodies (bounded by its `max_body_bytes`) and no
-//! response headers. So an SSE answer is read whole and its events parsed
-//! from memory (each event still bounded by the message limit), the GET
-//! stream for server-initiated messages is not offered (Bulwark answers
-//! none anyway), and no `Mcp-Session-Id` is learnt: 2026-07-28 servers are
-//! stateless and work; a 2025-11-25 HTTP server that insists on a session
-//! fails its second request with the server's own error.
+//! `SafeHttp` returns whole bodies (bounded by its `max_body_bytes`). So an
+//! SSE answer is read whole and its events parsed from memory (each event
+//! still bounded by the message limit), and the GET stream for
+//! server-initiated messages is not offered (Bulwark answers none anyway).
+//! A 2025-11-25 server's `Mcp-Session-Id` (from the response headers) is
+//! carried on every later POST.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -208,6 +207,16 @@ impl StreamableHttpClient for SafeHttpClient {
             .map(|ct| ct.trim().to_ascii_lowercase())
             .unwrap_or_default();
         let awaits_no_response = !matches!(message, ClientJsonRpcMessage::Request(_));
+        // A 2025-11-25 server hands out its session on `initialize`; every
+        // later POST must carry it back.
+        let new_session: Option<String> = response
+            .headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| {
+                !v.is_empty() && v.len() <= 256 && v.bytes().all(|b| (0x21..=0x7e).contains(&b))
+            })
+            .map(str::to_owned);
 
         if matches!(status, 202 | 204) {
             return Ok(StreamableHttpPostResponse::Accepted);
@@ -258,7 +267,7 @@ impl StreamableHttpClient for SafeHttpClient {
         match content_type.as_str() {
             "text/event-stream" => Ok(StreamableHttpPostResponse::Sse(
                 self.sse_events(response.body),
-                None,
+                new_session,
             )),
             "application/json" => {
                 if response.body.len() > self.max_message {
@@ -268,7 +277,7 @@ impl StreamableHttpClient for SafeHttpClient {
                     });
                 }
                 match serde_json::from_slice::<ServerJsonRpcMessage>(&response.body) {
-                    Ok(parsed) => Ok(StreamableHttpPostResponse::Json(parsed, None)),
+                    Ok(parsed) => Ok(StreamableHttpPostResponse::Json(parsed, new_session)),
                     Err(_) if awaits_no_response => Ok(StreamableHttpPostResponse::Accepted),
                     Err(e) => Err(self.malformed(format!(
                         "an answer is not valid JSON-RPC ({e}): {}",

@@ -87,6 +87,24 @@ async fn a_2025_http_server_is_reached_by_the_fallback() {
     assert_eq!(out.text, "legacy http");
 }
 
+/// A 2025-11-25 server that hands out a session on `initialize` refuses
+/// every later request without it: the id from the response headers is
+/// carried back.
+#[tokio::test]
+async fn a_2025_http_server_gets_its_session_id_back() {
+    let server = start("session", "normal");
+    let client = McpClient::connect("web", launch(&server, true), limits())
+        .await
+        .expect("connect");
+    assert_eq!(client.protocol_version(), "2025-11-25");
+    assert_eq!(client.list_tools().await.expect("list").len(), 1);
+    let out = client
+        .call_tool("echo", args(serde_json::json!({"text": "in session"})))
+        .await
+        .expect("call");
+    assert_eq!(out.text, "in session");
+}
+
 #[tokio::test]
 async fn an_http_server_the_policy_does_not_allow_is_never_contacted() {
     let server = start("modern", "normal");
