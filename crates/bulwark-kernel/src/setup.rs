@@ -175,11 +175,26 @@ fn open_dir(path: std::path::PathBuf) -> Result<Arc<Workspace>, KernelError> {
 /// The egress client a session with `policy` gets: its allowlist, the
 /// operator's internal services, its credential grants and the secret store.
 pub fn egress_client(policy: &EffectivePolicy, net: &AgentSetup) -> Result<SafeHttp, KernelError> {
+    hosts_client(
+        policy.sandbox.allowed_domains.clone(),
+        policy.sandbox.allow_all,
+        net,
+    )
+}
+
+/// An egress client for `allowed_domains` with the agent's internal
+/// services, credential grants and secret store: the session's (above),
+/// an MCP server's, or the shell's egress proxy's.
+pub(crate) fn hosts_client(
+    allowed_domains: Vec<String>,
+    allow_all: bool,
+    net: &AgentSetup,
+) -> Result<SafeHttp, KernelError> {
     let egress = EgressPolicy {
         // `host:port` entries stay whole: the egress client holds every
         // request and every redirect hop to the port (issue 16, item 8).
-        allowed_domains: policy.sandbox.allowed_domains.clone(),
-        allow_all: policy.sandbox.allow_all,
+        allowed_domains,
+        allow_all,
     };
     let setup_error =
         |e: bulwark_net::NetError| KernelError::Setup(format!("cannot build the HTTP client: {e}"));
@@ -195,9 +210,26 @@ pub fn egress_client(policy: &EffectivePolicy, net: &AgentSetup) -> Result<SafeH
 
 /// The secrets grants pass to the `shell` domain's environment.
 fn shell_secrets(net: &AgentSetup) -> Vec<(String, String, secrecy::SecretString)> {
+    domain_secrets(net, "shell")
+}
+
+/// The secrets grants pass to the environment of the programs of tool
+/// domain `domain` (`shell`, `mcp:<server>`): (grant, key, value).
+/// Approval-required grants pass nothing (no human is asked before a
+/// process starts). A `tools = ["*"]` grant reaches the shell but no MCP
+/// server: a server is third-party code, and gets a key only where a
+/// grant names it.
+pub(crate) fn domain_secrets(
+    net: &AgentSetup,
+    domain: &str,
+) -> Vec<(String, String, secrecy::SecretString)> {
+    let wildcard = bulwark_policy::mcp::mcp_server_of(domain).is_none();
     let mut out = Vec::new();
     for (name, grant) in &net.grants {
-        if !grant.tools.iter().any(|t| t == "shell" || t == "*")
+        if !grant
+            .tools
+            .iter()
+            .any(|t| t == domain || (wildcard && t == "*"))
             || grant.approval == Some(bulwark_policy::GrantApproval::Required)
         {
             continue;
