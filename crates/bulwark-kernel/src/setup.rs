@@ -288,3 +288,54 @@ pub fn build_session(
     };
     Ok(Session::new(identity, policy, resources, saved))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bulwark_policy::GrantApproval;
+
+    fn grant(keys: &[&str], tools: &[&str], approval: Option<GrantApproval>) -> CredentialGrant {
+        CredentialGrant {
+            keys: keys.iter().map(|s| s.to_string()).collect(),
+            tools: tools.iter().map(|s| s.to_string()).collect(),
+            hosts: Vec::new(),
+            inject: Vec::new(),
+            approval,
+        }
+    }
+
+    #[test]
+    fn an_mcp_server_gets_only_the_keys_a_grant_names_it_for() {
+        let mut secrets = SecretStore::new();
+        for key in ["FS_TOKEN", "ALL_TOKEN", "ASK_TOKEN", "SHELL_TOKEN"] {
+            secrets.insert(key, secrecy::SecretString::from("v".repeat(12)), true);
+        }
+        let setup = AgentSetup {
+            grants: BTreeMap::from([
+                ("fs".to_string(), grant(&["FS_TOKEN"], &["mcp:fs"], None)),
+                ("all".to_string(), grant(&["ALL_TOKEN"], &["*"], None)),
+                (
+                    "ask".to_string(),
+                    grant(&["ASK_TOKEN"], &["mcp:fs"], Some(GrantApproval::Required)),
+                ),
+                ("sh".to_string(), grant(&["SHELL_TOKEN"], &["shell"], None)),
+            ]),
+            secrets: Arc::new(secrets),
+            ..AgentSetup::default()
+        };
+        let keys = |domain: &str| -> Vec<String> {
+            domain_secrets(&setup, domain)
+                .into_iter()
+                .map(|(_, k, _)| k)
+                .collect()
+        };
+        // Not a `*` grant (third-party code), not an approval-required one.
+        assert_eq!(keys("mcp:fs"), vec!["FS_TOKEN".to_string()]);
+        assert!(keys("mcp:other").is_empty());
+        // The shell's, as before: its own and `*`.
+        assert_eq!(
+            keys("shell"),
+            vec!["ALL_TOKEN".to_string(), "SHELL_TOKEN".to_string()]
+        );
+    }
+}
