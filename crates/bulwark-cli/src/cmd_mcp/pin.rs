@@ -198,7 +198,7 @@ pub async fn pin(home: &Home, args: PinArgs) -> Result<(), Failure> {
             for p in &problems {
                 println!("      ! {}: {}", p.kind, excerpt(&p.detail, 200));
             }
-            let allowed = args.allow_flagged.iter().any(|t| *t == tool.name);
+            let allowed = args.allow_flagged.contains(&tool.name);
             if !problems.is_empty() && !allowed {
                 skipped.push(tool.name);
                 continue;
