@@ -417,12 +417,17 @@ pub(crate) struct SpawnRecorder {
 
 impl SpawnRecorder {
     pub(crate) fn record(&self, detail: String) -> Result<(), ToolError> {
-        self.side(
+        self.write(
             bulwark_audit::Action::Spawn,
             Decision::Allowed,
             bulwark_audit::Reason::Spawn,
             &detail,
         )
+        .map_err(|e| {
+            ToolError::Failed(format!(
+                "the audit log could not record the process start ({e}); it was not started"
+            ))
+        })
     }
 
     /// Writes a record of the call (`action`, `decision`, `reason`,
@@ -434,6 +439,21 @@ impl SpawnRecorder {
         reason: bulwark_audit::Reason,
         detail: &str,
     ) -> Result<(), ToolError> {
+        let name = action.to_string();
+        self.write(action, decision, reason, detail).map_err(|e| {
+            ToolError::Failed(format!(
+                "the audit log could not record a {name} record ({e}); the call did not go on"
+            ))
+        })
+    }
+
+    fn write(
+        &self,
+        action: bulwark_audit::Action,
+        decision: Decision,
+        reason: bulwark_audit::Reason,
+        detail: &str,
+    ) -> Result<(), bulwark_audit::AuditError> {
         let detail: String = detail.chars().take(1000).collect();
         // The call's identity and shared fields, stamped now.
         let record = AuditRecord::new(
@@ -447,14 +467,7 @@ impl SpawnRecorder {
         );
         // `record` may only queue; `flush` is the durability barrier, so the
         // record is on disk before the child can run.
-        self.audit
-            .record(&record)
-            .and_then(|()| self.audit.flush())
-            .map_err(|e| {
-                ToolError::Failed(format!(
-                    "the audit log could not record what the call was about to do ({e}); it was not done"
-                ))
-            })
+        self.audit.record(&record).and_then(|()| self.audit.flush())
     }
 }
 
