@@ -341,3 +341,130 @@ impl ProxyObserver for EgressAudit {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bulwark_audit::MemorySink;
+    use bulwark_net::CredentialUse;
+
+    fn observer() -> (Arc<MemorySink>, EgressAudit) {
+        let sink = Arc::new(MemorySink::new());
+        let audit = EgressAudit {
+            audit: sink.clone(),
+            identity: Identity::new("s1", "tester", "local"),
+            domain: "mcp:fs".into(),
+        };
+        (sink, audit)
+    }
+
+    #[test]
+    fn proxy_decisions_are_audited_without_contents() {
+        let (sink, audit) = observer();
+        audit.observe(ProxyEvent {
+            kind: ProxyRequestKind::Connect,
+            host: "registry.example".into(),
+            port: 443,
+            refused: None,
+            bytes_up: 120,
+            bytes_down: 4096,
+            credentials: Vec::new(),
+        });
+        audit.observe(ProxyEvent {
+            kind: ProxyRequestKind::Forward,
+            host: "10.0.0.1\nforged line".into(),
+            port: 80,
+            refused: Some("10.0.0.0/8 is a private address".into()),
+            bytes_up: 0,
+            bytes_down: 0,
+            credentials: vec![CredentialUse {
+                grant: Some("gh".into()),
+                keys: vec!["GH_TOKEN".into()],
+                host: "api.example".into(),
+                outcome: UseOutcome::Injected,
+            }],
+        });
+        let records = sink.records();
+        assert_eq!(records.len(), 3);
+        assert_eq!(records[0].action, Action::Egress);
+        assert_eq!(records[0].decision, Decision::Allowed);
+        assert_eq!(records[0].tool, "mcp:fs");
+        assert!(
+            records[0]
+                .detail
+                .contains("CONNECT registry.example:443 allowed")
+        );
+        assert!(records[0].detail.contains("4096 bytes down"));
+        assert_eq!(records[1].decision, Decision::Denied);
+        assert_eq!(records[1].reason, Reason::Egress);
+        assert!(
+            !records[1].detail.contains('\n'),
+            "a host cannot forge a line: {}",
+            records[1].detail
+        );
+        assert!(records[1].detail.contains("private address"));
+        assert_eq!(records[2].action, Action::Credential);
+        assert!(records[2].detail.contains("GH_TOKEN"));
+    }
+
+    fn stdio(command: &[&str], hosts: &[&str]) -> McpServer {
+        McpServer {
+            name: "fs".into(),
+            transport: McpTransport::Stdio {
+                command: command.iter().map(|s| s.to_string()).collect(),
+            },
+            allowed_domains: hosts.iter().map(|s| s.to_string()).collect(),
+            env: [("MODE".to_string(), "x".to_string())].into(),
+            read_only: vec![PathBuf::from("/opt/tools")],
+            timeout_secs: 7,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_sandboxed_server_gets_the_workspace_its_env_and_long_cpu_time() {
+        let (_, audit) = observer();
+        let setup = AgentSetup::default();
+        let ws = Path::new("/w/space");
+        let prepared = prepare(
+            &stdio(&["srv", "--root", "{workspace}/data"], &[]),
+            ws,
+            &setup,
+            Arc::new(audit),
+        )
+        .expect("prepared");
+        let Launch::Sandboxed { spec, .. } = prepared.launch else {
+            panic!("the default setup confines");
+        };
+        assert_eq!(spec.argv, vec!["srv", "--root", "/w/space/data"]);
+        assert_eq!(spec.cwd, ws);
+        assert_eq!(spec.workspace, ws);
+        assert!(!spec.network);
+        assert_eq!(spec.egress_proxy, None, "no hosts, no proxy");
+        assert_eq!(spec.read_only, vec![PathBuf::from("/opt/tools")]);
+        assert!(spec.env.contains(&("MODE".into(), "x".into())));
+        assert!(spec.limits.cpu_seconds >= SERVER_CPU_SECONDS);
+        let spawn = prepared.spawn.expect("a process start is recorded");
+        assert!(
+            spawn.contains("MCP server fs: srv: sandboxed (strict)"),
+            "{spawn}"
+        );
+        assert_eq!(
+            client_limits(&stdio(&["srv"], &[])).call_timeout.as_secs(),
+            7
+        );
+    }
+
+    #[test]
+    fn an_empty_command_is_refused() {
+        let (_, audit) = observer();
+        let err = prepare(
+            &stdio(&[], &[]),
+            Path::new("/w"),
+            &AgentSetup::default(),
+            Arc::new(audit),
+        )
+        .err()
+        .expect("refused");
+        assert!(err.to_string().contains("`command` is empty"), "{err}");
+    }
+}
