@@ -153,6 +153,13 @@ vocabulary! {
         Revocation => "revocation",
         /// A ledger account's spending policy changed.
         CreditsPolicy => "credits_policy",
+        /// An MCP server's tools against their pins: a pin written by
+        /// `bulwark mcp pin`, or a server refused because a tool changed
+        /// or appeared since it was pinned (a rug pull).
+        McpPin => "mcp_pin",
+        /// One request a sandboxed program made through the egress proxy
+        /// (host, port, allowed or refused, bytes; never its contents).
+        Egress => "egress",
     }
 }
 
@@ -231,6 +238,10 @@ vocabulary! {
         Revoked => "revoked",
         /// Tokens rotated.
         Rotated => "rotated",
+        /// An MCP server's live tools differ from its pins.
+        PinDrift => "pin_drift",
+        /// An operator pinned an MCP server's tools.
+        Pinned => "pinned",
         /// No reason class (records that need none, such as `audit_key`).
         Empty => "",
     }

@@ -49,7 +49,12 @@ impl PreApproved {
             if rule.is_empty() {
                 return Err("an --approve rule is empty; use TOOL or TOOL:OPERATION".into());
             }
-            match rule.split_once(':') {
+            // `mcp:<server>:<tool>` is an operation of domain `mcp:<server>`.
+            let split = match bulwark_policy::mcp::mcp_server_of(rule) {
+                Some(_) => bulwark_policy::mcp::split_domain_operation(rule),
+                None => rule.split_once(':'),
+            };
+            match split {
                 Some((d, o)) if !d.is_empty() && !o.is_empty() => {
                     set.insert((d.to_string(), Some(o.to_string())));
                 }

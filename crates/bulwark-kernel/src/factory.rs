@@ -509,7 +509,14 @@ impl SessionFactory {
                 Err(err) => warn(&format!("the version run was not recorded: {err}")),
             }
         }
-        let registry = ToolRegistry::builtin();
+        let mut registry = ToolRegistry::builtin();
+        // The MCP servers' pinned tools join the door's tools; no server
+        // starts before a call to one of its tools is approved.
+        let mcp = crate::mcp_hub::McpHub::open(&self.home, &user, &agent_name, &policy, &net)?;
+        for warning in mcp.warnings() {
+            warn(warning);
+        }
+        mcp.register(&mut registry);
         let door = Door::new(registry, audit.clone(), approver.clone())
             .with_recorded_arguments(global.audit.record_arguments);
         let id = match &resume {

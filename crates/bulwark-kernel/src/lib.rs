@@ -46,6 +46,7 @@ pub use factory::{
     SessionFactory, SessionRecords, SessionSpec, StoreRecords,
 };
 pub use home::{DEFAULT_SYSTEM_PROMPT, Home, LoadedAgent};
+pub use mcp_hub::{McpHub, PinConnection, ScopedMcp, mcp_connect_for_pin};
 pub use provenance::{
     LabelRoot, MemoryProvenance, ProvenanceError, ProvenanceStore, StoreProvenance, content_digest,
     labels_from_names, root_key,

@@ -1,5 +1,6 @@
 //! The set of tools a kernel can dispatch to.
 
+use crate::mcp_hub::{ServerSlot, ShellEgress};
 use crate::tool::Tool;
 use bulwark_llm::ToolDef;
 use bulwark_policy::{EffectivePolicy, ToolCatalog};
@@ -12,6 +13,11 @@ pub struct ToolRegistry {
     tools: BTreeMap<String, Arc<dyn Tool>>,
     /// Each tool's argument schema, derived once when it is registered.
     schemas: BTreeMap<String, Value>,
+    /// The session's MCP servers by name: the door hands a call to
+    /// `mcp:<name>` a handle on its server only.
+    mcp_servers: BTreeMap<String, Arc<ServerSlot>>,
+    /// The session's egress proxy for the shell, if it has shell hosts.
+    shell_egress: Option<Arc<ShellEgress>>,
 }
 
 impl ToolRegistry {
@@ -28,6 +34,23 @@ impl ToolRegistry {
         let name = tool.spec().name.to_string();
         self.schemas.insert(name.clone(), tool.input_schema());
         self.tools.insert(name, tool);
+    }
+
+    pub(crate) fn register_mcp_server(&mut self, name: &str, slot: Arc<ServerSlot>) {
+        self.mcp_servers.insert(name.to_string(), slot);
+    }
+
+    /// The MCP server `name` of the session, if it has one.
+    pub(crate) fn mcp_server(&self, name: &str) -> Option<&Arc<ServerSlot>> {
+        self.mcp_servers.get(name)
+    }
+
+    pub(crate) fn set_shell_egress(&mut self, egress: Arc<ShellEgress>) {
+        self.shell_egress = Some(egress);
+    }
+
+    pub(crate) fn shell_egress(&self) -> Option<&Arc<ShellEgress>> {
+        self.shell_egress.as_ref()
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {

@@ -400,6 +400,9 @@ pub struct ScopedProcess {
     pub(crate) secrets: Arc<bulwark_net::SecretStore>,
     pub(crate) used: Arc<Mutex<Vec<CredentialUse>>>,
     pub(crate) spawn_log: SpawnRecorder,
+    /// The session's egress proxy for the shell, when the policy grants
+    /// the shell hosts: commands reach them through it, and only them.
+    pub(crate) egress: Option<Arc<crate::mcp_hub::ShellEgress>>,
 }
 
 /// Writes the `spawn` audit record of a call *before* its child starts, so
@@ -413,31 +416,58 @@ pub(crate) struct SpawnRecorder {
 }
 
 impl SpawnRecorder {
-    fn record(&self, detail: String) -> Result<(), ToolError> {
+    pub(crate) fn record(&self, detail: String) -> Result<(), ToolError> {
+        self.write(
+            bulwark_audit::Action::Spawn,
+            Decision::Allowed,
+            bulwark_audit::Reason::Spawn,
+            &detail,
+        )
+        .map_err(|e| {
+            ToolError::Failed(format!(
+                "the audit log could not record the process start ({e}); it was not started"
+            ))
+        })
+    }
+
+    /// Writes a record of the call (`action`, `decision`, `reason`,
+    /// `detail`) durably, before what it is about happens.
+    pub(crate) fn side(
+        &self,
+        action: bulwark_audit::Action,
+        decision: Decision,
+        reason: bulwark_audit::Reason,
+        detail: &str,
+    ) -> Result<(), ToolError> {
+        let name = action.to_string();
+        self.write(action, decision, reason, detail).map_err(|e| {
+            ToolError::Failed(format!(
+                "the audit log could not record a {name} record ({e}); the call did not go on"
+            ))
+        })
+    }
+
+    fn write(
+        &self,
+        action: bulwark_audit::Action,
+        decision: Decision,
+        reason: bulwark_audit::Reason,
+        detail: &str,
+    ) -> Result<(), bulwark_audit::AuditError> {
+        let detail: String = detail.chars().take(1000).collect();
         // The call's identity and shared fields, stamped now.
         let record = AuditRecord::new(
             self.template.identity(),
-            bulwark_audit::Event::new(
-                bulwark_audit::Action::Spawn,
-                Decision::Allowed,
-                bulwark_audit::Reason::Spawn,
-            )
-            .tool(self.template.tool.clone())
-            .operation(self.template.operation.clone())
-            .digest(self.template.args_digest.clone())
-            .detail(detail)
-            .duration_us(self.template.duration_us),
+            bulwark_audit::Event::new(action, decision, reason)
+                .tool(self.template.tool.clone())
+                .operation(self.template.operation.clone())
+                .digest(self.template.args_digest.clone())
+                .detail(detail)
+                .duration_us(self.template.duration_us),
         );
         // `record` may only queue; `flush` is the durability barrier, so the
         // record is on disk before the child can run.
-        self.audit
-            .record(&record)
-            .and_then(|()| self.audit.flush())
-            .map_err(|e| {
-                ToolError::Failed(format!(
-                    "the audit log could not record the process start ({e}); it was not started"
-                ))
-            })
+        self.audit.record(&record).and_then(|()| self.audit.flush())
     }
 }
 
@@ -520,6 +550,23 @@ impl ScopedProcess {
             "{program}: sandboxed ({mode}); {} argument(s)",
             argv.len().saturating_sub(1)
         ))?;
+        let egress_proxy = match &self.egress {
+            Some(egress) => {
+                let held = self.secret_env.iter().map(|(_, k, _)| k.clone()).collect();
+                let observer = Arc::new(crate::mcp_hub::EgressAudit {
+                    audit: self.spawn_log.audit.clone(),
+                    identity: self.spawn_log.template.identity(),
+                    domain: "shell".into(),
+                });
+                Some(
+                    egress
+                        .socket(held, observer)
+                        .await
+                        .map_err(|e| ToolError::Sandbox(e.to_string()))?,
+                )
+            }
+            None => None,
+        };
         let spec = SandboxSpec {
             argv: argv.to_vec(),
             cwd: self.cwd.clone(),
@@ -532,7 +579,7 @@ impl ScopedProcess {
             enforcement,
             pids_cgroup: None,
             memory_cgroup: None,
-            egress_proxy: None,
+            egress_proxy,
         };
         let out = bulwark_sandbox::run_sandboxed(helper, &spec, self.timeout, self.max_output)
             .await

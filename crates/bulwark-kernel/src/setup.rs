@@ -175,11 +175,26 @@ fn open_dir(path: std::path::PathBuf) -> Result<Arc<Workspace>, KernelError> {
 /// The egress client a session with `policy` gets: its allowlist, the
 /// operator's internal services, its credential grants and the secret store.
 pub fn egress_client(policy: &EffectivePolicy, net: &AgentSetup) -> Result<SafeHttp, KernelError> {
+    hosts_client(
+        policy.sandbox.allowed_domains.clone(),
+        policy.sandbox.allow_all,
+        net,
+    )
+}
+
+/// An egress client for `allowed_domains` with the agent's internal
+/// services, credential grants and secret store: the session's (above),
+/// an MCP server's, or the shell's egress proxy's.
+pub(crate) fn hosts_client(
+    allowed_domains: Vec<String>,
+    allow_all: bool,
+    net: &AgentSetup,
+) -> Result<SafeHttp, KernelError> {
     let egress = EgressPolicy {
         // `host:port` entries stay whole: the egress client holds every
         // request and every redirect hop to the port (issue 16, item 8).
-        allowed_domains: policy.sandbox.allowed_domains.clone(),
-        allow_all: policy.sandbox.allow_all,
+        allowed_domains,
+        allow_all,
     };
     let setup_error =
         |e: bulwark_net::NetError| KernelError::Setup(format!("cannot build the HTTP client: {e}"));
@@ -195,9 +210,26 @@ pub fn egress_client(policy: &EffectivePolicy, net: &AgentSetup) -> Result<SafeH
 
 /// The secrets grants pass to the `shell` domain's environment.
 fn shell_secrets(net: &AgentSetup) -> Vec<(String, String, secrecy::SecretString)> {
+    domain_secrets(net, "shell")
+}
+
+/// The secrets grants pass to the environment of the programs of tool
+/// domain `domain` (`shell`, `mcp:<server>`): (grant, key, value).
+/// Approval-required grants pass nothing (no human is asked before a
+/// process starts). A `tools = ["*"]` grant reaches the shell but no MCP
+/// server: a server is third-party code, and gets a key only where a
+/// grant names it.
+pub(crate) fn domain_secrets(
+    net: &AgentSetup,
+    domain: &str,
+) -> Vec<(String, String, secrecy::SecretString)> {
+    let wildcard = bulwark_policy::mcp::mcp_server_of(domain).is_none();
     let mut out = Vec::new();
     for (name, grant) in &net.grants {
-        if !grant.tools.iter().any(|t| t == "shell" || t == "*")
+        if !grant
+            .tools
+            .iter()
+            .any(|t| t == domain || (wildcard && t == "*"))
             || grant.approval == Some(bulwark_policy::GrantApproval::Required)
         {
             continue;
@@ -255,4 +287,55 @@ pub fn build_session(
         limits,
     };
     Ok(Session::new(identity, policy, resources, saved))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bulwark_policy::GrantApproval;
+
+    fn grant(keys: &[&str], tools: &[&str], approval: Option<GrantApproval>) -> CredentialGrant {
+        CredentialGrant {
+            keys: keys.iter().map(|s| s.to_string()).collect(),
+            tools: tools.iter().map(|s| s.to_string()).collect(),
+            hosts: Vec::new(),
+            inject: Vec::new(),
+            approval,
+        }
+    }
+
+    #[test]
+    fn an_mcp_server_gets_only_the_keys_a_grant_names_it_for() {
+        let mut secrets = SecretStore::new();
+        for key in ["FS_TOKEN", "ALL_TOKEN", "ASK_TOKEN", "SHELL_TOKEN"] {
+            secrets.insert(key, secrecy::SecretString::from("v".repeat(12)), true);
+        }
+        let setup = AgentSetup {
+            grants: BTreeMap::from([
+                ("fs".to_string(), grant(&["FS_TOKEN"], &["mcp:fs"], None)),
+                ("all".to_string(), grant(&["ALL_TOKEN"], &["*"], None)),
+                (
+                    "ask".to_string(),
+                    grant(&["ASK_TOKEN"], &["mcp:fs"], Some(GrantApproval::Required)),
+                ),
+                ("sh".to_string(), grant(&["SHELL_TOKEN"], &["shell"], None)),
+            ]),
+            secrets: Arc::new(secrets),
+            ..AgentSetup::default()
+        };
+        let keys = |domain: &str| -> Vec<String> {
+            domain_secrets(&setup, domain)
+                .into_iter()
+                .map(|(_, k, _)| k)
+                .collect()
+        };
+        // Not a `*` grant (third-party code), not an approval-required one.
+        assert_eq!(keys("mcp:fs"), vec!["FS_TOKEN".to_string()]);
+        assert!(keys("mcp:other").is_empty());
+        // The shell's, as before: its own and `*`.
+        assert_eq!(
+            keys("shell"),
+            vec!["ALL_TOKEN".to_string(), "SHELL_TOKEN".to_string()]
+        );
+    }
 }

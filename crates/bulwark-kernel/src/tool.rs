@@ -7,6 +7,7 @@
 //! only the hosts the door checked. A tool whose `demands` under-reports what it
 //! does therefore fails instead of escaping.
 
+use crate::mcp_hub::ScopedMcp;
 use crate::scoped::{ScopedFiles, ScopedHttp, ScopedMemory, ScopedProcess};
 use crate::scoped_credits::ScopedCredits;
 use bulwark_policy::{Demand, TaintLabel};
@@ -116,6 +117,10 @@ pub enum ToolError {
     /// nothing moved.
     #[error("{0}")]
     Credits(String),
+    /// An MCP server's tools changed since they were pinned: nothing was
+    /// sent to it.
+    #[error("{0}")]
+    PinDrift(String),
     /// The operation ran and failed.
     #[error("{0}")]
     Failed(String),
@@ -133,6 +138,7 @@ impl ToolError {
             ToolError::Sandbox(_) => "sandbox",
             ToolError::Credits(_) => "credits",
             ToolError::SpawnRefused(_) => "spawn_check",
+            ToolError::PinDrift(_) => "pin_drift",
             ToolError::Failed(_) => "tool_error",
         }
     }
@@ -147,6 +153,9 @@ pub struct ToolContext {
     pub(crate) process: Option<ScopedProcess>,
     pub(crate) http: Option<ScopedHttp>,
     pub(crate) credits: Option<ScopedCredits>,
+    /// The one MCP server and tool the door approved (`mcp:<server>`
+    /// calls only).
+    pub(crate) mcp: Option<ScopedMcp>,
     /// What the call's writes are labelled with, and where labels are
     /// kept and read back.
     pub(crate) taint: Option<CallTaint>,
@@ -191,6 +200,11 @@ impl ToolContext {
         self.taint
             .as_ref()
             .ok_or_else(|| ToolError::NotGranted("no provenance context for this call".into()))
+    }
+    pub fn mcp(&self) -> Result<&ScopedMcp, ToolError> {
+        self.mcp
+            .as_ref()
+            .ok_or_else(|| ToolError::NotGranted("no MCP server handle for this call".into()))
     }
     pub fn http(&self) -> Result<&ScopedHttp, ToolError> {
         self.http

@@ -85,6 +85,7 @@ impl Outcome {
             ToolError::Egress(_) => Self::denied(Reason::Egress, message, detail),
             ToolError::Credits(_) => Self::denied(Reason::Credits, message, detail),
             ToolError::SpawnRefused(_) => Self::denied(Reason::SpawnCheck, message, detail),
+            ToolError::PinDrift(_) => Self::denied(Reason::PinDrift, message, detail),
             ToolError::Exfiltration { ref key, .. } => {
                 let detail = format!("the request carried the value of secret {key}; refused");
                 Self::denied(Reason::Exfiltration, message, detail)
@@ -114,6 +115,9 @@ fn error_detail(err: &ToolError) -> &'static str {
         ToolError::Credits(_) => "the credits ledger refused; nothing moved",
         ToolError::SpawnRefused(_) => {
             "the child would hold more than its parent; it was not spawned"
+        }
+        ToolError::PinDrift(_) => {
+            "the MCP server's tools changed since they were pinned; it is refused for the session"
         }
         ToolError::Failed(_) => "the tool ran and reported an error",
     }

@@ -8,6 +8,7 @@ use super::record::{CallRecord, Outcome, truncate};
 use super::{DispatchResult, Door, ToolCall, taint};
 use crate::approval::{ApprovalAnswer, ApprovalRequest};
 use crate::children::Caller;
+use crate::mcp_hub::ScopedMcp;
 use crate::scoped::{Access, ScopedFiles, ScopedHttp, ScopedMemory, ScopedProcess, SpawnRecorder};
 use crate::scoped_credits::ScopedCredits;
 use crate::session::Session;
@@ -15,6 +16,7 @@ use crate::tool::{ParsedCall, Tool, ToolContext, ToolError, ToolOutput};
 use bulwark_audit::{Action, Decision, Reason};
 use bulwark_net::{CallContext, CredentialUse, UseOutcome};
 use bulwark_policy::injection::FindingKind;
+use bulwark_policy::mcp::mcp_server_of;
 use bulwark_policy::{Demand, SinkRule, TaintLabel, Verdict};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -353,7 +355,7 @@ impl Door {
             session,
             call.id,
             ticket,
-            &demands,
+            (&demands, &admitted.tool.spec().operation),
             CallContext {
                 tool: ticket.domain.to_string(),
                 human_approved,
@@ -444,7 +446,7 @@ impl Door {
         session: &Session,
         call_id: &str,
         ticket: &CallRecord,
-        demands: &[Demand],
+        (demands, operation): (&[Demand], &str),
         call: CallContext,
         credentials_used: Arc<Mutex<Vec<CredentialUse>>>,
         sandbox_warnings: Arc<Mutex<Vec<String>>>,
@@ -465,6 +467,20 @@ impl Door {
                 host: session.children.clone(),
                 approved: demands.to_vec(),
                 call_id: call_id.to_owned(),
+            });
+        let recorder = || SpawnRecorder {
+            audit: self.audit.clone(),
+            template: ticket.record(Action::Spawn, Decision::Allowed, Reason::Spawn, ""),
+        };
+        // A call to `mcp:<server>` (its domain and operation approved in
+        // authorize) gets that server, for that one tool.
+        let mcp = mcp_server_of(&ticket.domain)
+            .and_then(|server| self.registry.mcp_server(server))
+            .map(|slot| ScopedMcp {
+                slot: slot.clone(),
+                tool: operation.to_string(),
+                recorder: recorder(),
+                secrets: res.secrets.clone(),
             });
         for demand in demands {
             match demand {
@@ -504,10 +520,8 @@ impl Door {
                 secret_env: res.process_secrets.clone(),
                 secrets: res.secrets.clone(),
                 used: credentials_used.clone(),
-                spawn_log: SpawnRecorder {
-                    audit: self.audit.clone(),
-                    template: ticket.record(Action::Spawn, Decision::Allowed, Reason::Spawn, ""),
-                },
+                spawn_log: recorder(),
+                egress: self.registry.shell_egress().cloned(),
             }),
             http: match (&res.http, hosts.is_empty()) {
                 (Some(http), false) => Some(ScopedHttp {
@@ -519,6 +533,7 @@ impl Door {
                 _ => None,
             },
             credits,
+            mcp,
             taint: Some(crate::tool::CallTaint {
                 labels: session.state().taint.clone(),
                 source: call_id.to_owned(),

@@ -3,7 +3,7 @@
 mod agents;
 mod credits;
 mod files;
-mod mcp;
+pub(crate) mod mcp;
 mod memory;
 mod shell;
 mod time;
