@@ -294,6 +294,9 @@ impl ProxyObserver for EgressAudit {
         let kind = match event.kind {
             ProxyRequestKind::Connect => "CONNECT",
             ProxyRequestKind::Forward => "forward",
+            // Over the connection limit, an oversized or slow head, bytes
+            // that are not HTTP: refused before any host was named.
+            ProxyRequestKind::NoRequest => "malformed or over-limit request",
         };
         let host = shown_host(&event.host);
         let (decision, verdict) = match &event.refused {

@@ -144,11 +144,10 @@ impl McpHub {
     }
 }
 
-/// The hosts `shell` may reach through its egress proxy.
-// Switch to `policy.sandbox.shell_hosts` once the policy part lands.
+/// The hosts `shell` may reach through its egress proxy: what survived
+/// every layer of `[sandbox] shell_hosts`.
 fn shell_hosts(policy: &EffectivePolicy) -> Vec<String> {
-    let _ = policy;
-    Vec::new()
+    policy.sandbox.shell_hosts.clone()
 }
 
 /// One server of the session: its definition, its pins and, once started,
