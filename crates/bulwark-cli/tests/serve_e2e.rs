@@ -163,3 +163,5 @@ async fn http_get(addr: &str, path: &str, token: Option<&str>) -> (u16, String) 
 
 #[path = "serve_e2e/revocation.rs"]
 mod revocation;
+#[path = "serve_e2e/mcp.rs"]
+mod mcp;

@@ -28,7 +28,8 @@ pub(crate) mod host;
 use crate::app::{AppState, ClientIp};
 use crate::error::ApiError;
 use axum::extract::{Path, Request, State};
-use axum::response::Response;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use std::sync::Arc;
@@ -84,6 +85,21 @@ pub(crate) async fn endpoint(
                 retry_after_secs: 5,
             }
         })?;
+    // Read here, bounded, so an oversized body is a 413 whichever layer
+    // notices it first (rmcp would report a failed body read as a 500).
+    let limit = limits.mcp_body_bytes;
+    let (parts, body) = request.into_parts();
+    let bytes = axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|err| body_error(&err, limit))?;
+    if serde_json::from_slice::<serde_json::Value>(&bytes).is_err() {
+        return Ok(jsonrpc_error(
+            StatusCode::BAD_REQUEST,
+            PARSE_ERROR,
+            "parse error: the body is not JSON".into(),
+        ));
+    }
+    let request = Request::from_parts(parts, axum::body::Body::from(bytes));
     let host = Arc::new(host::WorkerToolHost::new(
         state.clone(),
         principal.user.clone(),
@@ -104,5 +120,60 @@ pub(crate) async fn endpoint(
         Arc::new(NeverSessionManager::default()),
         config,
     );
-    Ok(service.handle(request).await.map(axum::body::Body::new))
+    let response = service.handle(request).await.map(axum::body::Body::new);
+    Ok(as_jsonrpc(response).await)
+}
+
+/// JSON-RPC 2.0 "Parse error".
+const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC 2.0 "Invalid Request".
+const INVALID_REQUEST: i64 = -32600;
+/// How much of a plain-text refusal of rmcp's is kept in the error.
+const REFUSAL_CHARS: usize = 512;
+
+fn jsonrpc_error(status: StatusCode, code: i64, message: String) -> Response {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": code, "message": message},
+    });
+    (status, axum::Json(body)).into_response()
+}
+
+/// rmcp refuses a message that is JSON but not a JSON-RPC message it can
+/// route with a plain-text 4xx; a client expects a JSON-RPC error.
+async fn as_jsonrpc(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !status.is_client_error() || is_json || status == StatusCode::PAYLOAD_TOO_LARGE {
+        return response;
+    }
+    let text = match axum::body::to_bytes(response.into_body(), 64 * 1024).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).chars().take(REFUSAL_CHARS).collect(),
+        Err(_) => String::new(),
+    };
+    let message = if text.is_empty() {
+        "invalid request".to_owned()
+    } else {
+        format!("invalid request: {text}")
+    };
+    jsonrpc_error(status, INVALID_REQUEST, message)
+}
+
+/// A body that could not be read: too large (413), or cut off or too slow.
+fn body_error(err: &axum::Error, limit: usize) -> ApiError {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cause {
+        if e.is::<http_body_util::LengthLimitError>() {
+            return ApiError::PayloadTooLarge(format!(
+                "an MCP request body may have at most {limit} bytes"
+            ));
+        }
+        cause = e.source();
+    }
+    ApiError::BadRequest("the request body could not be read".into())
 }
