@@ -47,8 +47,7 @@ async fn a_user_lists_and_calls_an_agents_tools_in_one_tools_only_conversation()
     assert_eq!(status, 200, "{body}");
     let result: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(
-        result["result"]["content"][0]["text"],
-        "echo {\"x\":1}",
+        result["result"]["content"][0]["text"], "echo {\"x\":1}",
         "{body}"
     );
     assert_ne!(result["result"]["isError"], true, "{body}");
@@ -69,7 +68,9 @@ async fn tokens_agents_and_names_are_checked_before_any_conversation_opens() {
     // No token, a wrong one.
     assert_eq!(send(&state, mcp("helper", None, LIST), LIST).await.0, 401);
     assert_eq!(
-        send(&state, mcp("helper", Some("bwk_nope"), LIST), LIST).await.0,
+        send(&state, mcp("helper", Some("bwk_nope"), LIST), LIST)
+            .await
+            .0,
         401
     );
     // alice may use `helper` only; `secret` is private; an agent that does
@@ -103,13 +104,19 @@ async fn host_origin_and_body_size_are_checked_and_the_server_keeps_serving() {
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream");
     assert_eq!(send(&state, foreign_host, LIST).await.0, 421);
-    let foreign_origin = mcp("helper", Some(&f.alice), LIST).header("origin", "https://evil.example");
+    let foreign_origin =
+        mcp("helper", Some(&f.alice), LIST).header("origin", "https://evil.example");
     assert_eq!(send(&state, foreign_origin, LIST).await.0, 403);
     let big = format!(
         r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"name":"echo","arguments":{{"x":"{}"}}}}}}"#,
         "a".repeat(ServerConfig::default().limits.mcp_body_bytes)
     );
-    assert_eq!(send(&state, mcp("helper", Some(&f.alice), &big), &big).await.0, 413);
+    assert_eq!(
+        send(&state, mcp("helper", Some(&f.alice), &big), &big)
+            .await
+            .0,
+        413
+    );
     // Malformed JSON-RPC gets a JSON-RPC error; the next request works.
     let (_, body) = send(&state, mcp("helper", Some(&f.alice), "{oops"), "{oops").await;
     assert!(body.contains("\"error\""), "{body}");

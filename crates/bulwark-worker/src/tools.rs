@@ -124,6 +124,15 @@ impl ToolHost for DoorHost {
                 },
             )
             .await;
+        // The records go to the server in batches: the client gets its
+        // answer only once the call's record is stored.
+        if let Err(err) = kernel.door.audit().flush() {
+            eprintln!("error: the audit records of an MCP call could not be stored: {err}");
+            return HostedResult {
+                content: "the call's audit record could not be stored".into(),
+                is_error: true,
+            };
+        }
         HostedResult {
             content: result.content,
             is_error: result.is_error,
@@ -189,7 +198,10 @@ pub(crate) fn tool_infos(tools: Vec<HostedTool>) -> Vec<ToolInfo> {
             && size <= MAX_JSON_BYTES
             && total.saturating_add(size) <= MAX_TOOLS_JSON_BYTES;
         if !fits {
-            eprintln!("warning: tool `{}` left out of the MCP list: too large", clamp(&tool.name, 64));
+            eprintln!(
+                "warning: tool `{}` left out of the MCP list: too large",
+                clamp(&tool.name, 64)
+            );
             continue;
         }
         total += size;

@@ -90,7 +90,8 @@ fn deep_arguments_are_refused() {
 fn unknown_fields_in_tool_frames_are_refused() {
     let extra = r#"{"type":"call_tool","call_id":"m1","tool":"t","arguments":{},"sudo":true}"#;
     assert!(serde_json::from_str::<Command>(extra).is_err());
-    let extra = r#"{"type":"tools","tools":[{"name":"t","description":"","input_schema":{},"hidden":1}]}"#;
+    let extra =
+        r#"{"type":"tools","tools":[{"name":"t","description":"","input_schema":{},"hidden":1}]}"#;
     assert!(serde_json::from_str::<Event>(extra).is_err());
 }
 

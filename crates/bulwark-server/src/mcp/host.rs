@@ -208,7 +208,10 @@ impl WorkerToolHost {
                     }
                 }
                 Event::Error {
-                    code, message, fatal, ..
+                    code,
+                    message,
+                    fatal,
+                    ..
                 } => {
                     if fatal || code == ErrorCode::WorkerLost {
                         return Err(lost(&message));

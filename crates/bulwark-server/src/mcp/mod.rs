@@ -153,7 +153,10 @@ async fn as_jsonrpc(response: Response) -> Response {
         return response;
     }
     let text = match axum::body::to_bytes(response.into_body(), 64 * 1024).await {
-        Ok(bytes) => String::from_utf8_lossy(&bytes).chars().take(REFUSAL_CHARS).collect(),
+        Ok(bytes) => String::from_utf8_lossy(&bytes)
+            .chars()
+            .take(REFUSAL_CHARS)
+            .collect(),
         Err(_) => String::new(),
     };
     let message = if text.is_empty() {

@@ -487,7 +487,6 @@ impl DatabaseBroker {
             }
         }
     }
-
 }
 
 /// The record as stored: the identity is the server's, not the worker's.

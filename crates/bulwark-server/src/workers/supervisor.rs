@@ -299,7 +299,10 @@ impl Supervisor {
     /// ignored: every one runs a new session) and waits until it is ready:
     /// the conversation then takes `ListTools` and `CallTool` instead of
     /// user messages. Capped, idle-timed-out and reaped like any worker.
-    pub async fn open_tools(&self, mut request: OpenRequest) -> Result<Conversation, SupervisorError> {
+    pub async fn open_tools(
+        &self,
+        mut request: OpenRequest,
+    ) -> Result<Conversation, SupervisorError> {
         request.resume = None;
         let start = Command::StartTools {
             user: request.user.clone(),

@@ -7,7 +7,12 @@ impl DatabaseBroker {
     /// A ledger request, for the session's agent account, as the session's
     /// user, with the session's keys. Nothing in the request picks any of
     /// them.
-    pub(super) fn ledger(&self, scope: &mut BrokerScope, session: &str, request: StoreRequest) -> StoreReply {
+    pub(super) fn ledger(
+        &self,
+        scope: &mut BrokerScope,
+        session: &str,
+        request: StoreRequest,
+    ) -> StoreReply {
         if !plain_id(session) {
             return failed(
                 StoreFailure::Forbidden,
