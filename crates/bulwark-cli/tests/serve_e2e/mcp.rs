@@ -23,6 +23,20 @@ mode = "users"
 users = ["alice"]
 "#;
 
+/// Writes under `out/`, each write only with a person's approval.
+const APPROVING: &str = r#"
+[tools]
+allow = ["files"]
+[[capabilities]]
+kind = "file_write"
+path = "out/**"
+[approval]
+operations = ["files:write"]
+[access]
+mode = "users"
+users = ["alice"]
+"#;
+
 /// Never used: a tools-only session calls no model.
 const NO_TURNS: &str = "{\"text\": \"unused\"}\n";
 
@@ -37,8 +51,13 @@ fn setup() -> (Bw, String, String) {
         "users/alice/agents/reader/workspace/notes.txt",
         "hello from the workspace",
     );
-    let alice = token_for(&bw, "alice", "reader");
-    let bob = token_for(&bw, "bob", "reader");
+    bw.agent(
+        "writer",
+        &common::scripted("writer", APPROVING),
+        Some(NO_TURNS),
+    );
+    let alice = token_for(&bw, "alice", "reader,writer");
+    let bob = token_for(&bw, "bob", "reader,writer");
     (bw, alice, bob)
 }
 
@@ -166,6 +185,45 @@ async fn an_mcp_client_lists_and_calls_the_agents_tools_in_a_worker() {
         "{calls:?} {records:#?}"
     );
     assert!(calls.contains(&("file_read", "denied")), "{calls:?}");
+}
+
+/// A call that needs a person's approval, from a client that cannot be
+/// asked (this one declares no elicitation), is refused and never runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_needing_approval_is_refused_when_the_client_cannot_answer() {
+    let (bw, alice, _) = setup();
+    let server = start(&bw);
+    let url = format!("http://{}/mcp/writer", server.addr);
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url).auth_header(alice),
+    );
+    let client = ClientConfig::default()
+        .serve(transport)
+        .await
+        .expect("the MCP handshake succeeds");
+    let args = serde_json::json!({"path": "out/a.txt", "content": "unapproved"});
+    let result = client
+        .call_tool(
+            CallToolRequestParams::new("file_write")
+                .with_arguments(args.as_object().cloned().unwrap_or_default()),
+        )
+        .await
+        .expect("a refusal is a tool result");
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    let _ = client.cancel().await;
+    assert!(
+        !bw.path("users/alice/agents/writer/workspace/out/a.txt")
+            .exists(),
+        "the unapproved write ran"
+    );
+    drop(server);
+    let records = bw.audit();
+    let writes: Vec<&str> = common::with_action(&records, "tool_call")
+        .into_iter()
+        .filter(|r| common::field(r, "tool") == "file_write")
+        .map(|r| common::field(r, "decision"))
+        .collect();
+    assert_eq!(writes, ["denied"], "{records:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
