@@ -137,3 +137,39 @@ async fn the_openapi_document_lists_the_mcp_route() {
     let doc = common::get_json(&state, "/api/v1/openapi.json", Some(&f.bob)).await;
     assert!(doc["paths"]["/mcp/{agent}"]["post"].is_object(), "{doc}");
 }
+
+/// Revoking a user's tokens ends their tools-only conversations at once
+/// (not at the idle timeout); another user's stays.
+#[tokio::test]
+async fn revoking_a_users_tokens_ends_their_mcp_conversations() {
+    let f = Fixture::new();
+    let server = f.serve(ServerConfig::default()).await;
+    let state = server.state.clone();
+    // What `serve_on` does as it starts (its task may not have run yet).
+    state.set_bound_addr(server.addr);
+    state.start_background_tasks();
+    assert_eq!(server.status("/health", None).await, 200);
+    let as_user = |token: &str| {
+        Request::post("/mcp/helper")
+            .header("host", server.host())
+            .header("authorization", bearer(token))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+    };
+    assert_eq!(send(&state, as_user(&f.alice), LIST).await.0, 200);
+    assert_eq!(send(&state, as_user(&f.bob), LIST).await.0, 200);
+    assert_eq!(state.mcp_workers_open(), 2);
+    f.editor().revoke("alice").unwrap();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    while state.mcp_workers_open() != 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "alice's MCP conversation was not ended"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(f.backend.counters.killed.load(Ordering::SeqCst), 1);
+    assert_eq!(send(&state, as_user(&f.alice), LIST).await.0, 401);
+    server.stop().await;
+}
