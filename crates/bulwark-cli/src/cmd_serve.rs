@@ -187,6 +187,33 @@ impl Backend for WorkerBackend {
         })
     }
 
+    /// A tools-only worker for `/mcp`: the same keys as a conversation
+    /// of the agent (its tools' credential grants need them).
+    async fn open_tools(&self, request: OpenRequest) -> Result<Conversation, BackendError> {
+        let keys = self.keys.clone();
+        let agent = request.agent.clone();
+        let keys = tokio::task::spawn_blocking(move || keys.for_agent(&agent))
+            .await
+            .map_err(|_| BackendError::Internal("the server failed".into()))??;
+        let conversation = self
+            .supervisor
+            .open_tools(bulwark_server::workers::OpenRequest {
+                user: request.user,
+                agent: request.agent,
+                resume: None,
+                keys,
+            })
+            .await
+            .map_err(backend_error)?;
+        Ok(Conversation {
+            session_id: conversation.session_id,
+            history_messages: conversation.history_messages,
+            commands: conversation.commands,
+            events: conversation.events,
+            control: Box::new(Kill(conversation.worker)),
+        })
+    }
+
     fn stats(&self) -> BackendStats {
         let stats = self.supervisor.stats();
         BackendStats {

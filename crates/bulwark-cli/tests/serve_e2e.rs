@@ -161,5 +161,7 @@ async fn http_get(addr: &str, path: &str, token: Option<&str>) -> (u16, String) 
     (status, body)
 }
 
+#[path = "serve_e2e/mcp.rs"]
+mod mcp;
 #[path = "serve_e2e/revocation.rs"]
 mod revocation;

@@ -23,6 +23,17 @@ pub const MAX_TEXT_CHARS: usize = 1_000_000;
 pub const MAX_SHORT_CHARS: usize = 4_096;
 /// Longest identifier (session, request and call ids).
 pub const MAX_ID_CHARS: usize = 128;
+/// Longest tool description a tools-only worker may list.
+pub const MAX_TOOL_DESCRIPTION_CHARS: usize = 16_384;
+/// Most tools one `Tools` event may list.
+pub const MAX_TOOLS: usize = 512;
+/// Largest JSON value (tool arguments, one tool's input schema), in bytes
+/// of its compact serialization.
+pub const MAX_JSON_BYTES: usize = 256 * 1024;
+/// Most bytes of JSON all of a `Tools` event's schemas may take together.
+pub const MAX_TOOLS_JSON_BYTES: usize = 4 * 1024 * 1024;
+/// Deepest nesting of arrays and objects a JSON value may have.
+pub const MAX_JSON_DEPTH: usize = 64;
 
 /// Server → worker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,6 +55,24 @@ pub enum Command {
     Interrupt,
     /// The user's answer to an [`Event::ApprovalRequest`].
     ToolApproval { request_id: String, approve: bool },
+    /// The first command of a *tools-only* worker (an MCP client of
+    /// `/mcp/{agent}` drives it): the session is opened with
+    /// `SessionSpec::tools_only`, no model is resolved and no turn ever
+    /// runs; the worker answers `ListTools` and `CallTool` instead of
+    /// `UserMessage`. Answered with `Ready` like `Start`.
+    StartTools { user: String, agent: String },
+    /// Tools-only: which tools does the session grant? Answered with
+    /// [`Event::Tools`].
+    ListTools,
+    /// Tools-only: run one call through the session's door. Answered with
+    /// [`Event::ToolCallDone`] carrying the same `call_id`; approvals the
+    /// door needs meanwhile come as [`Event::ApprovalRequest`] and are
+    /// answered with [`Command::ToolApproval`]. One call at a time.
+    CallTool {
+        call_id: String,
+        tool: String,
+        arguments: serde_json::Value,
+    },
     /// Finish cleanly: flush the audit records, then exit (the server, not
     /// the worker, signs checkpoints: workers cannot read the signing key).
     Shutdown,
@@ -142,6 +171,25 @@ pub enum Event {
         request_id: u64,
         request: StoreRequest,
     },
+    /// Tools-only: the answer to [`Command::ListTools`].
+    Tools { tools: Vec<ToolInfo> },
+    /// Tools-only: the answer to [`Command::CallTool`] with this `call_id`:
+    /// what the door returned (boundary-wrapped when it carries outside
+    /// content), and whether it was an error or a refusal.
+    ToolCallDone {
+        call_id: String,
+        content: String,
+        is_error: bool,
+    },
+}
+
+/// One tool a tools-only session grants, as an MCP client is shown it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolInfo {
+    pub name: String,
+    pub description: String,
+    pub input_schema: serde_json::Value,
 }
 
 /// Machine-readable error classes (the message is for people).
@@ -204,6 +252,20 @@ impl Command {
                 }
                 Ok(())
             }
+            Command::StartTools { user, agent } => {
+                bound("user", user, MAX_ID_CHARS)?;
+                bound("agent", agent, MAX_ID_CHARS)
+            }
+            Command::ListTools => Ok(()),
+            Command::CallTool {
+                call_id,
+                tool,
+                arguments,
+            } => {
+                bound("call_id", call_id, MAX_ID_CHARS)?;
+                bound("tool", tool, MAX_ID_CHARS)?;
+                json_bound("arguments", arguments, MAX_JSON_BYTES)
+            }
             Command::UserMessage { text, .. } => bound("text", text, MAX_MESSAGE_CHARS),
             Command::ToolApproval { request_id, .. } => {
                 bound("request_id", request_id, MAX_ID_CHARS)
@@ -252,6 +314,81 @@ impl Event {
             Event::TurnEnded { text, .. } => bound("text", text, MAX_TEXT_CHARS),
             Event::Error { message, .. } => bound("message", message, MAX_SHORT_CHARS),
             Event::Store { request, .. } => request.validate(),
+            Event::Tools { tools } => {
+                if tools.len() > MAX_TOOLS {
+                    return Err(TooLong {
+                        field: "tools",
+                        len: tools.len(),
+                        max: MAX_TOOLS,
+                    });
+                }
+                let mut total = 0usize;
+                for tool in tools {
+                    bound("name", &tool.name, MAX_ID_CHARS)?;
+                    bound("description", &tool.description, MAX_TOOL_DESCRIPTION_CHARS)?;
+                    total = total.saturating_add(json_size("input_schema", &tool.input_schema)?);
+                    if total > MAX_TOOLS_JSON_BYTES {
+                        return Err(TooLong {
+                            field: "tools",
+                            len: total,
+                            max: MAX_TOOLS_JSON_BYTES,
+                        });
+                    }
+                }
+                Ok(())
+            }
+            Event::ToolCallDone {
+                call_id, content, ..
+            } => {
+                bound("call_id", call_id, MAX_ID_CHARS)?;
+                bound("content", content, MAX_TEXT_CHARS)
+            }
         }
     }
+}
+
+/// The size of `value`'s compact JSON, refused past [`MAX_JSON_BYTES`] or
+/// [`MAX_JSON_DEPTH`] (a frame is bounded already; this keeps one value
+/// from taking all of it, and a deep one from exhausting a stack later).
+fn json_size(field: &'static str, value: &serde_json::Value) -> Result<usize, TooLong> {
+    let depth = json_depth(value);
+    if depth > MAX_JSON_DEPTH {
+        return Err(TooLong {
+            field,
+            len: depth,
+            max: MAX_JSON_DEPTH,
+        });
+    }
+    let len = serde_json::to_vec(value).map_or(usize::MAX, |v| v.len());
+    if len > MAX_JSON_BYTES {
+        return Err(TooLong {
+            field,
+            len,
+            max: MAX_JSON_BYTES,
+        });
+    }
+    Ok(len)
+}
+
+fn json_bound(field: &'static str, value: &serde_json::Value, max: usize) -> Result<(), TooLong> {
+    let len = json_size(field, value)?;
+    if len > max {
+        return Err(TooLong { field, len, max });
+    }
+    Ok(())
+}
+
+/// Nesting depth, counted without recursion.
+fn json_depth(value: &serde_json::Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 1usize)];
+    while let Some((v, depth)) = stack.pop() {
+        deepest = deepest.max(depth);
+        match v {
+            serde_json::Value::Array(items) => stack.extend(items.iter().map(|i| (i, depth + 1))),
+            serde_json::Value::Object(map) => stack.extend(map.values().map(|i| (i, depth + 1))),
+            _ => {}
+        }
+    }
+    deepest
 }

@@ -8,3 +8,5 @@ mod frame;
 mod frame_props;
 #[path = "all/provenance.rs"]
 mod provenance;
+#[path = "all/tools.rs"]
+mod tools;

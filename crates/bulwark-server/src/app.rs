@@ -47,6 +47,8 @@ struct Inner {
     first_auth: Arc<crate::auth::AuthSnapshot>,
     limiters: Arc<Limiters>,
     hub: Arc<Hub>,
+    /// The tools-only workers behind `/mcp` (see [`crate::mcp`]).
+    mcp: crate::mcp::McpWorkers,
     metrics: Metrics,
     conns: ConnTracker,
     events: SecurityLog,
@@ -85,6 +87,7 @@ impl AppState {
             backend,
             limiters,
             hub: Arc::new(Hub::default()),
+            mcp: crate::mcp::McpWorkers::default(),
             metrics: Metrics::default(),
             hosts: RwLock::new(Arc::new(hosts)),
             openapi: RwLock::new(Arc::new(String::new())),
@@ -120,6 +123,15 @@ impl AppState {
 
     pub(crate) fn hub(&self) -> &Arc<Hub> {
         &self.0.hub
+    }
+
+    pub(crate) fn mcp_workers(&self) -> &crate::mcp::McpWorkers {
+        &self.0.mcp
+    }
+
+    /// Tools-only workers (`/mcp`) registered now, all users.
+    pub fn mcp_workers_open(&self) -> usize {
+        self.0.mcp.len()
     }
 
     pub(crate) fn metrics(&self) -> &Metrics {
@@ -246,6 +258,8 @@ impl AppState {
                 let mut stopped_by_user = Vec::new();
                 if snap.problem.is_none() {
                     for (user, why) in crate::revoke::revoked_users(&last_good, &snap) {
+                        // Dropped from the pool, their MCP workers are killed.
+                        state.mcp_workers().stop_user(&user);
                         let sessions = crate::revoke::stop_user(state.hub(), &user);
                         if !sessions.is_empty() {
                             tracing::warn!(%user, why, conversations = sessions.len(), "tokens revoked: running conversations stopped");

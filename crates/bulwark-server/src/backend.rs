@@ -94,5 +94,15 @@ pub trait Backend: Send + Sync + 'static {
     /// event consumed), or why it cannot run.
     async fn open(&self, request: OpenRequest) -> Result<Conversation, BackendError>;
 
+    /// Starts a *tools-only* conversation for an MCP client (`/mcp`): a
+    /// session with no model that answers `ListTools` and `CallTool`
+    /// (`resume` is ignored). A backend that cannot run one refuses.
+    async fn open_tools(&self, request: OpenRequest) -> Result<Conversation, BackendError> {
+        let _ = request;
+        Err(BackendError::Internal(
+            "this server cannot serve tools over MCP".into(),
+        ))
+    }
+
     fn stats(&self) -> BackendStats;
 }

@@ -147,6 +147,9 @@ pub struct Costs {
     pub message: u32,
     /// Any other WebSocket frame (ping, interrupt, approval, a malformed one).
     pub frame: u32,
+    /// One MCP request (`POST /mcp/{agent}`): a tool list, a call, an
+    /// `initialize` or a notification alike.
+    pub mcp: u32,
 }
 
 /// Bounds on everything a client can make the server hold or do.
@@ -154,6 +157,9 @@ pub struct Costs {
 pub struct Limits {
     /// Largest REST request body.
     pub rest_body_bytes: usize,
+    /// Largest MCP request body (`/mcp`); at most `rest_body_bytes`, which
+    /// the router enforces for every route.
+    pub mcp_body_bytes: usize,
     /// Largest WebSocket message the transport accepts. A bigger one
     /// closes the connection (1009): its bytes cannot be skipped safely.
     pub ws_transport_max_bytes: usize,
@@ -248,6 +254,7 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             rest_body_bytes: 1 << 20,
+            mcp_body_bytes: 1 << 20,
             ws_transport_max_bytes: 4 << 20,
             // 200,000 characters, each escaped as `\uXXXX` at worst, plus the envelope.
             ws_frame_max_bytes: bulwark_protocol::protocol::MAX_MESSAGE_CHARS * 6 + 4096,
@@ -280,6 +287,7 @@ impl Default for Limits {
                 open: 20,
                 message: 20,
                 frame: 1,
+                mcp: 4,
             },
             max_listed_sessions: 500,
             access_poll: Duration::from_millis(200),

@@ -5,7 +5,8 @@
 //! front of it: who may connect ([`auth`], tokens from `access.toml`), from
 //! where ([`host`]: Host and Origin allowlists), how much ([`limits`]),
 //! with which response headers ([`headers`]), the REST and WebSocket
-//! vocabulary ([`rest`], [`ws`]), the credits API ([`credits`]), and the
+//! vocabulary ([`rest`], [`ws`]), MCP over Streamable HTTP at
+//! `/mcp/{agent}` (`mcp`), the credits API ([`credits`]), and the
 //! web page served at `/` (`web`). [`workers`] is the production backend's
 //! engine: the supervisor of worker processes and the store broker that
 //! answers them.
@@ -28,6 +29,7 @@ mod health;
 pub mod host;
 pub mod limits;
 pub mod listen;
+mod mcp;
 pub mod metrics;
 mod openapi;
 pub mod proxy;

@@ -3,7 +3,7 @@
 //! to the document by the same `routes!` call, so they cannot drift.
 
 use crate::app::AppState;
-use crate::{credits, health, rest, ws};
+use crate::{credits, health, mcp, rest, ws};
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa_axum::router::OpenApiRouter;
@@ -13,7 +13,7 @@ use utoipa_axum::routes;
 #[openapi(
     info(
         title = "Bulwark",
-        description = "Agents for many users. Every route except /health needs `Authorization: Bearer <token>` (WebSocket: the subprotocols `bulwark.v1, bearer.<token>`). Tokens in URLs are refused."
+        description = "Agents for many users. Every route except /health needs `Authorization: Bearer <token>` (MCP clients too, at /mcp/{agent}) (WebSocket: the subprotocols `bulwark.v1, bearer.<token>`). Tokens in URLs are refused."
     ),
     components(schemas(
         ws::frames::ClientFrame,
@@ -56,4 +56,5 @@ pub(crate) fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(credits::transfer))
         .routes(routes!(credits::history))
         .routes(routes!(ws::handshake))
+        .routes(routes!(mcp::endpoint))
 }

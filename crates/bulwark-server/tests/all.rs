@@ -10,6 +10,7 @@ mod credits;
 mod gate;
 mod headers;
 mod logs;
+mod mcp;
 mod rest;
 mod workers;
 mod ws;

@@ -126,6 +126,7 @@ async fn openapi_describes_every_route() {
         "/api/v1/credits",
         "/api/v1/credits/history",
         "/api/v1/credits/transfer",
+        "/mcp/{agent}",
     ];
     let mut sorted = paths.clone();
     sorted.sort();
@@ -134,8 +135,8 @@ async fn openapi_describes_every_route() {
     assert_eq!(sorted, want);
     // Each documented path is routed (the router is built from the same list).
     for path in routes {
-        let p = path.replace("{id}", "x");
-        let s = if path.ends_with("/transfer") {
+        let p = path.replace("{id}", "x").replace("{agent}", "other");
+        let s = if path.ends_with("/transfer") || path.starts_with("/mcp/") {
             post(&state, &p, Some(&f.root), "{}")
                 .await
                 .status()

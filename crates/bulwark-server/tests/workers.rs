@@ -7,3 +7,4 @@ mod common;
 mod environment;
 mod relay_and_lock;
 mod supervisor;
+mod tools;

@@ -89,6 +89,10 @@ pub struct BrokerClient {
     /// The session resumed and its saved state: the server opens a
     /// session once per worker, so asking again answers from here.
     resumed: Mutex<Option<(String, Option<String>)>>,
+    /// The session this worker created, once the server accepted it: a
+    /// tools-only session's id, which its tool host does not expose, is
+    /// announced in `Ready` from here.
+    created: Mutex<Option<String>>,
     /// The server stopped answering (shutdown, end of input): calls fail
     /// at once instead of waiting out [`REPLY_WAIT`].
     closed: AtomicBool,
@@ -104,6 +108,7 @@ impl BrokerClient {
             audit: Mutex::new(AuditQueue::default()),
             audit_failed: AtomicBool::new(false),
             resumed: Mutex::new(None),
+            created: Mutex::new(None),
             closed: AtomicBool::new(false),
         }
     }
@@ -272,6 +277,17 @@ impl BrokerClient {
     pub fn create(&self, session: &str) -> Result<(), StoreError> {
         self.done(StoreRequest::Create {
             session: session.to_owned(),
+        })?;
+        *self.created.lock().unwrap_or_else(|p| p.into_inner()) = Some(session.to_owned());
+        Ok(())
+    }
+
+    /// The session this worker created or resumed, if any yet.
+    pub fn session(&self) -> Option<String> {
+        let created = self.created.lock().unwrap_or_else(|p| p.into_inner());
+        created.clone().or_else(|| {
+            let resumed = self.resumed.lock().unwrap_or_else(|p| p.into_inner());
+            resumed.as_ref().map(|(id, _)| id.clone())
         })
     }
 

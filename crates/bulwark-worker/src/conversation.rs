@@ -14,6 +14,7 @@ use crate::confine::WorkerStart;
 use crate::error::WorkerError;
 use crate::io::{FrameReader, FrameWriter};
 use crate::records::WorkerRecords;
+use crate::tools::{ToolJob, open_host, result_text, tool_infos};
 use bulwark_audit::Decision;
 use bulwark_kernel::{
     AgentRuntime, ApprovalAnswer, ApprovalRequest, Approver, CancellationToken, DispatchResult,
@@ -65,6 +66,7 @@ pub(crate) async fn worker(home: &Home, expected: &WorkerStart) -> Result<(), Wo
     let (start_tx, start) = oneshot::channel();
     let (messages_tx, messages) = mpsc::channel(8);
     let (interrupts_tx, interrupts) = mpsc::channel(4);
+    let (tools_tx, tools) = mpsc::channel(4);
     let store = Arc::new(BrokerClient::new(events.clone()));
     let reader = tokio::spawn(read_commands(
         pipes.commands,
@@ -73,6 +75,8 @@ pub(crate) async fn worker(home: &Home, expected: &WorkerStart) -> Result<(), Wo
             start: Some(start_tx),
             messages: messages_tx,
             interrupts: interrupts_tx,
+            tools: tools_tx,
+            tools_only: false,
             approvals: approvals.clone(),
             store: store.clone(),
             stop: stop_tx,
@@ -83,6 +87,7 @@ pub(crate) async fn worker(home: &Home, expected: &WorkerStart) -> Result<(), Wo
         start,
         messages,
         interrupts,
+        tools,
         stop,
     };
     let result = converse(home, channels, approvals, store, expected).await;
@@ -99,6 +104,7 @@ struct Channels {
     start: oneshot::Receiver<Command>,
     messages: mpsc::Receiver<(u64, String)>,
     interrupts: mpsc::Receiver<()>,
+    tools: mpsc::Receiver<ToolJob>,
     stop: watch::Receiver<bool>,
 }
 
@@ -120,13 +126,14 @@ async fn converse(
         start = &mut ch.start => start.ok(),
         () = stopped(&ch.stop) => None,
     };
-    let Some(Command::Start {
-        user,
-        agent,
-        resume,
-    }) = start
-    else {
-        return Ok(());
+    let (user, agent, resume, tools_only) = match start {
+        Some(Command::Start {
+            user,
+            agent,
+            resume,
+        }) => (user, agent, resume, false),
+        Some(Command::StartTools { user, agent }) => (user, agent, None, true),
+        _ => return Ok(()),
     };
     // The message goes to a remote user. A setup failure is the operator's
     // to fix and its text names files, paths and settings of the server:
@@ -189,6 +196,25 @@ async fn converse(
             other => fail(ErrorCode::Setup, WorkerError::Store(other)),
         };
     }
+    if tools_only {
+        let shutdown = Shutdown::listen().map_err(WorkerError::Signals)?;
+        let host = match open_host(home, &agent, &user, &store) {
+            Ok(host) => host,
+            Err(failure) => return fail(ErrorCode::Setup, failure),
+        };
+        let Some(session_id) = store.session() else {
+            let failure = WorkerError::Open(OpenError::Failed(
+                "the tools-only session was opened without a stored session".into(),
+            ));
+            return fail(ErrorCode::Setup, failure);
+        };
+        let _ = ch.events.send(Event::Ready {
+            session_id,
+            history_messages: 0,
+        });
+        serve_tools(host, &mut ch, &approvals, &shutdown).await;
+        return Ok(());
+    }
     let turn_stop = approvals.clone();
     let mut p = match open(home, &agent, &user, resume, &store, approvals) {
         Ok(p) => p,
@@ -222,6 +248,52 @@ async fn converse(
         }
     }
     Ok(())
+}
+
+/// Answers `ListTools` and `CallTool` until the worker stops. Calls run
+/// one at a time; a call cut short by a stop ends the worker (its door
+/// writes the call's record as cancelled).
+async fn serve_tools(
+    host: Arc<dyn bulwark_mcp::server::ToolHost>,
+    ch: &mut Channels,
+    approvals: &Arc<Approvals>,
+    shutdown: &Shutdown,
+) {
+    loop {
+        let job = tokio::select! {
+            job = ch.tools.recv() => job,
+            () = stopped(&ch.stop) => None,
+            () = shutdown.requested() => None,
+        };
+        let Some(job) = job else { break };
+        match job {
+            ToolJob::List => {
+                let tools = tool_infos(host.tools().await);
+                let _ = ch.events.send(Event::Tools { tools });
+            }
+            ToolJob::Call {
+                call_id,
+                tool,
+                arguments,
+            } => {
+                // A fresh token per call: the approvals of an earlier call
+                // that was cut off do not leak into this one.
+                approvals.begin_turn(CancellationToken::new());
+                let asker: Arc<dyn bulwark_mcp::server::Approvals> = approvals.clone();
+                let call = host.call(&tool, arguments, asker);
+                let result = tokio::select! {
+                    result = call => result,
+                    () = stopped(&ch.stop) => break,
+                    () = shutdown.requested() => break,
+                };
+                let _ = ch.events.send(Event::ToolCallDone {
+                    call_id,
+                    content: result_text(&result),
+                    is_error: result.is_error,
+                });
+            }
+        }
+    }
 }
 
 /// The worker's open session, and the signals that end it.
@@ -562,6 +634,46 @@ impl Drop for Waiting<'_> {
 #[async_trait::async_trait]
 impl Approver for Approvals {
     async fn ask(&self, request: &ApprovalRequest) -> ApprovalAnswer {
+        let approved = self
+            .ask_server(
+                &request.tool,
+                &request.operation,
+                &request.args_preview,
+                &request.why,
+            )
+            .await;
+        if approved {
+            ApprovalAnswer::AllowOnce
+        } else {
+            ApprovalAnswer::Deny
+        }
+    }
+}
+
+/// A tools-only session's questions take the same way: the server puts
+/// them to the MCP client of the running call.
+#[async_trait::async_trait]
+impl bulwark_mcp::server::Approvals for Approvals {
+    async fn ask(
+        &self,
+        question: bulwark_mcp::server::ApprovalQuestion,
+    ) -> bulwark_mcp::server::ApprovalReply {
+        // The question names the tool only; the door audits the operation.
+        if self
+            .ask_server(&question.tool, "", &question.args_preview, &question.why)
+            .await
+        {
+            bulwark_mcp::server::ApprovalReply::Approve
+        } else {
+            bulwark_mcp::server::ApprovalReply::Deny
+        }
+    }
+}
+
+impl Approvals {
+    /// Sends an `ApprovalRequest` and waits for its answer: `false` on a
+    /// no, a timeout, a stop or an interrupt.
+    async fn ask_server(&self, tool: &str, operation: &str, summary: &str, why: &str) -> bool {
         let id = format!("r{}", self.next.fetch_add(1, Ordering::Relaxed) + 1);
         let (tx, rx) = oneshot::channel();
         self.pending().insert(id.clone(), tx);
@@ -571,28 +683,23 @@ impl Approver for Approvals {
         };
         let sent = self.events.send(Event::ApprovalRequest {
             request_id: id,
-            tool: clamp(&request.tool, MAX_ID_CHARS),
-            operation: clamp(&request.operation, MAX_ID_CHARS),
-            summary: clamp(&request.args_preview, MAX_SHORT_CHARS),
-            why: clamp(&request.why, MAX_SHORT_CHARS),
+            tool: clamp(tool, MAX_ID_CHARS),
+            operation: clamp(operation, MAX_ID_CHARS),
+            summary: clamp(summary, MAX_SHORT_CHARS),
+            why: clamp(why, MAX_SHORT_CHARS),
         });
         if sent.is_err() {
-            return ApprovalAnswer::Deny;
+            return false;
         }
         let interrupt = self.turn();
         if interrupt.is_cancelled() {
-            return ApprovalAnswer::Deny;
+            return false;
         }
-        let approved = tokio::select! {
+        tokio::select! {
             answer = rx => answer.unwrap_or(false),
             () = interrupt.cancelled() => false,
             () = tokio::time::sleep(APPROVAL_TIMEOUT) => false,
             () = stopped(&self.stop) => false,
-        };
-        if approved {
-            ApprovalAnswer::AllowOnce
-        } else {
-            ApprovalAnswer::Deny
         }
     }
 }
@@ -603,6 +710,9 @@ struct Router {
     start: Option<oneshot::Sender<Command>>,
     messages: mpsc::Sender<(u64, String)>,
     interrupts: mpsc::Sender<()>,
+    tools: mpsc::Sender<ToolJob>,
+    /// `StartTools` began this worker: it takes tool jobs, not messages.
+    tools_only: bool,
     approvals: Arc<Approvals>,
     store: Arc<BrokerClient>,
     stop: watch::Sender<bool>,
@@ -635,14 +745,42 @@ async fn read_commands(input: Receiver, mut router: Router) {
             }
         };
         match command {
-            Command::Start { .. } => match router.start.take() {
+            Command::Start { .. } | Command::StartTools { .. } => match router.start.take() {
                 Some(start) => {
+                    router.tools_only = matches!(command, Command::StartTools { .. });
                     let _ = start.send(command);
                 }
                 None => router.refuse(ErrorCode::BadCommand, "already started".into()),
             },
+            Command::ListTools | Command::CallTool { .. } => {
+                if router.start.is_some() || !router.tools_only {
+                    router.refuse(
+                        ErrorCode::BadCommand,
+                        "tool commands need a tools-only worker (StartTools)".into(),
+                    );
+                    continue;
+                }
+                let job = match command {
+                    Command::CallTool {
+                        call_id,
+                        tool,
+                        arguments,
+                    } => ToolJob::Call {
+                        call_id,
+                        tool,
+                        arguments,
+                    },
+                    _ => ToolJob::List,
+                };
+                if router.tools.try_send(job).is_err() {
+                    router.refuse(ErrorCode::Busy, "too many tool commands waiting".into());
+                }
+            }
             Command::UserMessage { message_id, text } => {
-                if router.start.is_some() {
+                if router.tools_only {
+                    let text = "this worker serves tool calls only (StartTools)".into();
+                    router.refuse(ErrorCode::BadCommand, text);
+                } else if router.start.is_some() {
                     router.refuse(ErrorCode::BadCommand, "no Start yet".into());
                 } else if router.messages.try_send((message_id, text)).is_err() {
                     router.refuse(

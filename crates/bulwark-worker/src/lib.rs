@@ -10,6 +10,8 @@
 //!   session through the kernel's `SessionFactory` and runs its turns.
 //! * [`broker`]: the store, every operation a request to the server;
 //!   [`records`]: that store as the session's records.
+//! * `tools` (private): a tools-only worker's session (serve's `/mcp`):
+//!   `ListTools` and `CallTool` through the door, no model.
 //! * [`stdio`]: takes the IPC pipes off fds 0 and 1, so nothing but the
 //!   framed writer reaches the server and no child inherits either pipe.
 //! * [`io`]: reads and writes frames over those pipes.
@@ -25,6 +27,7 @@ pub mod error;
 pub mod io;
 pub mod records;
 pub mod stdio;
+mod tools;
 
 pub use broker::BrokerClient;
 pub use confine::{WorkerArgs, WorkerStart, confine_worker};

@@ -9,12 +9,17 @@
 //! text (see `turn`): echo, sleep, hold until interrupted, crash, print its
 //! environment, ask for approval, or break the protocol in a chosen way.
 //!
+//! Started with `StartTools` it is a tools-only worker: `ListTools` lists
+//! `echo` and `ask`; `CallTool` of `echo` returns its arguments, of `ask`
+//! first asks for approval and answers `approved` or `denied`, of `crash`
+//! exits mid-call, of `stray` ends another call than the one asked.
+//!
 //! It accepts and ignores the `--user=... --agent=...` arguments the
 //! supervisor appends (a turn with the text `args` echoes them).
 
 use bulwark_protocol::frame::{CommandCodec, EventCodec, MAX_FRAME_BYTES};
 use bulwark_protocol::protocol::{
-    Command, ErrorCode, Event, MAX_TEXT_CHARS, ToolDecision, TurnEnd, Usage,
+    Command, ErrorCode, Event, MAX_TEXT_CHARS, ToolDecision, ToolInfo, TurnEnd, Usage,
 };
 use futures_util::{SinkExt, StreamExt};
 use std::time::Duration;
@@ -28,8 +33,10 @@ async fn main() {
     let mode = std::env::var("FAKE_WORKER_MODE").unwrap_or_else(|_| "good".into());
     let mut input = FramedRead::new(tokio::io::stdin(), CommandCodec::new());
     let mut out = FramedWrite::new(tokio::io::stdout(), EventCodec::new());
-    let Some(Ok(Command::Start { resume, .. })) = input.next().await else {
-        std::process::exit(2);
+    let (resume, tools_only) = match input.next().await {
+        Some(Ok(Command::Start { resume, .. })) => (resume, false),
+        Some(Ok(Command::StartTools { .. })) => (None, true),
+        _ => std::process::exit(2),
     };
     match mode.as_str() {
         "silent" => tokio::time::sleep(Duration::from_secs(3600)).await,
@@ -76,6 +83,10 @@ async fn main() {
         },
     )
     .await;
+    if tools_only {
+        serve_tools(&mut out, &mut input).await;
+        return;
+    }
     let mut holding = None;
     while let Some(command) = input.next().await {
         match command {
@@ -88,6 +99,69 @@ async fn main() {
                 if let Some(id) = holding.take() {
                     send(&mut out, ended(id, TurnEnd::Interrupted, "")).await;
                 }
+            }
+            Ok(Command::Shutdown) => std::process::exit(0),
+            Ok(_) => {}
+            Err(_) => std::process::exit(4),
+        }
+    }
+}
+
+/// The tools-only loop (see the module comment).
+async fn serve_tools(out: &mut Out, input: &mut FramedRead<tokio::io::Stdin, CommandCodec>) {
+    while let Some(command) = input.next().await {
+        match command {
+            Ok(Command::ListTools) => {
+                let tool = |name: &str| ToolInfo {
+                    name: name.into(),
+                    description: format!("the fake {name} tool"),
+                    input_schema: serde_json::json!({"type": "object"}),
+                };
+                let tools = vec![tool("echo"), tool("ask")];
+                send(out, Event::Tools { tools }).await;
+            }
+            Ok(Command::CallTool {
+                call_id,
+                tool,
+                arguments,
+            }) => {
+                let (content, is_error) = match tool.as_str() {
+                    "echo" => (arguments.to_string(), false),
+                    "crash" => std::process::exit(9),
+                    "stray" => {
+                        let done = Event::ToolCallDone {
+                            call_id: format!("{call_id}-other"),
+                            content: String::new(),
+                            is_error: false,
+                        };
+                        send(out, done).await;
+                        continue;
+                    }
+                    "ask" => {
+                        let ask = Event::ApprovalRequest {
+                            request_id: "r1".into(),
+                            tool: "ask".into(),
+                            operation: "ask".into(),
+                            summary: arguments.to_string(),
+                            why: "the fake asks".into(),
+                        };
+                        send(out, ask).await;
+                        match input.next().await {
+                            Some(Ok(Command::ToolApproval { approve: true, .. })) => {
+                                ("approved".into(), false)
+                            }
+                            Some(Ok(Command::ToolApproval { .. })) => ("denied".into(), true),
+                            _ => std::process::exit(6),
+                        }
+                    }
+                    other => (format!("no tool `{other}`"), true),
+                };
+                let done = Event::ToolCallDone {
+                    call_id,
+                    content,
+                    is_error,
+                };
+                send(out, done).await;
             }
             Ok(Command::Shutdown) => std::process::exit(0),
             Ok(_) => {}

@@ -4,7 +4,7 @@
 use bulwark_audit::{Action, AuditRecord, AuditSink, Event, Identity, Reason};
 use bulwark_protocol::protocol::MAX_SHORT_CHARS;
 use bulwark_protocol::store_ipc::{
-    AuditEntry, LabelRootWire, LedgerReceipt, StoreFailure, StoreReply, StoreRequest,
+    AuditEntry, LedgerReceipt, StoreFailure, StoreReply, StoreRequest,
 };
 use bulwark_store::{
     AccountKind, Actor, Budget, HoldId, HoldRequest, LeaseHolder, LedgerError, NewSession,
@@ -12,6 +12,9 @@ use bulwark_store::{
 };
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
+
+mod ledger;
+mod provenance;
 
 /// The most holds one worker may have open at once. A session holds one
 /// per model call in flight and one per priced tool call; the bound keeps
@@ -473,24 +476,9 @@ impl DatabaseBroker {
                 digest,
                 labels,
                 source,
-            } => {
-                let names: Vec<&str> = labels.iter().map(String::as_str).collect();
-                from_store(self.store.record_provenance(
-                    &label_root(scope, root),
-                    &path,
-                    &digest.0,
-                    &names,
-                    &source,
-                ))
-            }
+            } => self.record_provenance(scope, root, &path, &digest, &labels, &source),
             StoreRequest::Provenance { root, path, digest } => {
-                match self
-                    .store
-                    .provenance(&label_root(scope, root), &path, &digest.0)
-                {
-                    Ok(labels) => StoreReply::Provenance { labels },
-                    Err(err) => from_store(Err(err)),
-                }
+                self.provenance(scope, root, &path, &digest)
             }
             StoreRequest::Resume { .. }
             | StoreRequest::Create { .. }
@@ -499,163 +487,6 @@ impl DatabaseBroker {
             }
         }
     }
-
-    /// A ledger request, for the session's agent account, as the session's
-    /// user, with the session's keys. Nothing in the request picks any of
-    /// them.
-    fn ledger(&self, scope: &mut BrokerScope, session: &str, request: StoreRequest) -> StoreReply {
-        if !plain_id(session) {
-            return failed(
-                StoreFailure::Forbidden,
-                "credits are not available in a session whose id is not plain",
-            );
-        }
-        let wallet = format!("agent:{}", scope.agent);
-        if !scope.wallet_open {
-            if let Err(err) = self.store.ensure_account(&wallet, AccountKind::Agent) {
-                return ledger_failed(err);
-            }
-            scope.wallet_open = true;
-        }
-        let prefix = key_prefix(session);
-        let actor = Actor {
-            user: scope.user.clone(),
-            agent: scope.agent.clone(),
-            session: session.to_owned(),
-        };
-        match request {
-            StoreRequest::LedgerBalance {} => match self.store.balance(&wallet) {
-                Ok(b) => StoreReply::LedgerBalance {
-                    balance: b.balance,
-                    held: b.held,
-                },
-                Err(err) => ledger_failed(err),
-            },
-            StoreRequest::LedgerTransfer {
-                key,
-                to,
-                amount,
-                memo,
-            } => {
-                let transfer = TransferRequest {
-                    key: format!("{prefix}{key}"),
-                    from: wallet,
-                    to,
-                    amount,
-                    memo,
-                    actor,
-                };
-                match self.store.transfer(&transfer) {
-                    Ok(r) => StoreReply::LedgerTransfer(Box::new(LedgerReceipt {
-                        id: r.id,
-                        time_ms: r.time_ms,
-                        key,
-                        from: r.from,
-                        to: r.to,
-                        amount: r.amount,
-                        balance_before: r.balance_before,
-                        memo: r.memo,
-                    })),
-                    Err(err) => ledger_failed(err),
-                }
-            }
-            StoreRequest::LedgerHold { key, amount } => {
-                if scope.holds.len() >= MAX_OPEN_HOLDS {
-                    return StoreReply::LedgerRefused {
-                        message: format!(
-                            "this session has {MAX_OPEN_HOLDS} holds open; settle or release one first"
-                        ),
-                        denial: true,
-                    };
-                }
-                let limits = match &self.limits {
-                    None => CreditLimits::default(),
-                    Some(lookup) => match lookup(&scope.user) {
-                        Ok(limits) => limits,
-                        Err(why) => {
-                            tracing::error!(user = %scope.user, %why, "cannot read credit limits");
-                            return StoreReply::LedgerRefused {
-                                message: "the server cannot read this user's credit limits \
-                                          (access.toml); no credits can be reserved until \
-                                          it is fixed"
-                                    .into(),
-                                denial: true,
-                            };
-                        }
-                    },
-                };
-                let hold = HoldRequest {
-                    key: format!("{prefix}{key}"),
-                    account: wallet,
-                    amount,
-                    budget: Some(Budget {
-                        user: scope.user.clone(),
-                        session: session.to_owned(),
-                        per_session: limits.per_session,
-                        per_day: limits.per_day,
-                        per_month: limits.per_month,
-                    }),
-                    actor,
-                };
-                match self.store.reserve(&hold) {
-                    Ok(HoldId(id)) => {
-                        scope.holds.insert(id, amount);
-                        StoreReply::LedgerHold { hold: id }
-                    }
-                    Err(err) => ledger_failed(err),
-                }
-            }
-            StoreRequest::LedgerSettle { key, hold, actual } => {
-                let closed = self
-                    .store
-                    .settle(&format!("{prefix}{key}"), HoldId(hold), actual);
-                self.closed(scope, hold, closed)
-            }
-            StoreRequest::LedgerRelease { key, hold } => {
-                let closed = self.store.release(&format!("{prefix}{key}"), HoldId(hold));
-                self.closed(scope, hold, closed)
-            }
-            _ => failed(StoreFailure::Forbidden, "not a ledger operation"),
-        }
-    }
-
-    /// The reply to a settle or release; a hold no longer open is no
-    /// longer the worker's to name.
-    fn closed(
-        &self,
-        scope: &mut BrokerScope,
-        hold: i64,
-        result: Result<bulwark_store::SettleReceipt, LedgerError>,
-    ) -> StoreReply {
-        match result {
-            Ok(r) => {
-                scope.holds.remove(&hold);
-                StoreReply::LedgerClosed {
-                    id: r.id,
-                    hold: r.hold.0,
-                    charged: r.charged,
-                    released: r.released,
-                }
-            }
-            Err(err) => {
-                if matches!(err, LedgerError::HoldClosed { .. }) {
-                    scope.holds.remove(&hold);
-                }
-                ledger_failed(err)
-            }
-        }
-    }
-}
-
-/// The label-table key of one of the worker's roots: the agent and user are
-/// the server's (those it started the worker for), never the worker's.
-fn label_root(scope: &BrokerScope, root: LabelRootWire) -> String {
-    let root = match root {
-        LabelRootWire::Workspace => bulwark_kernel::LabelRoot::Workspace,
-        LabelRootWire::AgentMemory => bulwark_kernel::LabelRoot::AgentMemory,
-        LabelRootWire::UserMemory => bulwark_kernel::LabelRoot::UserMemory,
-    };
-    bulwark_kernel::root_key(root, &scope.agent, &scope.user)
 }
 
 /// The record as stored: the identity is the server's, not the worker's.
@@ -697,51 +528,7 @@ fn page(items: impl Iterator<Item = String>, from: u64) -> StoreReply {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The supervisor's path: a request naming a hold the worker was not
-    /// given ends the worker (`Err`), and nothing is asked of the store.
-    #[tokio::test]
-    async fn naming_a_foreign_hold_ends_the_worker() {
-        let store = Store::open_in_memory().expect("a store");
-        let broker = Broker::new(DatabaseBroker::new(store));
-        let (to_worker, mut replies) = tokio::sync::mpsc::channel(4);
-        let mut scope = BrokerScope::new("alice", "helper");
-        let create = StoreRequest::Create {
-            session: "a1".into(),
-        };
-        let created = answer(Some(&broker), &mut scope, 1, create, &to_worker).await;
-        assert_eq!(created, Ok(()));
-        assert!(replies.try_recv().is_ok());
-        let settle = StoreRequest::LedgerSettle {
-            key: "k".into(),
-            hold: 1,
-            actual: 0,
-        };
-        let ended = answer(Some(&broker), &mut scope, 2, settle, &to_worker).await;
-        assert!(ended.is_err(), "{ended:?}");
-        assert!(replies.try_recv().is_err(), "no reply is sent");
-    }
-
-    #[test]
-    fn a_page_holds_at_least_one_item_and_at_most_the_budget() {
-        let big = "x".repeat(bulwark_protocol::store_ipc::MAX_STORED_JSON);
-        let items = vec![big.clone(), "1".into(), "2".into()];
-        let StoreReply::Messages { items: got, more } = page(items.clone().into_iter(), 0) else {
-            panic!("a page");
-        };
-        assert_eq!((got.len(), more), (1, true));
-        let StoreReply::Messages { items: got, more } = page(items.clone().into_iter(), 1) else {
-            panic!("a page");
-        };
-        assert_eq!((got, more), (vec!["1".to_string(), "2".to_string()], false));
-        let StoreReply::Messages { items: got, more } = page(items.into_iter(), 9) else {
-            panic!("a page");
-        };
-        assert!(got.is_empty() && !more);
-    }
-}
+mod tests;
 
 /// A [`StoreBroker`] the supervisor can hold and clone.
 #[derive(Clone)]

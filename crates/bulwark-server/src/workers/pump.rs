@@ -22,6 +22,8 @@ use tokio_util::codec::{FramedRead, FramedWrite};
 const EXIT_WAIT: Duration = Duration::from_secs(1);
 /// How long the final `WorkerLost` event may wait for room in the channel.
 const LAST_EVENT_WAIT: Duration = Duration::from_secs(5);
+/// `ListTools` commands a tools-only worker may have unanswered.
+const MAX_LISTS_ASKED: u32 = 8;
 
 /// Writes commands to a worker's stdin until the channel or the pipe closes.
 pub(crate) async fn write_commands(stdin: ChildStdin, mut commands: mpsc::Receiver<Command>) {
@@ -75,6 +77,10 @@ pub(crate) struct Pump {
     last_activity: Instant,
     /// The worker relayed a fatal `Error` (it is exiting on its own).
     announced_fatal: bool,
+    /// Tools-only: the call the worker is running (one at a time).
+    tool_call: Option<String>,
+    /// Tools-only: `ListTools` commands not yet answered.
+    lists_asked: u32,
 }
 
 fn lost(why: &str) -> Ending {
@@ -101,6 +107,8 @@ impl Pump {
             grace: parts.config.shutdown_grace,
             last_activity: Instant::now(),
             announced_fatal: false,
+            tool_call: None,
+            lists_asked: 0,
         }
     }
 
@@ -127,8 +135,13 @@ impl Pump {
         self.finish(ending).await;
     }
 
+    /// No turn and no tool call running, nothing waiting.
+    fn is_idle(&self) -> bool {
+        self.lock.is_idle() && self.tool_call.is_none()
+    }
+
     fn next_deadline(&self) -> Option<Instant> {
-        let idle = self.lock.is_idle().then(|| self.last_activity + self.idle);
+        let idle = self.is_idle().then(|| self.last_activity + self.idle);
         match (self.lock.next_deadline(), idle) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -141,7 +154,7 @@ impl Pump {
             let text = self.lock.timed_out_text(id);
             self.deliver(error(ErrorCode::Busy, text)).await?;
         }
-        if self.lock.is_idle() && now >= self.last_activity + self.idle {
+        if self.is_idle() && now >= self.last_activity + self.idle {
             Counters::bump(&self.slot.counters().idle_closed);
             return Err(Ending::Clean(EndReason::Idle));
         }
@@ -155,7 +168,7 @@ impl Pump {
             return self.deliver(error(ErrorCode::BadCommand, text)).await;
         }
         match command {
-            Command::Start { .. } => {
+            Command::Start { .. } | Command::StartTools { .. } => {
                 let text = "the conversation has started already".to_owned();
                 self.deliver(error(ErrorCode::BadCommand, text)).await
             }
@@ -171,6 +184,30 @@ impl Pump {
             Command::StoreReply { .. } => {
                 let text = "store replies come from the server only".to_owned();
                 self.deliver(error(ErrorCode::BadCommand, text)).await
+            }
+            Command::ListTools => {
+                if self.lists_asked >= MAX_LISTS_ASKED {
+                    let text = "too many tool lists asked for at once".to_owned();
+                    return self.deliver(error(ErrorCode::Busy, text)).await;
+                }
+                self.lists_asked += 1;
+                self.forward(Command::ListTools)
+            }
+            Command::CallTool {
+                call_id,
+                tool,
+                arguments,
+            } => {
+                if self.tool_call.is_some() || self.lock.running().is_some() {
+                    let text = format!("tool call {call_id} refused: another call is running");
+                    return self.deliver(error(ErrorCode::Busy, text)).await;
+                }
+                self.tool_call = Some(call_id.clone());
+                self.forward(Command::CallTool {
+                    call_id,
+                    tool,
+                    arguments,
+                })
             }
             other @ (Command::Interrupt | Command::ToolApproval { .. }) => self.forward(other),
         }
@@ -223,8 +260,21 @@ impl Pump {
                     "the worker sent an event for a message that is not running",
                 ));
             }
-            Event::ApprovalRequest { .. } if running.is_none() => {
+            Event::ApprovalRequest { .. } if running.is_none() && self.tool_call.is_none() => {
                 return Err(lost("the worker asked for approval outside a turn"));
+            }
+            Event::Tools { .. } => {
+                if self.lists_asked == 0 {
+                    return Err(lost("the worker listed tools nobody asked for"));
+                }
+                self.lists_asked -= 1;
+            }
+            Event::ToolCallDone { call_id, .. } => {
+                if self.tool_call.as_deref() != Some(call_id.as_str()) {
+                    return Err(lost("the worker ended a tool call that was not running"));
+                }
+                self.tool_call = None;
+                self.last_activity = Instant::now();
             }
             Event::TurnEnded { message_id, .. } => {
                 let now = Instant::now();

@@ -7,7 +7,7 @@
 //! protocol later does not silently widen what reaches clients: it does
 //! not compile until this function says what happens to it.
 
-use bulwark_protocol::protocol::{ErrorCode, Event, Usage};
+use bulwark_protocol::protocol::{ErrorCode, Event, ToolInfo, Usage};
 
 /// Returns the event the server may act on, or `None` when a worker must
 /// never send it (a bound violation, or an error class only the server
@@ -91,6 +91,25 @@ pub fn relay(event: &Event) -> Option<Event> {
         // The supervisor answers store requests itself; one that got this
         // far was sent where it cannot be (relay is for what clients see).
         Event::Store { .. } => return None,
+        Event::Tools { tools } => Event::Tools {
+            tools: tools
+                .iter()
+                .map(|t| ToolInfo {
+                    name: text(&t.name),
+                    description: text(&t.description),
+                    input_schema: t.input_schema.clone(),
+                })
+                .collect(),
+        },
+        Event::ToolCallDone {
+            call_id,
+            content,
+            is_error,
+        } => Event::ToolCallDone {
+            call_id: text(call_id),
+            content: text(content),
+            is_error: *is_error,
+        },
     };
     Some(rebuilt)
 }

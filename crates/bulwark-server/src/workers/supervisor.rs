@@ -292,6 +292,30 @@ impl Supervisor {
             agent: request.agent.clone(),
             resume: request.resume.clone(),
         };
+        self.open_with(request, start).await
+    }
+
+    /// Starts a *tools-only* worker for `request` (its `resume` is
+    /// ignored: every one runs a new session) and waits until it is ready:
+    /// the conversation then takes `ListTools` and `CallTool` instead of
+    /// user messages. Capped, idle-timed-out and reaped like any worker.
+    pub async fn open_tools(
+        &self,
+        mut request: OpenRequest,
+    ) -> Result<Conversation, SupervisorError> {
+        request.resume = None;
+        let start = Command::StartTools {
+            user: request.user.clone(),
+            agent: request.agent.clone(),
+        };
+        self.open_with(request, start).await
+    }
+
+    async fn open_with(
+        &self,
+        request: OpenRequest,
+        start: Command,
+    ) -> Result<Conversation, SupervisorError> {
         start.validate()?;
         let env = request
             .keys

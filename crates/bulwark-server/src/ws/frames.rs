@@ -308,10 +308,14 @@ impl ServerFrame {
 
     /// The client's view of a worker event, rebuilt field by field.
     /// `Ready` is consumed by the backend and `Store` by the supervisor:
-    /// they yield nothing here.
+    /// they yield nothing here; nor do the tools-only answers (`Tools`,
+    /// `ToolCallDone`), which a conversation never gets.
     pub fn from_event(event: Event) -> Option<Self> {
         Some(match event {
-            Event::Ready { .. } | Event::Store { .. } => return None,
+            Event::Ready { .. }
+            | Event::Store { .. }
+            | Event::Tools { .. }
+            | Event::ToolCallDone { .. } => return None,
             Event::TextDelta { message_id, text } => ServerFrame::TextDelta { message_id, text },
             Event::ToolCall {
                 message_id,

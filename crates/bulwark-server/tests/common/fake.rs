@@ -138,6 +138,15 @@ impl Backend for FakeBackend {
         })
     }
 
+    /// The same scripted conversation; it answers tool commands too.
+    async fn open_tools(&self, req: OpenRequest) -> Result<Conversation, BackendError> {
+        self.open(OpenRequest {
+            resume: None,
+            ..req
+        })
+        .await
+    }
+
     fn stats(&self) -> BackendStats {
         BackendStats {
             workers: self.counters.live.load(Ordering::SeqCst),
@@ -279,7 +288,35 @@ async fn script(
             }
             Command::Shutdown => return,
             // The fake stores directly; a store reply is never sent to it.
-            Command::Start { .. } | Command::StoreReply { .. } => {}
+            Command::Start { .. } | Command::StartTools { .. } | Command::StoreReply { .. } => {}
+            // A tools-only conversation (`/mcp`): one tool that echoes.
+            Command::ListTools => {
+                let tools = vec![bulwark_protocol::protocol::ToolInfo {
+                    name: "echo".into(),
+                    description: "says it back".into(),
+                    input_schema: serde_json::json!({"type": "object"}),
+                }];
+                let _ = events.send(Event::Tools { tools }).await;
+            }
+            Command::CallTool {
+                call_id,
+                tool,
+                arguments,
+            } => {
+                let is_error = tool != "echo";
+                let content = if is_error {
+                    format!("no tool `{tool}`")
+                } else {
+                    format!("echo {arguments}")
+                };
+                let _ = events
+                    .send(Event::ToolCallDone {
+                        call_id,
+                        content,
+                        is_error,
+                    })
+                    .await;
+            }
         }
     }
 }
