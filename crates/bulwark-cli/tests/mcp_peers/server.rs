@@ -37,6 +37,13 @@ fn agent(bw: &Bw, peers: &Peers, script: &str) {
 [tools]
 allow = ["mcp:fs", "mcp:wide"]
 
+# After the first result the conversation holds `mcp`-labelled content,
+# which by default needs a person before it reaches an MCP server again;
+# this test is about the sandbox, so these two sinks take it.
+[taint.sinks]
+"mcp:fs" = {{ mcp = "allow" }}
+"mcp:wide" = {{ mcp = "allow" }}
+
 [mcp.servers.fs]
 command = [{node}, {server}, "{{workspace}}"]
 read_only = [{read_only}]
@@ -80,7 +87,12 @@ fn the_reference_filesystem_server_works_in_the_sandbox_and_cannot_leave_it() {
     agent(&bw, &peers, &(turns.join("\n") + "\n"));
 
     // Pinning connects to each server (in the sandbox) and stores its tools.
-    let out = bw.run(&["mcp", "pin", AGENT, "--yes"]);
+    // The scanner flags the server's deprecated `read_file` ("DEPRECATED:
+    // Use read_text_file instead." reads as a tool call), and `--yes`
+    // skips it; a skipped tool then counts as an added one at session
+    // time and refuses the whole server, so it is pinned here on purpose.
+    // Drop `--allow-flagged` once a skipped tool no longer refuses the rest.
+    let out = bw.run(&["mcp", "pin", AGENT, "--yes", "--allow-flagged", "read_file"]);
     out.ok();
     let out = bw.run(&["mcp", "list", AGENT]);
     out.ok();
