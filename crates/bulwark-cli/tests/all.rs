@@ -17,6 +17,7 @@ mod credits_cli;
 mod credits_run;
 mod hardening;
 mod mcp;
+mod mcp_peers;
 mod model_cli;
 mod net_check;
 mod offline_agent;

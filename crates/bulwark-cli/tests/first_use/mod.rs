@@ -93,6 +93,7 @@ const ALL: &[&str] = &[
     "ca-certificates",
     "python3",
     "python3-pip",
+    "python3-venv",
     "git",
     "bsdutils",
     "chromium",
