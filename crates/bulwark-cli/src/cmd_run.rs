@@ -178,7 +178,7 @@ fn report_end(end: &TurnEnd, session: &str) -> Result<(), Failure> {
 
 pub async fn run(home: &Home, args: RunArgs) -> Result<(), Failure> {
     let pre = PreApproved::parse(&args.approve).map_err(|e| usage_error(anyhow!(e)))?;
-    pre.validate(&ToolRegistry::builtin())
+    pre.validate_builtin(&ToolRegistry::builtin())
         .map_err(|e| usage_error(anyhow!(e)))?;
     let mut p = prepare(
         home,
@@ -186,8 +186,11 @@ pub async fn run(home: &Home, args: RunArgs) -> Result<(), Failure> {
         &args.user,
         args.model.as_deref(),
         args.session.as_deref(),
-        Arc::new(TerminalApprover::new(pre)),
+        Arc::new(TerminalApprover::new(pre.clone())),
     )?;
+    // MCP tools exist only in the session's registry (from its pins).
+    pre.validate(p.kernel.door.registry())
+        .map_err(|e| usage_error(anyhow!(e)))?;
     eprintln!(
         "session {} · agent {} · model {}",
         p.session.identity().id,

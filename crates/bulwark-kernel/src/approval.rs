@@ -99,6 +99,23 @@ impl PreApproved {
         Ok(())
     }
 
+    /// [`validate`](Self::validate) for the rules that do not name an MCP
+    /// server's domain or tool: those exist only in a session's registry
+    /// (from its pins), so they are checked once the session is open.
+    pub fn validate_builtin(&self, registry: &crate::ToolRegistry) -> Result<(), String> {
+        let builtin = Self {
+            rules: self
+                .rules
+                .iter()
+                .filter(|(name, _)| {
+                    bulwark_policy::mcp::mcp_server_of(name).is_none() && !name.starts_with("mcp__")
+                })
+                .cloned()
+                .collect(),
+        };
+        builtin.validate(registry)
+    }
+
     pub fn allows(&self, request: &ApprovalRequest) -> bool {
         self.rules.iter().any(|(d, o)| {
             (d == &request.domain || d == &request.tool)

@@ -40,6 +40,12 @@ pub struct ServerPins {
     /// Tool name (the server's) -> its pin.
     #[serde(default)]
     pub tools: BTreeMap<String, ToolPin>,
+    /// Tools the operator was shown and did not pin (flagged by the
+    /// checks, or declined), by name -> digest: not offered, and not
+    /// "added" when the server lists them unchanged. A change to one is
+    /// drift like any other.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub withheld: BTreeMap<String, String>,
 }
 
 /// One pinned tool: what the model is shown, and its digest.
@@ -212,7 +218,13 @@ pub fn drift(pinned: &ServerPins, live: &[LiveTool]) -> Vec<Drift> {
                     out.push(Drift::Changed { tool: name.into() });
                 }
             }
-            (None, Some(_)) => out.push(Drift::Added { tool: name.into() }),
+            (None, Some(tool)) => match pinned.withheld.get(name) {
+                Some(digest)
+                    if *digest
+                        == tool_digest(&tool.name, &tool.description, &tool.input_schema) => {}
+                Some(_) => out.push(Drift::Changed { tool: name.into() }),
+                None => out.push(Drift::Added { tool: name.into() }),
+            },
             (Some(_), None) => out.push(Drift::Removed { tool: name.into() }),
             (None, None) => {}
         }

@@ -182,6 +182,7 @@ pub async fn pin(home: &Home, args: PinArgs) -> Result<(), Failure> {
         );
         let mut pinned = BTreeMap::new();
         let mut skipped = Vec::new();
+        let mut withheld = BTreeMap::new();
         for tool in tools {
             let mut problems = vet_tool(&tool.name, &tool.description, &tool.input_schema);
             let shown = match model_tool_name(name, &tool.name) {
@@ -199,11 +200,12 @@ pub async fn pin(home: &Home, args: PinArgs) -> Result<(), Failure> {
                 println!("      ! {}: {}", p.kind, excerpt(&p.detail, 200));
             }
             let allowed = args.allow_flagged.contains(&tool.name);
+            let digest = tool_digest(&tool.name, &tool.description, &tool.input_schema);
             if !problems.is_empty() && !allowed {
+                withheld.insert(tool.name.clone(), digest);
                 skipped.push(tool.name);
                 continue;
             }
-            let digest = tool_digest(&tool.name, &tool.description, &tool.input_schema);
             pinned.insert(
                 tool.name,
                 ToolPin {
@@ -243,6 +245,7 @@ pub async fn pin(home: &Home, args: PinArgs) -> Result<(), Failure> {
                 pinned_at,
                 protocol_version: version,
                 tools: pinned,
+                withheld,
             },
         );
         file.save(&path).map_err(|e| anyhow!("{e}"))?;

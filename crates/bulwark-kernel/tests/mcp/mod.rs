@@ -110,6 +110,7 @@ async fn pin(home: &Path, mode: &str) {
                 pinned_at: "2026-11-27T10:00:00Z".into(),
                 protocol_version: version,
                 tools: pins,
+                withheld: Default::default(),
             },
         )]),
     };

@@ -168,6 +168,7 @@ async fn a_tool_list_changed_between_connections_drifts_from_its_pins() {
                 )
             })
             .collect(),
+        withheld: Default::default(),
     };
     // Unchanged server: no drift.
     let again = connect("modern", "normal").await;
