@@ -47,7 +47,27 @@ impl Problem {
 /// Every problem with a tool named `name` described by `description` with
 /// `input_schema`. Empty = fit to pin.
 pub fn vet_tool(name: &str, description: &str, input_schema: &serde_json::Value) -> Vec<Problem> {
+    vet_tool_among(name, description, input_schema, &[])
+}
+
+/// [`vet_tool`] for a tool listed beside `siblings` (its server's other
+/// tools). A description that points to a sibling ("DEPRECATED: use
+/// read_text_file instead", as the reference filesystem server says) is
+/// how servers document themselves, not an injection: the model may call
+/// that tool anyway, once it is pinned. Naming any other tool (`shell_exec`,
+/// another server's) is still flagged.
+pub fn vet_tool_among(
+    name: &str,
+    description: &str,
+    input_schema: &serde_json::Value,
+    siblings: &[&str],
+) -> Vec<Problem> {
     let mut problems = Vec::new();
+    let own = [name];
+    let known = Known {
+        own: &own,
+        siblings,
+    };
     if !valid_tool_name(name) {
         problems.push(Problem::new(
             "name",
@@ -66,7 +86,7 @@ pub fn vet_tool(name: &str, description: &str, input_schema: &serde_json::Value)
             ),
         ));
     }
-    check_text("description", description, &mut problems);
+    check_text("description", description, &known, &mut problems);
 
     match serde_json::to_vec(input_schema) {
         Ok(bytes) if bytes.len() > MAX_SCHEMA_BYTES => problems.push(Problem::new(
@@ -93,14 +113,76 @@ pub fn vet_tool(name: &str, description: &str, input_schema: &serde_json::Value)
     let mut texts = Vec::new();
     schema_texts(input_schema, "schema", 0, &mut texts);
     for (place, text) in texts {
-        check_text(&place, text, &mut problems);
+        check_text(&place, text, &known, &mut problems);
     }
     problems
 }
 
+/// The tool names a description may point to.
+struct Known<'a> {
+    own: &'a [&'a str],
+    siblings: &'a [&'a str],
+}
+
+impl Known<'_> {
+    fn contains(&self, tool: &str) -> bool {
+        self.own.contains(&tool) || self.siblings.contains(&tool)
+    }
+}
+
+/// Bytes after a tool-call finding in which the tool it names is looked for
+/// (the pattern's verb, an optional "the tool", and the name).
+const NAMED_TOOL_REACH: usize = 64;
+
+/// The first identifier that names a tool in `window`: a backticked word,
+/// or a word with an underscore (the pattern's two shapes of a tool name).
+fn named_tool(window: &str) -> Option<(usize, &str)> {
+    let mut start = None;
+    for (i, c) in window
+        .char_indices()
+        .chain(std::iter::once((window.len(), ' ')))
+    {
+        let word_char = c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-';
+        match (start, word_char) {
+            (None, true) => start = Some(i),
+            (Some(s), false) => {
+                let word = window[s..i].trim_end_matches(['.', '-']);
+                let backticked = window[..s].ends_with('`');
+                if word.contains('_') || backticked {
+                    return Some((s + word.len(), word));
+                }
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Tool-call findings in `text`, without those that point to a known tool.
+/// The scanner reports one finding per kind per region, so after a benign
+/// one the rest of the text is scanned again: a sibling named first cannot
+/// hide a foreign tool named later.
+fn foreign_tool_calls(text: &str, known: &Known<'_>) -> Option<usize> {
+    let mut from = 0;
+    while from < text.len() {
+        let rest = &text[from..];
+        let finding = injection::scan(rest, ContentKind::Text)
+            .into_iter()
+            .find(|f| f.kind == injection::FindingKind::ToolCallLookalike)?;
+        let at = floor_boundary(rest, finding.offset);
+        let end = floor_boundary(rest, (at + NAMED_TOOL_REACH).min(rest.len()));
+        match named_tool(&rest[at..end]) {
+            Some((past, tool)) if known.contains(tool) => from += at + past.max(1),
+            _ => return Some(from + at),
+        }
+    }
+    None
+}
+
 /// Control characters, invisible characters and the injection scanner on
 /// one piece of text a model will read.
-fn check_text(place: &str, text: &str, problems: &mut Vec<Problem>) {
+fn check_text(place: &str, text: &str, known: &Known<'_>, problems: &mut Vec<Problem>) {
     if let Some((offset, c)) = text.char_indices().find(|(_, c)| is_forbidden_char(*c)) {
         problems.push(Problem::new(
             "control_character",
@@ -111,7 +193,15 @@ fn check_text(place: &str, text: &str, problems: &mut Vec<Problem>) {
         ));
     }
     for finding in injection::scan(text, ContentKind::Text) {
-        let at = floor_boundary(text, finding.offset);
+        let offset = if finding.kind == injection::FindingKind::ToolCallLookalike {
+            match foreign_tool_calls(text, known) {
+                Some(offset) => offset,
+                None => continue,
+            }
+        } else {
+            finding.offset
+        };
+        let at = floor_boundary(text, offset);
         problems.push(Problem::new(
             format!("injection:{}", finding.kind.name()),
             format!("{place} at byte {at}: {:?}", excerpt(&text[at..])),

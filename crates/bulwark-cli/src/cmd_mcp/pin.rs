@@ -16,7 +16,7 @@ use bulwark_kernel::{
 };
 use bulwark_mcp::client::LiveTool;
 use bulwark_mcp::pins::{PinFile, ServerPins, ToolPin, pin_path, tool_digest};
-use bulwark_mcp::vet::{model_tool_name, vet_tool};
+use bulwark_mcp::vet::{model_tool_name, vet_tool_among};
 use bulwark_policy::mcp::McpServer;
 use std::collections::BTreeMap;
 use std::io::{BufRead, IsTerminal, Write};
@@ -183,8 +183,11 @@ pub async fn pin(home: &Home, args: PinArgs) -> Result<(), Failure> {
         let mut pinned = BTreeMap::new();
         let mut skipped = Vec::new();
         let mut withheld = BTreeMap::new();
+        let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+        let siblings: Vec<&str> = names.iter().map(String::as_str).collect();
         for tool in tools {
-            let mut problems = vet_tool(&tool.name, &tool.description, &tool.input_schema);
+            let mut problems =
+                vet_tool_among(&tool.name, &tool.description, &tool.input_schema, &siblings);
             let shown = match model_tool_name(name, &tool.name) {
                 Some(model) => model,
                 None => {

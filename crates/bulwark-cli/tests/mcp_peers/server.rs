@@ -86,14 +86,12 @@ fn the_reference_filesystem_server_works_in_the_sandbox_and_cannot_leave_it() {
     ];
     agent(&bw, &peers, &(turns.join("\n") + "\n"));
 
-    // Pinning connects to each server (in the sandbox) and stores its tools.
-    // The scanner flags the server's deprecated `read_file` ("DEPRECATED:
-    // Use read_text_file instead." reads as a tool call), and `--yes`
-    // skips it; a skipped tool then counts as an added one at session
-    // time and refuses the whole server, so it is pinned here on purpose.
-    // Drop `--allow-flagged` once a skipped tool no longer refuses the rest.
-    let out = bw.run(&["mcp", "pin", AGENT, "--yes", "--allow-flagged", "read_file"]);
+    // Pinning connects to each server (in the sandbox) and stores its tools
+    // (its deprecated `read_file` points to a sibling tool, which passes
+    // the checks; every tool is pinned without an override).
+    let out = bw.run(&["mcp", "pin", AGENT, "--yes"]);
     out.ok();
+    assert!(!out.stdout.contains("skipped"), "{}", out.stdout);
     let out = bw.run(&["mcp", "list", AGENT]);
     out.ok();
     for seen in ["fs", "wide", "read_text_file", "list_allowed_directories"] {
