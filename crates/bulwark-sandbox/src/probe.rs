@@ -130,21 +130,7 @@ impl fmt::Display for SandboxSupport {
 /// from `/proc` and `/sys`.
 pub fn probe() -> SandboxSupport {
     static CACHE: OnceLock<SandboxSupport> = OnceLock::new();
-    let mut support = CACHE.get_or_init(run_probe).clone();
-    if crate::nested::prepared().is_some()
-        && support
-            .landlock_abi
-            .is_some_and(|abi| abi >= crate::landlock_rules::ABI_NET.unsigned_abs())
-    {
-        // Confined since the probe: the domain denies every TCP bind, the
-        // relay's listener included, so proxied runs are refused.
-        support.egress_relay = Support::Missing(
-            "this process confined itself and its Landlock domain denies TCP bind, which the \
-             relay's listener needs"
-                .into(),
-        );
-    }
-    support
+    CACHE.get_or_init(run_probe).clone()
 }
 
 fn run_probe() -> SandboxSupport {

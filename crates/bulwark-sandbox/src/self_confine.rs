@@ -18,8 +18,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
+    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
 use crate::landlock_rules::{
@@ -69,7 +69,8 @@ pub struct ConfinementReport {
     pub kernel_abi: i32,
     /// The ABI the ruleset was written for (the kernel's, at most 6).
     pub enforced_abi: i32,
-    /// Every TCP `bind` is denied (ABI 4+). Outgoing connections are not
+    /// Every TCP `bind` is denied (ABI 4+), but for `sandboxed_children` the
+    /// egress relay's port ([`EGRESS_PROXY_PORT`](crate::EGRESS_PROXY_PORT)). Outgoing connections are not
     /// restricted here: egress is policed by the HTTP client's policy.
     pub tcp_bind_denied: bool,
     /// Signals and abstract UNIX sockets cannot reach processes outside
@@ -222,6 +223,17 @@ pub fn confine_current_process(
         ruleset = ruleset.scope(Scope::from_all(abi)).map_err(ruleset_error)?;
     }
     let mut created = ruleset.create().map_err(ruleset_error)?;
+    if tcp_bind_denied && grants.sandboxed_children {
+        // The egress relay of a proxied child listens on this port inside
+        // the child's own network namespace, and Landlock's port rules do
+        // not know namespaces: without this one port, a worker's sandboxed
+        // MCP servers and shell commands could never reach their proxy.
+        // The cost: this process may listen on it too (loopback or not);
+        // every other port stays denied.
+        created = created
+            .add_rule(NetPort::new(crate::EGRESS_PROXY_PORT, AccessNet::BindTcp))
+            .map_err(ruleset_error)?;
+    }
 
     let memory_dir = grants
         .sandboxed_children
