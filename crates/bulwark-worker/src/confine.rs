@@ -122,6 +122,37 @@ pub fn worker_rules(
     })
 }
 
+/// What the agent's MCP servers need beyond the worker's own rules: its
+/// pin file (read at session open), and each stdio server's `read_only`
+/// directories and an absolute program path (the server runs in a sandbox
+/// nested in the worker's Landlock domain, which can only narrow). From the
+/// manifest and the config.toml entries it names; a manifest that does not
+/// load adds nothing (the session setup reports it).
+pub fn mcp_paths(home: &Home, global: &GlobalConfig, agent: &str) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let pins = bulwark_mcp::pins::pin_path(home.root(), agent);
+    // Landlock rules need an existing path; no pin file, nothing to read.
+    let read_only: Vec<PathBuf> = Some(pins).filter(|p| p.exists()).into_iter().collect();
+    let mut read_exec = Vec::new();
+    let Ok(loaded) = home.load_agent(agent) else {
+        return (read_only, read_exec);
+    };
+    for (name, entry) in &loaded.manifest.mcp.servers {
+        let defined = match (&entry.command, &entry.url) {
+            (None, None) => global.mcp.servers.get(name),
+            _ => Some(entry),
+        };
+        let Some(defined) = defined else { continue };
+        read_exec.extend(defined.read_only.iter().cloned());
+        if let Some(program) = defined.command.as_ref().and_then(|c| c.first()) {
+            let program = Path::new(program);
+            if program.is_absolute() {
+                read_exec.push(program.to_path_buf());
+            }
+        }
+    }
+    (read_only, read_exec)
+}
+
 /// The file a `local:` model of `agent` loads, canonical, when it is one
 /// (`None` for providers over the network and for `script:`, whose files
 /// live in the agent's directory). Mirrors how the kernel resolves it: a
@@ -202,6 +233,12 @@ pub fn confine_worker(home: &Home, args: &WorkerArgs) -> WorkerStart {
                 model.as_deref(),
                 exe.as_deref(),
             )
+            .map(|mut rules| {
+                let (read_only, read_exec) = mcp_paths(&home, &global, &args.agent);
+                rules.read_only.extend(read_only);
+                rules.read_exec.extend(read_exec);
+                rules
+            })
             .map_err(|e| e.to_string())
         })
         .and_then(|rules| bulwark_sandbox::confine_current_process(&rules).map_err(|e| chain(&e)));
@@ -373,5 +410,57 @@ mod tests {
             "{refusal}"
         );
         assert_eq!(decide(false, "Landlock is unavailable"), None);
+    }
+
+    /// A served agent's stdio MCP server runs in a sandbox nested in the
+    /// worker's Landlock domain: its package directory and an absolute
+    /// program must be in the worker's rules, or the server cannot start
+    /// under `serve` at all; a config.toml entry the manifest names counts,
+    /// one it does not name does not.
+    #[test]
+    fn mcp_servers_dirs_and_pins_are_granted_read_and_execute() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = Home::new(dir.path());
+        let agent_dir = dir.path().join("agents/helper");
+        std::fs::create_dir_all(&agent_dir).expect("agent dir");
+        std::fs::write(
+            agent_dir.join("agent.toml"),
+            "[agent]\nname = \"helper\"\n\n[tools]\nallow = [\"mcp:fs\", \"mcp:op\"]\n\n\
+             [mcp.servers.fs]\ncommand = [\"/opt/node/bin/node\", \"server.js\"]\n\
+             read_only = [\"/opt/peers/node\"]\n\n[mcp.servers.op]\n",
+        )
+        .expect("manifest");
+        let pins = bulwark_mcp::pins::pin_path(dir.path(), "helper");
+        std::fs::create_dir_all(pins.parent().expect("pins dir")).expect("pins dir");
+        std::fs::write(&pins, "{}").expect("pins");
+        let server = |program: &str, dir: &str| bulwark_policy::mcp::McpServerConfig {
+            command: Some(vec![program.into()]),
+            read_only: vec![PathBuf::from(dir)],
+            ..Default::default()
+        };
+        let mut global = GlobalConfig::default();
+        global
+            .mcp
+            .servers
+            .insert("op".into(), server("op-server", "/opt/op"));
+        global
+            .mcp
+            .servers
+            .insert("other".into(), server("x", "/opt/other"));
+        let (read_only, read_exec) = mcp_paths(&home, &global, "helper");
+        assert_eq!(read_only, [pins]);
+        for path in ["/opt/peers/node", "/opt/node/bin/node", "/opt/op"] {
+            assert!(
+                read_exec.contains(&PathBuf::from(path)),
+                "{path}: {read_exec:?}"
+            );
+        }
+        assert!(
+            !read_exec.contains(&PathBuf::from("/opt/other")),
+            "{read_exec:?}"
+        );
+        // No manifest: nothing but the (absent) pin file, which is dropped.
+        let (read_only, read_exec) = mcp_paths(&home, &global, "nobody");
+        assert!(read_only.is_empty() && read_exec.is_empty());
     }
 }
