@@ -1,1 +1,2 @@
+mod server;
 mod smoke {}
