@@ -13,6 +13,7 @@ mod dojo;
 mod door;
 mod exec;
 mod interrupt;
+mod mcp_host;
 mod scope;
 mod spawn_paths;
 mod taint_seams;
