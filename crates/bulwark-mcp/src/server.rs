@@ -114,8 +114,11 @@ impl Default for ServerLimits {
 }
 
 /// Serves `host` over stdin/stdout until the client closes it.
+///
+/// When both are pipes (how MCP clients start servers) they are read on
+/// the IO reactor, so a shutdown does not wait for a blocked stdin read.
 pub async fn serve_stdio(host: Arc<dyn ToolHost>) -> Result<(), McpError> {
-    let (stdin, stdout) = rmcp::transport::stdio();
+    let (stdin, stdout) = rmcp::transport::stdio_pipes();
     serve_io(
         BulwarkMcpServer::new(host),
         stdin,
