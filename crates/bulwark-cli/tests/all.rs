@@ -16,6 +16,7 @@ mod credentials_check;
 mod credits_cli;
 mod credits_run;
 mod hardening;
+mod mcp_serve;
 mod model_cli;
 mod net_check;
 mod offline_agent;
