@@ -18,6 +18,7 @@ mod credits_run;
 mod hardening;
 mod mcp;
 mod mcp_peers;
+mod mcp_serve;
 mod model_cli;
 mod net_check;
 mod offline_agent;

@@ -381,7 +381,7 @@ impl SessionFactory {
             origin,
             model: model_override,
             resume,
-            tools_only: _,
+            tools_only,
         } = spec;
         let FrontEnd {
             approver,
@@ -431,17 +431,27 @@ impl SessionFactory {
                     }
                     other => other?,
                 };
-                let policy = policy_of(&global, &access, &files.loaded, &user, origin.remote())?;
-                let model = model_override
-                    .clone()
-                    .or_else(|| files.loaded.manifest.agent.model.clone())
-                    .or_else(|| default_model(&global))
-                    .ok_or_else(|| {
-                        OpenError::Usage(format!(
-                            "agent `{agent_name}` names no model and config.toml has no default_model; with a provider key set, \
-                             Bulwark does not pick one of its models for you: pass --model provider:model, or set default_model"
-                        ))
-                    })?;
+                let mut policy =
+                    policy_of(&global, &access, &files.loaded, &user, origin.remote())?;
+                if tools_only {
+                    // A tools-only session has no model, and child agents
+                    // need one: their tools are neither offered nor
+                    // dispatched (the door refuses an ungranted domain).
+                    policy.tools.remove("agents");
+                }
+                let model = match tools_only {
+                    true => String::new(),
+                    false => model_override
+                        .clone()
+                        .or_else(|| files.loaded.manifest.agent.model.clone())
+                        .or_else(|| default_model(&global))
+                        .ok_or_else(|| {
+                            OpenError::Usage(format!(
+                                "agent `{agent_name}` names no model and config.toml has no default_model; with a provider key set, \
+                                 Bulwark does not pick one of its models for you: pass --model provider:model, or set default_model"
+                            ))
+                        })?,
+                };
                 (files, policy, model)
             }
         };
@@ -453,6 +463,9 @@ impl SessionFactory {
         let is_child = matches!(origin, Origin::Child { .. });
         let mut sources = loaded.sources.clone();
         let resolved = match &verified {
+            // No model is resolved (nor its files checked, nor its key
+            // read): none is ever called.
+            _ if tools_only && !is_child => no_model(),
             Some(verified) => {
                 let field = model_field(model_override.as_deref(), &loaded, is_child);
                 let files = VerifiedFiles::new(
@@ -555,7 +568,7 @@ impl SessionFactory {
         session = session
             .with_credits(credits)
             .with_provenance(records.provenance(&agent_name, &user));
-        if let (Origin::Terminal, Some(store)) = (&origin, records.database()) {
+        if let (Origin::Terminal, Some(store), false) = (&origin, records.database(), tools_only) {
             session = session.with_children(Arc::new(ChildHost {
                 home: self.home.clone(),
                 global: global.clone(),
@@ -590,12 +603,15 @@ impl SessionFactory {
                     ))
                 })?;
             let tools = session.policy().tools.keys().cloned().collect::<Vec<_>>();
-            let detail = format!(
-                "model {}:{}; tools {}",
-                resolved.provider,
-                resolved.model,
-                tools.join(",")
-            );
+            let detail = match tools_only {
+                true => format!("tools only (an MCP client); tools {}", tools.join(",")),
+                false => format!(
+                    "model {}:{}; tools {}",
+                    resolved.provider,
+                    resolved.model,
+                    tools.join(",")
+                ),
+            };
             audit
                 .record(&opening_record(
                     &identity,
@@ -703,6 +719,37 @@ fn policy_of(
         },
         &ToolRegistry::builtin(),
     )?)
+}
+
+/// The model of a tools-only session: none. A turn run on it anyway is
+/// refused, never sent anywhere.
+fn no_model() -> crate::providers::ResolvedModel {
+    crate::providers::ResolvedModel {
+        provider: "none".into(),
+        model: "none".into(),
+        driver: Arc::new(NoModel),
+        endpoint: String::new(),
+        key_env: None,
+    }
+}
+
+struct NoModel;
+
+#[async_trait::async_trait]
+impl bulwark_llm::LlmDriver for NoModel {
+    fn provider(&self) -> &str {
+        "none"
+    }
+
+    async fn chat(
+        &self,
+        _request: &bulwark_llm::ChatRequest,
+        _on_event: &mut (dyn FnMut(bulwark_llm::StreamEvent) + Send),
+    ) -> Result<bulwark_llm::ChatResponse, bulwark_llm::LlmError> {
+        Err(bulwark_llm::LlmError::Config(
+            "this session serves tool calls only (an MCP client drives it); it has no model".into(),
+        ))
+    }
 }
 
 /// Where the model reference came from, for errors about its files.

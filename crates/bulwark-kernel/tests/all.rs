@@ -14,6 +14,7 @@ mod door;
 mod exec;
 mod interrupt;
 mod mcp;
+mod mcp_host;
 mod scope;
 mod spawn_paths;
 mod taint_seams;

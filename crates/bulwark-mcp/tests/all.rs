@@ -1,9 +1,10 @@
-//! The crate's one integration-test binary: each file beside this one is a
-//! module of it (a binary per file linked the whole dependency tree again).
+//! The crate's one integration-test binary: each file or directory beside
+//! this one is a module of it (a binary per file linked the whole
+//! dependency tree again).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod client;
 mod pins;
-mod smoke {}
+mod server;
 mod vet;
