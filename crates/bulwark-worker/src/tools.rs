@@ -4,27 +4,22 @@
 //! approvals, loop guard, taint, credits, audit), exactly as a model's
 //! call would.
 //!
-//! The session is a [`ToolHost`]: today [`DoorHost`], opened here through
-//! the session factory with `tools_only` and dispatching through its door;
-//! `bulwark_kernel::mcp_host::SessionToolHost` replaces it once built
-//! (the same contract; [`open_host`] is the one place to switch).
+//! The session is the kernel's [`SessionToolHost`], the same host `bulwark
+//! mcp serve` uses: opened through the session factory with `tools_only`,
+//! each call one door dispatch whose records are stored before the answer.
 
 use crate::broker::BrokerClient;
 use crate::error::WorkerError;
 use crate::records::WorkerRecords;
-use bulwark_kernel::{
-    ApprovalAnswer, ApprovalRequest, Approver, FrontEnd, Home, Kernel, OpenError, OpenSession,
-    Origin, Session, SessionFactory, SessionRecords, SessionSpec, ToolCall,
-};
-use bulwark_mcp::server::{
-    ApprovalQuestion, ApprovalReply, Approvals, HostedResult, HostedTool, ToolHost,
-};
+use bulwark_kernel::mcp_host::SessionToolHost;
+use bulwark_kernel::{Home, OpenError, Origin, SessionFactory, SessionRecords};
+use bulwark_mcp::server::{HostedResult, HostedTool, ToolHost};
 use bulwark_policy::{AgentName, UserName};
 use bulwark_protocol::protocol::{
     MAX_ID_CHARS, MAX_JSON_BYTES, MAX_TEXT_CHARS, MAX_TOOL_DESCRIPTION_CHARS, MAX_TOOLS,
     MAX_TOOLS_JSON_BYTES, ToolInfo,
 };
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// What the server asks of a tools-only worker.
 #[derive(Debug)]
@@ -50,139 +45,16 @@ pub(crate) fn open_host(
     let user =
         UserName::new(user).map_err(|e| WorkerError::Open(OpenError::Usage(e.to_string())))?;
     let records = Arc::new(WorkerRecords::new(store.clone()));
-    let current = Arc::new(CallApprovals::default());
-    let front = FrontEnd {
-        approver: current.clone(),
-        records: Box::new(move |_| Ok(records as Arc<dyn SessionRecords>)),
-        warn: Arc::new(|warning: &str| eprintln!("warning: {warning}")),
-    };
-    let spec = SessionSpec {
+    let host = SessionToolHost::open(
+        &SessionFactory::new(home.clone()),
         agent,
         user,
-        origin: Origin::Worker,
-        model: None,
-        resume: None,
-        tools_only: true,
-    };
-    let OpenSession {
-        kernel, session, ..
-    } = SessionFactory::new(home.clone())
-        .open(spec, front)
-        .map_err(WorkerError::Open)?;
-    let tools = kernel
-        .door
-        .registry()
-        .definitions_for(session.policy())
-        .into_iter()
-        .map(|d| HostedTool {
-            name: d.name,
-            description: d.description,
-            input_schema: d.input_schema,
-        })
-        .collect();
-    Ok(Arc::new(DoorHost {
-        open: tokio::sync::Mutex::new((kernel, session, 0)),
-        current,
-        tools,
-    }))
-}
-
-/// A tools-only session and its door. Calls run one at a time (the door
-/// takes the session mutably); each call's approval questions go to that
-/// call's [`Approvals`].
-struct DoorHost {
-    open: tokio::sync::Mutex<(Kernel, Session, u64)>,
-    current: Arc<CallApprovals>,
-    tools: Vec<HostedTool>,
-}
-
-#[async_trait::async_trait]
-impl ToolHost for DoorHost {
-    async fn tools(&self) -> Vec<HostedTool> {
-        self.tools.clone()
-    }
-
-    async fn call(
-        &self,
-        tool: &str,
-        arguments: serde_json::Value,
-        approvals: Arc<dyn Approvals>,
-    ) -> HostedResult {
-        let mut open = self.open.lock().await;
-        let (kernel, session, calls) = &mut *open;
-        *calls += 1;
-        let id = format!("mcp{calls}");
-        let _asking = self.current.set(approvals);
-        let result = kernel
-            .door
-            .dispatch(
-                session,
-                ToolCall {
-                    id: &id,
-                    name: tool,
-                    input: &arguments,
-                },
-            )
-            .await;
-        // The records go to the server in batches: the client gets its
-        // answer only once the call's record is stored.
-        if let Err(err) = kernel.door.audit().flush() {
-            eprintln!("error: the audit records of an MCP call could not be stored: {err}");
-            return HostedResult {
-                content: "the call's audit record could not be stored".into(),
-                is_error: true,
-            };
-        }
-        HostedResult {
-            content: result.content,
-            is_error: result.is_error,
-        }
-    }
-}
-
-/// The door's approver: asks whoever asked for the call that is running.
-#[derive(Default)]
-struct CallApprovals {
-    current: Mutex<Option<Arc<dyn Approvals>>>,
-}
-
-/// Clears the running call's approvals when the call ends.
-struct Asking<'a>(&'a CallApprovals);
-
-impl Drop for Asking<'_> {
-    fn drop(&mut self) {
-        *self.0.slot() = None;
-    }
-}
-
-impl CallApprovals {
-    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Arc<dyn Approvals>>> {
-        self.current.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn set(&self, approvals: Arc<dyn Approvals>) -> Asking<'_> {
-        *self.slot() = Some(approvals);
-        Asking(self)
-    }
-}
-
-#[async_trait::async_trait]
-impl Approver for CallApprovals {
-    async fn ask(&self, request: &ApprovalRequest) -> ApprovalAnswer {
-        let Some(approvals) = self.slot().clone() else {
-            return ApprovalAnswer::Deny;
-        };
-        let question = ApprovalQuestion {
-            tool: request.tool.clone(),
-            why: request.why.clone(),
-            args_preview: request.args_preview.clone(),
-        };
-        match approvals.ask(question).await {
-            // Once: an MCP client's yes is for this call, never the session.
-            ApprovalReply::Approve => ApprovalAnswer::AllowOnce,
-            ApprovalReply::Deny | ApprovalReply::Unavailable => ApprovalAnswer::Deny,
-        }
-    }
+        Origin::Worker,
+        Box::new(move |_| Ok(records as Arc<dyn SessionRecords>)),
+        Arc::new(|warning: &str| eprintln!("warning: {warning}")),
+    )
+    .map_err(WorkerError::Open)?;
+    Ok(Arc::new(host))
 }
 
 /// The host's tools as the protocol carries them: names and descriptions

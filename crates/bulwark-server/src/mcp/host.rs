@@ -48,6 +48,12 @@ pub(crate) struct McpWorkers {
     /// Opens serialized per server: two first requests do not start two
     /// workers for one user and agent.
     opening: tokio::sync::Mutex<()>,
+    /// The MCP handler of each user and agent. Requests are stateless, but
+    /// a call waiting for an approval (a 2026-07-28 input request) lives in
+    /// its handler's table until the client's retry: one handler per user
+    /// and agent, never shared between users (a `requestState` handle is a
+    /// capability for the call it names).
+    servers: Mutex<HashMap<(String, String), bulwark_mcp::server::BulwarkMcpServer>>,
 }
 
 impl McpWorkers {
@@ -74,8 +80,29 @@ impl McpWorkers {
         }
     }
 
+    /// The MCP handler for `user` and `agent`, made on first use.
+    pub(crate) fn server(
+        &self,
+        state: &AppState,
+        user: &str,
+        agent: &str,
+    ) -> bulwark_mcp::server::BulwarkMcpServer {
+        let mut servers = self.servers.lock().unwrap_or_else(|p| p.into_inner());
+        servers
+            .entry((user.to_string(), agent.to_string()))
+            .or_insert_with(|| {
+                let host = WorkerToolHost::new(state.clone(), user.to_string(), agent.to_string());
+                bulwark_mcp::server::BulwarkMcpServer::new(std::sync::Arc::new(host))
+            })
+            .clone()
+    }
+
     /// Ends every tools-only worker of `user` (their tokens were revoked).
     pub(crate) fn stop_user(&self, user: &str) -> usize {
+        self.servers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(u, _), _| u != user);
         let mut map = self.map();
         let before = map.len();
         map.retain(|(u, _), _| u != user);

@@ -10,11 +10,15 @@
 //! the request.
 //!
 //! Stateless: no `Mcp-Session-Id`, POST only (`GET` and `DELETE` are 405),
-//! JSON answers. That is the 2026-07-28 transport; 2025-11-25 clients
-//! work too (rmcp answers their `initialize` statelessly), but cannot be
-//! sent server-initiated requests, so an approval they would have to give
-//! is refused. Every tool call runs in the tools-only worker of the user
-//! and agent ([`host`]): the door there decides, audits and confines it.
+//! JSON answers. That is the 2026-07-28 transport: an approval the door
+//! asks for is an MRTR input request, and the client's retry finds the
+//! waiting call in the user's and agent's handler
+//! ([`bulwark_mcp::server::BulwarkMcpServer`], one per user and agent).
+//! 2025-11-25 clients work too (rmcp answers their `initialize`
+//! statelessly), but cannot be sent server-initiated requests, so an
+//! approval they would have to give is refused. Every tool call runs in the
+//! tools-only worker of the user and agent ([`host`]): the door there
+//! decides, audits and confines it.
 //!
 //! Errors: 401 no or bad token, 403 an agent the user may not use (unknown
 //! agents included: the answer does not say which agents exist), 404 a
@@ -22,7 +26,6 @@
 //! connection limits; a malformed JSON-RPC message gets rmcp's JSON-RPC
 //! error, and a tool that fails or is refused an `isError` result.
 
-mod handler;
 pub(crate) mod host;
 
 use crate::app::{AppState, ClientIp};
@@ -100,12 +103,7 @@ pub(crate) async fn endpoint(
         ));
     }
     let request = Request::from_parts(parts, axum::body::Body::from(bytes));
-    let host = Arc::new(host::WorkerToolHost::new(
-        state.clone(),
-        principal.user.clone(),
-        agent,
-    ));
-    let handler = handler::handler(host);
+    let handler = state.mcp_workers().server(&state, &principal.user, &agent);
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
