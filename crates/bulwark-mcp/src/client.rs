@@ -216,7 +216,7 @@ impl McpClient {
                     transport,
                     limits,
                     fault,
-                    ServerProcess::Sandboxed(child),
+                    ServerProcess::Sandboxed(Box::new(child)),
                 )
                 .await
             }

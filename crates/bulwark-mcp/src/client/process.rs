@@ -163,7 +163,7 @@ pub(crate) enum ServerProcess {
     /// Streamable HTTP, or an in-process server: nothing to stop.
     None,
     Unconfined(UnconfinedChild),
-    Sandboxed(bulwark_sandbox::SandboxedChild),
+    Sandboxed(Box<bulwark_sandbox::SandboxedChild>),
 }
 
 impl ServerProcess {
