@@ -265,10 +265,12 @@ async fn a_call_goes_through_labelled_mcp_and_a_later_shell_exec_asks() {
         "{}",
         spawns[0].detail
     );
-    // A second call reuses the connection.
+    // Every MCP domain is a taint sink by default: with the server's own
+    // output in the conversation, a second call asks (and the test's
+    // approver says no) before anything reaches the server.
     let r = rig.call("c2", "mcp__x__write", json!({"note": "n"})).await;
-    assert_eq!(r.decision, Decision::Allowed, "{}", r.content);
-    assert_eq!(rig.records(Action::Spawn).len(), 1);
+    assert_eq!(r.decision, Decision::Denied, "{}", r.content);
+    assert!(r.content.contains("taint sink `mcp:x`"), "{}", r.content);
 
     // Untrusted MCP output in the session: the shell asks (and the test's
     // approver says no).
