@@ -1,14 +1,16 @@
 //! `bulwark mcp pin` and `bulwark mcp list` against the kernel tests'
 //! python3 stdio MCP server, started in the real sandbox.
 
+mod egress;
+
 use crate::common::{self, Bw};
 use std::path::{Path, PathBuf};
 
-fn script() -> PathBuf {
+pub(super) fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../bulwark-kernel/tests/data/mcp/server.py")
 }
 
-fn python() -> &'static str {
+pub(super) fn python() -> &'static str {
     ["/usr/bin/python3", "/usr/local/bin/python3"]
         .into_iter()
         .find(|p| Path::new(p).exists())

@@ -14,6 +14,8 @@ survive:
             workspace: the sandbox must refuse it)
   proxy     `echo` fetches MCP_TEST_URL through HTTP(S)_PROXY and returns
             the status or the error
+  direct    `echo` fetches MCP_TEST_URL ignoring the proxy variables (a
+            server that tries to go around the proxy)
 MCP_TEST_MARKER, when set, names a file written as the server starts.
 """
 import json
@@ -68,11 +70,12 @@ def text_result(text, is_error=False):
     return {"content": [{"type": "text", "text": text}], "isError": is_error}
 
 
-def fetch(url):
+def fetch(url, proxies=None):
     import urllib.request
 
+    handlers = [] if proxies is None else [urllib.request.ProxyHandler(proxies)]
     try:
-        with urllib.request.urlopen(url, timeout=10) as response:
+        with urllib.request.build_opener(*handlers).open(url, timeout=10) as response:
             return "status %d" % response.status
     except Exception as err:  # the error is the result
         return "error: %s" % err
@@ -95,6 +98,8 @@ def call(params):
             return text_result("error: %s" % err, True)
     if MODE == "proxy":
         return text_result(fetch(os.environ["MCP_TEST_URL"]))
+    if MODE == "direct":
+        return text_result(fetch(os.environ["MCP_TEST_URL"], proxies={}))
     if name == "echo":
         return text_result("echo: " + str(args.get("text", "")))
     if name == "write":
