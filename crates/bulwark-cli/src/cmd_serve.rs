@@ -160,24 +160,32 @@ fn backend_error(err: SupervisorError) -> BackendError {
     }
 }
 
-#[async_trait]
-impl Backend for WorkerBackend {
-    async fn open(&self, request: OpenRequest) -> Result<Conversation, BackendError> {
+impl WorkerBackend {
+    /// Starts a worker for `request`: a conversation, or (`tools_only`) a
+    /// tools-only session for `/mcp`. Both get the same keys, the agent's
+    /// (its tools' credential grants need them).
+    async fn start(
+        &self,
+        request: OpenRequest,
+        tools_only: bool,
+    ) -> Result<Conversation, BackendError> {
         let keys = self.keys.clone();
         let agent = request.agent.clone();
         let keys = tokio::task::spawn_blocking(move || keys.for_agent(&agent))
             .await
             .map_err(|_| BackendError::Internal("the server failed".into()))??;
-        let conversation = self
-            .supervisor
-            .open(bulwark_server::workers::OpenRequest {
-                user: request.user,
-                agent: request.agent,
-                resume: request.resume,
-                keys,
-            })
-            .await
-            .map_err(backend_error)?;
+        let open = bulwark_server::workers::OpenRequest {
+            user: request.user,
+            agent: request.agent,
+            resume: if tools_only { None } else { request.resume },
+            keys,
+        };
+        let conversation = if tools_only {
+            self.supervisor.open_tools(open).await
+        } else {
+            self.supervisor.open(open).await
+        }
+        .map_err(backend_error)?;
         Ok(Conversation {
             session_id: conversation.session_id,
             history_messages: conversation.history_messages,
@@ -186,32 +194,16 @@ impl Backend for WorkerBackend {
             control: Box::new(Kill(conversation.worker)),
         })
     }
+}
 
-    /// A tools-only worker for `/mcp`: the same keys as a conversation
-    /// of the agent (its tools' credential grants need them).
+#[async_trait]
+impl Backend for WorkerBackend {
+    async fn open(&self, request: OpenRequest) -> Result<Conversation, BackendError> {
+        self.start(request, false).await
+    }
+
     async fn open_tools(&self, request: OpenRequest) -> Result<Conversation, BackendError> {
-        let keys = self.keys.clone();
-        let agent = request.agent.clone();
-        let keys = tokio::task::spawn_blocking(move || keys.for_agent(&agent))
-            .await
-            .map_err(|_| BackendError::Internal("the server failed".into()))??;
-        let conversation = self
-            .supervisor
-            .open_tools(bulwark_server::workers::OpenRequest {
-                user: request.user,
-                agent: request.agent,
-                resume: None,
-                keys,
-            })
-            .await
-            .map_err(backend_error)?;
-        Ok(Conversation {
-            session_id: conversation.session_id,
-            history_messages: conversation.history_messages,
-            commands: conversation.commands,
-            events: conversation.events,
-            control: Box::new(Kill(conversation.worker)),
-        })
+        self.start(request, true).await
     }
 
     fn stats(&self) -> BackendStats {
