@@ -327,6 +327,12 @@ impl McpClient {
         &self.protocol_version
     }
 
+    /// For a sandboxed stdio server in permissive mode, each confinement
+    /// layer it started without (for the audit log); empty otherwise.
+    pub fn sandbox_warnings(&self) -> &[String] {
+        self.process.sandbox_warnings()
+    }
+
     /// Every tool, following pagination up to `max_tools` and
     /// [`MAX_LIST_PAGES`] pages; a server that lists more, or a name twice,
     /// is an error (the operator learns of it instead of a silent cut).

@@ -258,6 +258,18 @@ impl ServerSlot {
         let client = McpClient::connect(name, prepared.launch, launch::client_limits(&self.server))
             .await
             .map_err(|e| ToolError::Failed(calls.redact(&e.to_string())))?;
+        // A permissive sandbox's missing layers, as the shell's are.
+        for warning in client.sandbox_warnings() {
+            let detail = format!("MCP server `{name}`: {}", calls.redact(warning));
+            if let Err(e) =
+                calls
+                    .recorder
+                    .side(Action::Sandbox, Decision::Warned, Reason::Sandbox, &detail)
+            {
+                client.close().await;
+                return Err(e);
+            }
+        }
         let listed = match client.list_tools().await {
             Ok(listed) => listed,
             Err(e) => {

@@ -167,6 +167,14 @@ pub(crate) enum ServerProcess {
 }
 
 impl ServerProcess {
+    /// The confinement layers a permissive sandbox ran the server without.
+    pub(crate) fn sandbox_warnings(&self) -> &[String] {
+        match self {
+            ServerProcess::Sandboxed(child) => &child.warnings,
+            ServerProcess::None | ServerProcess::Unconfined(_) => &[],
+        }
+    }
+
     /// The server's last stderr lines, once they have arrived.
     pub(crate) async fn stderr_tail(&self) -> String {
         match self {
