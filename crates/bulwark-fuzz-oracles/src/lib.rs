@@ -1,7 +1,8 @@
 //! Fuzz oracles for the parsers of signed, untrusted text: checkpoint notes
 //! and the other C2SP signed notes of an audit log ([`audit`]), verifier
 //! keys, and agent signature files with their listings ([`trust`]); and
-//! the injection scanner that reads hostile text ([`injection`]).
+//! the injection scanner that reads hostile text ([`injection`]); and the
+//! vetting of an MCP server's tool descriptions ([`mcp_vet`]).
 //!
 //! Each oracle takes arbitrary bytes and panics when a property fails; it
 //! never panics otherwise. The same functions run under cargo-fuzz (the
@@ -16,6 +17,7 @@
 
 pub mod audit;
 pub mod injection;
+pub mod mcp_vet;
 pub mod trust;
 
 #[cfg(test)]
