@@ -244,6 +244,7 @@ impl Kernel {
                 messages: bulwark_llm::repair(history.clone()),
                 tools: tools.clone(),
                 max_tokens: limits.tokens_for(agent.max_tokens),
+                paths: Default::default(),
             };
             if let Some(credits) = &session.credits {
                 let maximum = credits.model_call_maximum(&request);

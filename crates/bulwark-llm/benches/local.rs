@@ -176,6 +176,7 @@ fn requests() -> (ChatRequest, ChatRequest) {
         ))],
         tools: vec![],
         max_tokens: 8,
+        paths: Default::default(),
     };
     let generate = ChatRequest {
         model: "bench".into(),
@@ -185,6 +186,7 @@ fn requests() -> (ChatRequest, ChatRequest) {
         )],
         tools: vec![],
         max_tokens: 128,
+        paths: Default::default(),
     };
     (long, generate)
 }

@@ -89,7 +89,7 @@ pub struct ToolDef {
     pub input_schema: serde_json::Value,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ChatRequest {
     /// The provider's model name (after `provider:` was stripped).
     pub model: String,
@@ -97,6 +97,9 @@ pub struct ChatRequest {
     pub messages: Vec<Message>,
     pub tools: Vec<ToolDef>,
     pub max_tokens: u32,
+    /// Where the offered tools take workspace paths, what exists and may
+    /// be named this turn (see [`crate::PathChoices`]); empty: no hint.
+    pub paths: crate::PathChoices,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

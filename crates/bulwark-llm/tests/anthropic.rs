@@ -122,6 +122,7 @@ fn request(messages: Vec<Message>) -> ChatRequest {
             input_schema: json!({"type": "object", "properties": {"location": {"type": "string"}}}),
         }],
         max_tokens: 1024,
+        paths: Default::default(),
     }
 }
 

@@ -35,6 +35,7 @@ fn request() -> ChatRequest {
         messages: vec![Message::user_text("hi")],
         tools: vec![],
         max_tokens: 16,
+        paths: Default::default(),
     }
 }
 

@@ -97,6 +97,7 @@ fn request(messages: Vec<Message>, tools: Vec<ToolDef>, max_tokens: u32) -> Chat
         messages,
         tools,
         max_tokens,
+        paths: Default::default(),
     }
 }
 

@@ -69,6 +69,7 @@ fn request(messages: Vec<Message>) -> ChatRequest {
             input_schema: json!({"type": "object", "properties": {"location": {"type": "string"}}}),
         }],
         max_tokens: 512,
+        paths: Default::default(),
     }
 }
 

@@ -14,6 +14,7 @@ fn request() -> ChatRequest {
         messages: vec![Message::user_text("hi")],
         tools: vec![],
         max_tokens: 16,
+        paths: Default::default(),
     }
 }
 
@@ -212,6 +213,7 @@ async fn a_resumed_script_continues_after_the_played_turns() {
         messages: vec![bulwark_llm::Message::user_text("hi")],
         tools: Vec::new(),
         max_tokens: 10,
+        paths: Default::default(),
     };
     let reply = driver.chat(&request, &mut |_| {}).await.unwrap();
     assert_eq!(reply.message.text(), "two");

@@ -97,6 +97,7 @@ impl LocalDriver {
             messages: repaired_history(PROVIDER, request)?,
             tools: request.tools.clone(),
             max_tokens: request.max_tokens,
+            paths: request.paths.clone(),
         };
         let (replies, mut incoming) = async_mpsc::unbounded_channel();
         self.jobs

@@ -20,7 +20,7 @@ use llama_cpp_2::token::data::LlamaTokenData;
 use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use llama_cpp_2::{LogOptions, send_logs_to_tracing};
 
-use super::grammar::{call_grammar, text_grammar, tool_grammar};
+use super::grammar::{call_grammar_with_paths, text_grammar, tool_grammar_with_paths};
 use super::output::{self, Output};
 use super::template::{self, IM_END, IM_START, Segment};
 use super::{LocalError, LocalOptions, TurnKind, TurnStats, turn_kind};
@@ -189,11 +189,11 @@ impl<'m> Engine<'m> {
             TurnKind::Tools {
                 max_calls,
                 text: true,
-            } => tool_grammar(&request.tools, max_calls)?,
+            } => tool_grammar_with_paths(&request.tools, &request.paths, max_calls)?,
             TurnKind::Tools {
                 max_calls,
                 text: false,
-            } => call_grammar(&request.tools, max_calls)?,
+            } => call_grammar_with_paths(&request.tools, &request.paths, max_calls)?,
         };
         let mut grammar = LlamaSampler::grammar(self.model, &grammar_text, "root")
             .map_err(|e| LocalError::Backend(format!("llama.cpp rejected the grammar: {e}")))?;

@@ -43,7 +43,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::ToolDef;
+use crate::{PathChoices, ToolDef};
 
 /// Deeper schema nesting becomes a generic JSON value.
 pub const MAX_SCHEMA_DEPTH: usize = 12;
@@ -99,16 +99,41 @@ pub fn text_grammar() -> String {
 /// The grammar of a turn that may answer in text or make 1..=`max_calls`
 /// calls to exactly `tools`, with arguments shaped by their schemas.
 pub fn tool_grammar(tools: &[ToolDef], max_calls: usize) -> Result<String, GrammarError> {
-    build(tools, max_calls, true)
+    build(tools, &PathChoices::default(), max_calls, true)
+}
+
+/// [`tool_grammar`], with each path argument in `paths` limited to what
+/// it offers (see [`PathChoices`]).
+pub fn tool_grammar_with_paths(
+    tools: &[ToolDef],
+    paths: &PathChoices,
+    max_calls: usize,
+) -> Result<String, GrammarError> {
+    build(tools, paths, max_calls, true)
+}
+
+/// [`call_grammar`], with each path argument in `paths` limited to what
+/// it offers.
+pub fn call_grammar_with_paths(
+    tools: &[ToolDef],
+    paths: &PathChoices,
+    max_calls: usize,
+) -> Result<String, GrammarError> {
+    build(tools, paths, max_calls, false)
 }
 
 /// The grammar of a turn that must make 1..=`max_calls` calls to exactly
 /// `tools` (no text): [`super::ToolChoice::Required`].
 pub fn call_grammar(tools: &[ToolDef], max_calls: usize) -> Result<String, GrammarError> {
-    build(tools, max_calls, false)
+    build(tools, &PathChoices::default(), max_calls, false)
 }
 
-fn build(tools: &[ToolDef], max_calls: usize, allow_text: bool) -> Result<String, GrammarError> {
+fn build(
+    tools: &[ToolDef],
+    _paths: &PathChoices,
+    max_calls: usize,
+    allow_text: bool,
+) -> Result<String, GrammarError> {
     if tools.is_empty() {
         return Err(GrammarError::NoTools);
     }

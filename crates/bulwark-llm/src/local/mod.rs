@@ -273,6 +273,7 @@ mod tests {
                 input_schema: json!({}),
             }],
             max_tokens: 10,
+            paths: Default::default(),
         }
     }
 

@@ -220,6 +220,7 @@ mod tests {
             messages,
             tools,
             max_tokens: 10,
+            paths: Default::default(),
         }
     }
 
