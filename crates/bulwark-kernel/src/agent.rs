@@ -244,7 +244,8 @@ impl Kernel {
                 messages: bulwark_llm::repair(history.clone()),
                 tools: tools.clone(),
                 max_tokens: limits.tokens_for(agent.max_tokens),
-                paths: Default::default(),
+                // Per call: the turn's own calls may have written files.
+                paths: crate::path_choices::path_choices(self.door.registry(), &tools, session),
             };
             if let Some(credits) = &session.credits {
                 let maximum = credits.model_call_maximum(&request);

@@ -15,6 +15,7 @@ mod factory;
 mod home;
 pub mod mcp_host;
 mod mcp_hub;
+pub mod path_choices;
 mod provenance;
 mod providers;
 mod registry;
@@ -47,6 +48,7 @@ pub use factory::{
 };
 pub use home::{DEFAULT_SYSTEM_PROMPT, Home, LoadedAgent};
 pub use mcp_hub::{McpHub, PinConnection, ScopedMcp, mcp_connect_for_pin};
+pub use path_choices::{WalkBounds, path_choices, path_choices_with};
 pub use provenance::{
     LabelRoot, MemoryProvenance, ProvenanceError, ProvenanceStore, StoreProvenance, content_digest,
     labels_from_names, root_key,
@@ -65,6 +67,7 @@ pub use setup::{
 };
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{
-    CallTaint, ParsedCall, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool,
+    CallTaint, ParsedCall, PathAccess, PathParam, Tool, ToolContext, ToolError, ToolOutput,
+    ToolSpec, TypedTool,
 };
 pub use tool_args::{parse_args, schema_for};

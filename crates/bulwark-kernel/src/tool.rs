@@ -45,6 +45,32 @@ impl ToolSpec {
     }
 }
 
+/// A top-level argument of a tool that names a workspace path, so the
+/// kernel can tell a constraining driver which paths exist there and may
+/// be named ([`crate::path_choices`]). A declaration is a hint for the
+/// model only: the door checks the call's demands as for any other tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathParam {
+    /// The property name in the tool's input object.
+    pub argument: &'static str,
+    pub kind: bulwark_llm::PathKind,
+    pub access: PathAccess,
+}
+
+/// What a call does with the path it is given: decides which grants an
+/// offered path must pass ([`bulwark_policy::Demand::FileRead`],
+/// [`bulwark_policy::Demand::FileWrite`] or both) and whether it must
+/// already exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathAccess {
+    /// An existing entry, read.
+    Read,
+    /// A target that need not exist yet.
+    Write,
+    /// An existing file, read and then written.
+    ReadWrite,
+}
+
 /// What a tool returns to the model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutput {
@@ -235,6 +261,11 @@ pub trait Tool: Send + Sync {
     fn parse<'t>(&'t self, args: &Value) -> Result<Box<dyn ParsedCall + 't>, ToolError>;
     /// Arguments that exercise the tool, for tests that enumerate every tool.
     fn example_args(&self) -> Value;
+    /// The top-level arguments that name workspace paths (none by default:
+    /// MCP, shell and web tools take no workspace path).
+    fn path_params(&self) -> &'static [PathParam] {
+        &[]
+    }
 }
 
 /// A call whose arguments were parsed and whose demands are known: the
@@ -273,6 +304,10 @@ pub trait TypedTool: Send + Sync {
     async fn call(&self, ctx: &ToolContext, args: Self::Args) -> Result<ToolOutput, ToolError>;
     /// Arguments that exercise the tool, for tests that enumerate every tool.
     fn example_args(&self) -> Value;
+    /// [`Tool::path_params`].
+    fn path_params(&self) -> &'static [PathParam] {
+        &[]
+    }
 }
 
 /// A [`TypedTool`] call after parsing: its arguments and their demands.
@@ -315,5 +350,8 @@ impl<T: TypedTool> Tool for T {
     }
     fn example_args(&self) -> Value {
         TypedTool::example_args(self)
+    }
+    fn path_params(&self) -> &'static [PathParam] {
+        TypedTool::path_params(self)
     }
 }

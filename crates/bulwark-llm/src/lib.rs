@@ -17,7 +17,7 @@ pub use local::LocalDriver;
 pub use local::{LocalError, LocalOptions, ToolChoice};
 pub use message::*;
 pub use openai::{OpenAiDriver, TOOL_ERROR_PREFIX};
-pub use paths::{AllowedPaths, PathArgumentChoices, PathChoices};
+pub use paths::{AllowedPaths, PathArgumentChoices, PathChoices, PathKind};
 pub use repair::{INTERRUPTED_RESULT, Rule, Violation, repair, validate};
 pub use script::ScriptDriver;
 pub use transport::{MAX_BACKOFF, ProviderConfig};

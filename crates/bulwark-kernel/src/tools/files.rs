@@ -1,7 +1,8 @@
 //! `files` domain: read, write, list, edit, search inside the agent's workspace.
 
-use crate::tool::{ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool};
+use crate::tool::{PathAccess, PathParam, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool};
 use crate::tool_args::{NonEmpty, PathArg};
+use bulwark_llm::PathKind;
 use bulwark_policy::{Demand, TaintLabel};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -121,6 +122,13 @@ impl TypedTool for FileRead {
     fn example_args(&self) -> Value {
         json!({"path": "notes.txt"})
     }
+    fn path_params(&self) -> &'static [PathParam] {
+        &[PathParam {
+            argument: "path",
+            kind: PathKind::File,
+            access: PathAccess::Read,
+        }]
+    }
 }
 
 pub struct FileWrite {
@@ -161,6 +169,13 @@ impl TypedTool for FileWrite {
     }
     fn example_args(&self) -> Value {
         json!({"path": "out.txt", "content": "hello"})
+    }
+    fn path_params(&self) -> &'static [PathParam] {
+        &[PathParam {
+            argument: "path",
+            kind: PathKind::File,
+            access: PathAccess::Write,
+        }]
     }
 }
 
@@ -213,6 +228,13 @@ impl TypedTool for FileList {
     fn example_args(&self) -> Value {
         json!({})
     }
+    fn path_params(&self) -> &'static [PathParam] {
+        &[PathParam {
+            argument: "path",
+            kind: PathKind::Directory,
+            access: PathAccess::Read,
+        }]
+    }
 }
 
 pub struct FileEdit {
@@ -261,6 +283,13 @@ impl TypedTool for FileEdit {
     }
     fn example_args(&self) -> Value {
         json!({"path": "notes.txt", "old": "a", "new": "b"})
+    }
+    fn path_params(&self) -> &'static [PathParam] {
+        &[PathParam {
+            argument: "path",
+            kind: PathKind::File,
+            access: PathAccess::ReadWrite,
+        }]
     }
 }
 
@@ -318,5 +347,12 @@ impl TypedTool for FileSearch {
     }
     fn example_args(&self) -> Value {
         json!({"query": "todo"})
+    }
+    fn path_params(&self) -> &'static [PathParam] {
+        &[PathParam {
+            argument: "path",
+            kind: PathKind::Directory,
+            access: PathAccess::Read,
+        }]
     }
 }

@@ -33,17 +33,29 @@
 //! input, the grammar only guarantees the shape. The tool NAME is always
 //! constrained, whatever the schema says.
 //!
+//! Where the kernel says a top-level argument names a workspace path
+//! ([`PathChoices`]), that argument is narrowed further: a listed set of
+//! paths becomes exactly those JSON strings (a prefix tree of rules, so
+//! llama.cpp follows one branch instead of testing every path per token),
+//! [`AllowedPaths::Relative`] a relative path of plain segments
+//! ([`RELATIVE_PATH_RULES`]), and a required argument with nothing listed
+//! takes its tool out of the turn. Path rules share a budget of
+//! [`MAX_PATH_RULE_BYTES`]; a list over what is left is written as
+//! `Relative` instead. A grammar in which no tool can be called is the
+//! text grammar, even when a call was required: there is always a valid
+//! output.
+//!
 //! JSON is spelled the way the model was trained to write it (Python's
 //! `json.dumps` defaults: `", "` and `": "` separators, no other
 //! whitespace), see [`to_spaced_json`]; a fixed spelling also keeps small
 //! models from wandering into runs of whitespace.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::{PathChoices, ToolDef};
+use crate::{AllowedPaths, PathChoices, ToolDef};
 
 /// Deeper schema nesting becomes a generic JSON value.
 pub const MAX_SCHEMA_DEPTH: usize = 12;
@@ -53,6 +65,24 @@ pub const MAX_GRAMMAR_BYTES: usize = 256 * 1024;
 pub const MAX_CALLS_PER_TURN: usize = 16;
 /// Objects with more declared properties than this take a generic object.
 pub const MAX_PROPERTIES: usize = 128;
+
+/// Upper bound on the rules that spell listed paths, all arguments of one
+/// grammar together (each distinct list is written once): 64 KiB holds a
+/// prefix tree of a few thousand short paths, and keeps llama.cpp's
+/// per-token grammar work small. A list that does not fit is written as
+/// [`AllowedPaths::Relative`].
+pub const MAX_PATH_RULE_BYTES: usize = 64 * 1024;
+/// Prefix-tree nesting beyond this spells the remaining suffixes as a flat
+/// alternation (bounds recursion on long, hostile names).
+const MAX_TRIE_DEPTH: usize = 64;
+
+/// A relative path of plain segments, as a JSON string: ASCII letters,
+/// digits, `_`, `+`, `-` and (not first) `.`; segments joined by `/`. So no
+/// scheme, no absolute path, no `.`/`..`/hidden segment, no backslash, no
+/// empty segment, nothing to escape.
+pub const RELATIVE_PATH_RULES: &str = r#"path-rel ::= """ path-seg ( "/" path-seg )* """
+path-seg ::= [A-Za-z0-9_+-] [A-Za-z0-9_.+-]*
+"#;
 
 /// Opening and closing tags of one call, as in Qwen2.5's chat template.
 pub const CALL_OPEN: &str = "<tool_call>\n";
@@ -130,7 +160,7 @@ pub fn call_grammar(tools: &[ToolDef], max_calls: usize) -> Result<String, Gramm
 
 fn build(
     tools: &[ToolDef],
-    _paths: &PathChoices,
+    paths: &PathChoices,
     max_calls: usize,
     allow_text: bool,
 ) -> Result<String, GrammarError> {
@@ -150,13 +180,24 @@ fn build(
     let mut builder = Builder::default();
     let mut alternatives = Vec::with_capacity(tools.len());
     for (index, tool) in tools.iter().enumerate() {
-        let args = builder.arguments(&tool.input_schema, &format!("t{index}"));
+        let hint = format!("t{index}");
+        let Some(slots) = builder.path_slots(tool, paths, &hint) else {
+            // A required path argument with nothing to offer: no valid
+            // call to this tool exists this turn.
+            continue;
+        };
+        let args = builder.arguments(&tool.input_schema, &hint, &slots);
         let head = format!("{}, \"arguments\": ", json_string(&tool.name));
         let name = builder.fresh(&format!("tool{index}"));
         builder.add(&name, format!("{} {args}", literal(&head)));
         alternatives.push(name);
     }
 
+    if alternatives.is_empty() {
+        // Nothing can be called: text is the only valid turn, so the
+        // grammar is never unsatisfiable.
+        return Ok(text_grammar());
+    }
     let mut out = String::new();
     if allow_text {
         out.push_str("root ::= text | calls\n");
@@ -184,6 +225,9 @@ fn build(
     for (name, expr) in &builder.rules {
         let _ = writeln!(out, "{name} ::= {expr}");
     }
+    if builder.relative_used {
+        out.push_str(RELATIVE_PATH_RULES);
+    }
     out.push_str(JSON_RULES);
     if out.len() > MAX_GRAMMAR_BYTES {
         return Err(GrammarError::TooLarge(out.len()));
@@ -196,6 +240,20 @@ fn build(
 struct Builder {
     rules: Vec<(String, String)>,
     names: HashSet<String>,
+    /// Whether [`RELATIVE_PATH_RULES`] is referenced.
+    relative_used: bool,
+    /// Each distinct listed set's rule, written once.
+    listed: HashMap<Vec<String>, String>,
+    /// Bytes of listed-path rules so far (against [`MAX_PATH_RULE_BYTES`]).
+    path_bytes: usize,
+}
+
+/// What one top-level path argument may hold.
+enum PathSlot {
+    /// This expression (a rule name).
+    Expr(String),
+    /// Nothing: the argument is optional and can only be left out.
+    Omit,
 }
 
 impl Builder {
@@ -216,6 +274,7 @@ impl Builder {
         // set check keeps that an invariant rather than a convention.
         while self.names.contains(&name)
             || name.starts_with("json-")
+            || name.starts_with("path-")
             || ["root", "text", "call", "calls", "call-body"].contains(&name.as_str())
         {
             name = format!("{base}-{n}");
@@ -230,12 +289,149 @@ impl Builder {
     }
 
     /// The `arguments` object of a call: always a JSON object, so a
-    /// schema that describes something else gets a generic object.
-    fn arguments(&mut self, schema: &Value, hint: &str) -> String {
+    /// schema that describes something else gets a generic object. Its
+    /// top-level properties in `slots` take the slot instead of their
+    /// schema.
+    fn arguments(
+        &mut self,
+        schema: &Value,
+        hint: &str,
+        slots: &HashMap<String, PathSlot>,
+    ) -> String {
         match schema {
-            Value::Object(map) if is_object_schema(map) => self.object(map, hint, 0),
+            Value::Object(map) if is_object_schema(map) => self.object_with(map, hint, 0, slots),
             _ => "json-object".into(),
         }
+    }
+
+    /// The path slots of `tool`'s top-level arguments, or `None` when a
+    /// required one has nothing to offer (the tool cannot be called).
+    /// Choices for a tool whose schema is no object, or for a property it
+    /// does not declare, change nothing.
+    fn path_slots(
+        &mut self,
+        tool: &ToolDef,
+        paths: &PathChoices,
+        hint: &str,
+    ) -> Option<HashMap<String, PathSlot>> {
+        let mut slots = HashMap::new();
+        let Value::Object(map) = &tool.input_schema else {
+            return Some(slots);
+        };
+        if !is_object_schema(map) {
+            return Some(slots);
+        }
+        let declared = |name: &str| {
+            map.get("properties")
+                .and_then(Value::as_object)
+                .is_some_and(|p| p.contains_key(name))
+        };
+        let required = |name: &str| {
+            map.get("required")
+                .and_then(Value::as_array)
+                .is_some_and(|r| r.iter().any(|v| v.as_str() == Some(name)))
+        };
+        for choice in paths.for_tool(&tool.name) {
+            let name = choice.argument.as_str();
+            if !declared(name) || slots.contains_key(name) {
+                continue;
+            }
+            let slot = match &choice.allowed {
+                AllowedPaths::Listed(list) if list.is_empty() => {
+                    if required(name) {
+                        return None;
+                    }
+                    PathSlot::Omit
+                }
+                AllowedPaths::Listed(list) => PathSlot::Expr(
+                    self.listed_paths(list, &format!("{hint}-{name}"))
+                        .unwrap_or_else(|| self.relative()),
+                ),
+                AllowedPaths::Relative => PathSlot::Expr(self.relative()),
+            };
+            slots.insert(name.to_owned(), slot);
+        }
+        Some(slots)
+    }
+
+    fn relative(&mut self) -> String {
+        self.relative_used = true;
+        "path-rel".into()
+    }
+
+    /// A rule matching exactly the JSON strings of `list`, as a prefix
+    /// tree; `None` when it would not fit in what is left of
+    /// [`MAX_PATH_RULE_BYTES`] (nothing is added then).
+    fn listed_paths(&mut self, list: &[String], hint: &str) -> Option<String> {
+        let mut key = list.to_vec();
+        key.sort_unstable();
+        key.dedup();
+        if let Some(name) = self.listed.get(&key) {
+            return Some(name.clone());
+        }
+        let literals: Vec<Vec<char>> = key
+            .iter()
+            .map(|p| json_string(p).chars().collect())
+            .collect();
+        // The flat spelling bounds the tree's from above (plus one rule
+        // line per branching node): refuse early what cannot fit.
+        let flat: usize = literals.iter().map(|l| l.len() + 4).sum();
+        if flat / 2 > MAX_PATH_RULE_BYTES.saturating_sub(self.path_bytes) {
+            return None;
+        }
+        let mark = self.rules.len();
+        let items: Vec<&[char]> = literals.iter().map(Vec::as_slice).collect();
+        let expr = self.trie(&items, &format!("{hint}-paths"), 0);
+        let name = self.fresh(&format!("{hint}-paths"));
+        self.add(&name, expr);
+        let added: usize = self.rules[mark..]
+            .iter()
+            .map(|(n, e)| n.len() + e.len() + 5)
+            .sum();
+        if self.path_bytes + added > MAX_PATH_RULE_BYTES {
+            for (n, _) in self.rules.drain(mark..) {
+                self.names.remove(&n);
+            }
+            return None;
+        }
+        self.path_bytes += added;
+        self.listed.insert(key, name.clone());
+        Some(name)
+    }
+
+    /// The alternation of `items` (sorted, distinct, none a prefix of
+    /// another: JSON string literals), sharing common prefixes.
+    fn trie(&mut self, items: &[&[char]], hint: &str, depth: usize) -> String {
+        if depth >= MAX_TRIE_DEPTH {
+            let flat: Vec<String> = items
+                .iter()
+                .map(|i| literal(&i.iter().collect::<String>()))
+                .collect();
+            return group(&flat);
+        }
+        let mut alternatives = Vec::new();
+        let mut start = 0;
+        while start < items.len() {
+            let first = items[start].first();
+            let mut end = start + 1;
+            while end < items.len() && items[end].first() == first {
+                end += 1;
+            }
+            let group_items = &items[start..end];
+            if let [one] = group_items {
+                alternatives.push(literal(&one.iter().collect::<String>()));
+            } else {
+                let shared = common_prefix(group_items);
+                let head = literal(&group_items[0][..shared].iter().collect::<String>());
+                let rest: Vec<&[char]> = group_items.iter().map(|i| &i[shared..]).collect();
+                let expr = self.trie(&rest, hint, depth + 1);
+                let name = self.fresh(hint);
+                self.add(&name, expr);
+                alternatives.push(format!("{head} {name}"));
+            }
+            start = end;
+        }
+        alternatives.join(" | ")
     }
 
     /// An expression matching the JSON spelling of values valid for
@@ -343,6 +539,19 @@ impl Builder {
     /// may. Without declared properties: `{}` when `additionalProperties`
     /// is `false`, else a generic object.
     fn object(&mut self, map: &serde_json::Map<String, Value>, hint: &str, depth: usize) -> String {
+        self.object_with(map, hint, depth, &HashMap::new())
+    }
+
+    /// [`Builder::object`], with the properties in `slots` taking their
+    /// slot instead of their schema (and left out when the slot is
+    /// [`PathSlot::Omit`]).
+    fn object_with(
+        &mut self,
+        map: &serde_json::Map<String, Value>,
+        hint: &str,
+        depth: usize,
+        slots: &HashMap<String, PathSlot>,
+    ) -> String {
         let required: Vec<&str> = match map.get("required") {
             Some(Value::Array(names)) => names.iter().filter_map(Value::as_str).collect(),
             _ => Vec::new(),
@@ -359,12 +568,14 @@ impl Builder {
                 declared.insert((*name).to_owned(), Value::Bool(true));
             }
         }
+        declared.retain(|name, _| !matches!(slots.get(name), Some(PathSlot::Omit)));
         let props: Vec<(&str, &Value, bool)> = declared
             .iter()
             .map(|(k, v)| (k.as_str(), v, required.contains(&k.as_str())))
             .collect();
         if props.is_empty() {
-            return if map.get("additionalProperties") == Some(&Value::Bool(false)) {
+            let omitted = slots.values().any(|s| matches!(s, PathSlot::Omit));
+            return if omitted || map.get("additionalProperties") == Some(&Value::Bool(false)) {
                 literal("{}")
             } else {
                 "json-object".into()
@@ -376,7 +587,10 @@ impl Builder {
         let pairs: Vec<String> = props
             .iter()
             .map(|(key, schema, _)| {
-                let value = self.value(schema, &format!("{hint}-{key}"), depth + 1);
+                let value = match slots.get(*key) {
+                    Some(PathSlot::Expr(expr)) => expr.clone(),
+                    _ => self.value(schema, &format!("{hint}-{key}"), depth + 1),
+                };
                 let name = self.fresh(&format!("{hint}-{key}-kv"));
                 self.add(
                     &name,
@@ -433,6 +647,16 @@ fn is_object_schema(map: &serde_json::Map<String, Value>) -> bool {
         Some(_) => false,
         None => map.contains_key("properties") || map.contains_key("required"),
     }
+}
+
+/// How many leading characters all of `items` (at least two) share.
+fn common_prefix(items: &[&[char]]) -> usize {
+    let first = items[0];
+    let mut n = 0;
+    while n < first.len() && items.iter().all(|i| i.get(n) == Some(&first[n])) {
+        n += 1;
+    }
+    n
 }
 
 fn dedup(items: Vec<String>) -> Vec<String> {
