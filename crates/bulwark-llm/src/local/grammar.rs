@@ -77,11 +77,11 @@ pub const MAX_PATH_RULE_BYTES: usize = 64 * 1024;
 const MAX_TRIE_DEPTH: usize = 64;
 
 /// A relative path of plain segments, as a JSON string: ASCII letters,
-/// digits, `_`, `+`, `-` and (not first) `.`; segments joined by `/`. So no
+/// digits, `_`, `+`, and (not first) `-` and `.`; segments joined by `/`. So no
 /// scheme, no absolute path, no `.`/`..`/hidden segment, no backslash, no
 /// empty segment, nothing to escape.
-pub const RELATIVE_PATH_RULES: &str = r#"path-rel ::= """ path-seg ( "/" path-seg )* """
-path-seg ::= [A-Za-z0-9_+-] [A-Za-z0-9_.+-]*
+pub const RELATIVE_PATH_RULES: &str = r#"path-rel ::= "\"" path-seg ( "/" path-seg )* "\""
+path-seg ::= [A-Za-z0-9_+] [A-Za-z0-9_.+-]*
 "#;
 
 /// Opening and closing tags of one call, as in Qwen2.5's chat template.
