@@ -15,6 +15,7 @@ mod exec;
 mod interrupt;
 mod mcp;
 mod mcp_host;
+mod path_choices;
 mod scope;
 mod spawn_paths;
 mod taint_seams;
