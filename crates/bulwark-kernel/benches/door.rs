@@ -361,5 +361,41 @@ fn bench_taint(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_door, bench_file_tools, bench_taint);
+/// What the kernel does before every model call for a constraining driver
+/// (`path_choices`): walk the workspace and check each entry against the
+/// grants, for 10 and 1,000 files (in 10 and 50 directories).
+fn bench_path_choices(c: &mut Criterion) {
+    let registry = ToolRegistry::builtin();
+    let policy = effective(FILES_MANIFEST, &registry);
+    let offered = registry.definitions_for(&policy);
+    for (files, dirs) in [(10usize, 2usize), (1_000, 50)] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let session = bench_session(dir.path(), &policy);
+        let root = session.resources().workspace.root().to_path_buf();
+        for i in 0..files {
+            let sub = root.join(format!("docs/d{}", i % dirs));
+            std::fs::create_dir_all(&sub).expect("mkdir");
+            std::fs::write(sub.join(format!("file-{i}.txt")), "x").expect("write");
+        }
+        c.bench_function(&format!("path_choices/{files}_files"), |b| {
+            b.iter(|| {
+                bulwark_kernel::path_choices_with(
+                    &registry,
+                    &offered,
+                    &policy,
+                    &session.resources().workspace,
+                    &bulwark_kernel::WalkBounds::default(),
+                )
+            })
+        });
+    }
+}
+
+criterion_group!(
+    benches,
+    bench_door,
+    bench_file_tools,
+    bench_taint,
+    bench_path_choices
+);
 criterion_main!(benches);

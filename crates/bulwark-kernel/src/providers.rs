@@ -370,9 +370,15 @@ fn resolve_local(
         } else {
             files.local(&path)?
         };
-        let driver =
-            bulwark_llm::LocalDriver::load(&file.path, bulwark_llm::LocalOptions::default())
-                .map_err(|e| KernelError::Setup(format!("local model `{spec}`: {e}")))?;
+        let options = bulwark_llm::LocalOptions {
+            // For measuring the listing experiment only (issue 21); not a
+            // setting to document until the eval says it helps.
+            workspace_listing: std::env::var_os("BULWARK_LOCAL_WORKSPACE_LISTING")
+                .is_some_and(|v| v == "1"),
+            ..bulwark_llm::LocalOptions::default()
+        };
+        let driver = bulwark_llm::LocalDriver::load(&file.path, options)
+            .map_err(|e| KernelError::Setup(format!("local model `{spec}`: {e}")))?;
         drop(file);
         Ok(ResolvedModel {
             provider: "local".into(),

@@ -198,7 +198,11 @@ impl<'m> Engine<'m> {
         let mut grammar = LlamaSampler::grammar(self.model, &grammar_text, "root")
             .map_err(|e| LocalError::Backend(format!("llama.cpp rejected the grammar: {e}")))?;
 
-        let prompt = self.tokenize(&template::render(request, self.options.tool_call_budget));
+        let prompt = self.tokenize(&template::render_with(
+            request,
+            self.options.tool_call_budget,
+            self.options.workspace_listing,
+        ));
         let context = self.ctx.n_ctx();
         if prompt.len() >= context as usize {
             return Err(LocalError::PromptTooLong {

@@ -89,6 +89,10 @@ pub struct LocalOptions {
     pub tool_call_budget: u32,
     /// May the first turn after the user's message answer without a call?
     pub tool_choice: ToolChoice,
+    /// An experiment, off by default: list the workspace's files (from the
+    /// request's path choices) before the latest user message (never in
+    /// the system turn; `template.rs` says what it costs the KV cache).
+    pub workspace_listing: bool,
 }
 
 impl Default for LocalOptions {
@@ -101,6 +105,7 @@ impl Default for LocalOptions {
             seed: 0x5eed,
             tool_call_budget: DEFAULT_TOOL_CALL_BUDGET,
             tool_choice: ToolChoice::default(),
+            workspace_listing: false,
         }
     }
 }

@@ -26,6 +26,16 @@
 //! the history and the budget, so every turn renders earlier notes the same
 //! way and the KV cache stays valid; the tools stay listed for the same
 //! reason.
+//!
+//! An experiment, off by default ([`super::LocalOptions::workspace_listing`]):
+//! the files the kernel listed for the call ([`crate::PathChoices`]) are
+//! written before the text of the latest user message ("Files in your
+//! workspace: ..."), never in the system turn, which must stay the same
+//! bytes from run to run for a cached prefix. The cost is in the KV cache:
+//! the listing moves to the next user message when one comes, so that
+//! turn re-prefills from the previous user message on (its text and
+//! everything after it), and a call that changes the workspace changes the
+//! listing, so the next call re-prefills from the latest user message on.
 
 use serde_json::Value;
 
@@ -88,6 +98,28 @@ impl Prompt {
 /// with the open assistant turn the model writes into. `budget`: tool calls
 /// allowed after each user text (see [`super::LocalOptions`]).
 pub(crate) fn render(request: &ChatRequest, budget: u32) -> Vec<Segment> {
+    render_with(request, budget, false)
+}
+
+/// At most this many files in a workspace listing...
+const LISTING_MAX_FILES: usize = 40;
+/// ...and at most about this many bytes of names.
+const LISTING_MAX_BYTES: usize = 1024;
+
+/// [`render`], with a workspace listing before the latest user text when
+/// `workspace_listing` (see the module doc).
+pub(crate) fn render_with(
+    request: &ChatRequest,
+    budget: u32,
+    workspace_listing: bool,
+) -> Vec<Segment> {
+    let listing = workspace_listing.then(|| listing(request)).flatten();
+    let latest_text = request.messages.iter().rposition(|m| {
+        m.role == Role::User
+            && m.blocks
+                .iter()
+                .any(|b| matches!(b, Block::Text { text } if !text.is_empty()))
+    });
     let mut prompt = Prompt::default();
     let system = if request.system.is_empty() {
         DEFAULT_SYSTEM
@@ -111,11 +143,12 @@ pub(crate) fn render(request: &ChatRequest, budget: u32) -> Vec<Segment> {
     }
     prompt.turn("system", &system);
     let mut spent = Spent::default();
-    for message in &request.messages {
+    for (index, message) in request.messages.iter().enumerate() {
         spent.observe(message);
         match message.role {
             Role::User => {
-                let (results, text) = user(&mut prompt, message);
+                let before = listing.as_deref().filter(|_| Some(index) == latest_text);
+                let (results, text) = user(&mut prompt, message, before);
                 if results && !text && spent.left(budget) == 0 {
                     prompt.turn("user", ANSWER_NOTE);
                 }
@@ -131,7 +164,7 @@ pub(crate) fn render(request: &ChatRequest, budget: u32) -> Vec<Segment> {
 /// Tool results first, in one user turn of `<tool_response>` blocks (as
 /// the template merges consecutive `tool` messages), then any text as its
 /// own user turn. Returns whether there were results, and text.
-fn user(prompt: &mut Prompt, message: &Message) -> (bool, bool) {
+fn user(prompt: &mut Prompt, message: &Message, before: Option<&str>) -> (bool, bool) {
     let mut results = String::new();
     let mut texts = Vec::new();
     for block in &message.blocks {
@@ -159,9 +192,49 @@ fn user(prompt: &mut Prompt, message: &Message) -> (bool, bool) {
         prompt.text("\n");
     }
     if !texts.is_empty() {
-        prompt.turn("user", &texts.join("\n\n"));
+        let body = texts.join("\n\n");
+        match before {
+            Some(listing) => prompt.turn("user", &format!("{listing}\n\n{body}")),
+            None => prompt.turn("user", &body),
+        }
     }
     (!results.is_empty(), !texts.is_empty())
+}
+
+/// "Files in your workspace: ..." from the files listed for the call's
+/// file arguments, each as a JSON string (as the model must write it, and
+/// so a name cannot pass for more of the sentence), bounded by
+/// [`LISTING_MAX_FILES`] and [`LISTING_MAX_BYTES`]. `None` when no file
+/// argument was listed (no choices, or a tree too large to list).
+fn listing(request: &ChatRequest) -> Option<String> {
+    let listed = request.paths.arguments.iter().any(|a| {
+        a.kind == crate::PathKind::File && matches!(a.allowed, crate::AllowedPaths::Listed(_))
+    });
+    if !listed {
+        return None;
+    }
+    let files = request.paths.listed_files();
+    if files.is_empty() {
+        return Some("Files in your workspace: none.".into());
+    }
+    let mut out = String::from("Files in your workspace: ");
+    let mut shown = 0;
+    for file in &files {
+        let quoted = Value::String((*file).to_owned()).to_string();
+        if shown == LISTING_MAX_FILES || out.len() + quoted.len() > LISTING_MAX_BYTES {
+            break;
+        }
+        if shown > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(&quoted);
+        shown += 1;
+    }
+    if shown < files.len() {
+        out.push_str(&format!(" and {} more", files.len() - shown));
+    }
+    out.push('.');
+    Some(out)
 }
 
 /// Text, then each call as the model writes it; thinking is dropped (this
@@ -341,5 +414,63 @@ mod tests {
             flatten(&render(&req, 1)),
             "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
         );
+    }
+    #[test]
+    fn the_workspace_listing_goes_before_the_latest_user_text_only() {
+        use crate::{AllowedPaths, PathArgumentChoices, PathChoices, PathKind};
+        let choice = |tool: &str, kind, allowed| PathArgumentChoices {
+            tool: String::from(tool),
+            argument: "path".into(),
+            kind,
+            allowed,
+        };
+        let files: Vec<String> = vec!["notes.txt".into(), "data/b \"q\".csv".into()];
+        let mut req = request(
+            vec![
+                Message::user_text("first question"),
+                Message::assistant_text("an answer"),
+                Message::user_text("What files are in your workspace?"),
+            ],
+            vec![],
+        );
+        req.paths = PathChoices {
+            arguments: vec![
+                choice("file_read", PathKind::File, AllowedPaths::Listed(files)),
+                choice(
+                    "file_list",
+                    PathKind::Directory,
+                    AllowedPaths::Listed(vec!["".into(), "data".into()]),
+                ),
+                choice("file_write", PathKind::File, AllowedPaths::Relative),
+            ],
+        };
+        let off = flatten(&render(&req, 2));
+        let on = flatten(&render_with(&req, 2, true));
+        assert!(!off.contains("Files in your workspace"), "{off}");
+        let listing =
+            "Files in your workspace: \"data/b \\\"q\\\".csv\", \"notes.txt\".\n\nWhat files";
+        assert!(on.contains(listing), "{on}");
+        assert_eq!(on.matches("Files in your workspace").count(), 1);
+        assert!(
+            on.contains("<|im_start|>user\nfirst question<|im_end|>"),
+            "{on}"
+        );
+        // The system turn is the same bytes either way.
+        let system = |p: &str| p.split(IM_END).next().unwrap_or_default().to_owned();
+        assert_eq!(system(&on), system(&off));
+
+        // Bounded: 40 names at most, the rest counted.
+        let many: Vec<String> = (0..100).map(|i| format!("file-{i:03}.txt")).collect();
+        req.paths.arguments[0].allowed = AllowedPaths::Listed(many);
+        let on = flatten(&render_with(&req, 2, true));
+        assert!(on.contains("\"file-039.txt\" and 60 more."), "{on}");
+        assert!(!on.contains("file-040"));
+        // Nothing listable: no listing; an empty workspace says so.
+        req.paths.arguments[0].allowed = AllowedPaths::Listed(vec![]);
+        assert!(
+            flatten(&render_with(&req, 2, true)).contains("Files in your workspace: none.\n\nWhat")
+        );
+        req.paths.arguments[0].allowed = AllowedPaths::Relative;
+        assert_eq!(flatten(&render_with(&req, 2, true)), off);
     }
 }
