@@ -179,9 +179,9 @@ pub fn path_choices_with(
             let writes = matches!(param.access, PathAccess::Write | PathAccess::ReadWrite);
             let allowed = if (reads && !any_read) || (writes && !any_write) {
                 AllowedPaths::Listed(Vec::new())
-            } else if param.access == PathAccess::Write {
-                AllowedPaths::Relative
-            } else if !tree.complete {
+            } else if param.access == PathAccess::Write || !tree.complete {
+                // A target that need not exist, or a partial listing that
+                // would hide files that do.
                 AllowedPaths::Relative
             } else {
                 let ok = |p: &&WorkspacePath| may_read(p) && (!writes || may_write(p));
