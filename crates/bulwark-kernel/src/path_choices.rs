@@ -16,7 +16,9 @@
 //!   the model read (and write, for [`PathAccess::ReadWrite`]);
 //! - a directory argument: the existing directories the grants let it
 //!   read, with the root as `""` when the root is readable (an optional
-//!   one may also be left out, which names the root);
+//!   one may also be left out, which names the root, so a grammar cannot
+//!   keep a model from listing a root the grants do not cover: the door
+//!   refuses that call);
 //! - a write target: [`AllowedPaths::Relative`] (it need not exist), or
 //!   nothing at all when no `file_write` capability exists;
 //! - [`AllowedPaths::Relative`] for reading arguments too when the walk hit

@@ -952,4 +952,40 @@ mod tests {
             r#"{"a": [1, 2.5, "x\"\n"], "b": {"c": null, "d": true}, "é": {}}"#
         );
     }
+    #[test]
+    fn a_list_shared_by_two_arguments_is_written_once() {
+        use crate::{PathArgumentChoices, PathKind};
+        let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]});
+        let tools = [tool("file_read", schema.clone()), tool("file_edit", schema)];
+        let files: Vec<String> = vec!["a.txt".into(), "ab.txt".into(), "b/c.md".into()];
+        let choice = |name: &str| PathArgumentChoices {
+            tool: name.into(),
+            argument: "path".into(),
+            kind: PathKind::File,
+            allowed: AllowedPaths::Listed(files.clone()),
+        };
+        let paths = PathChoices {
+            arguments: vec![choice("file_read"), choice("file_edit")],
+        };
+        let grammar = tool_grammar_with_paths(&tools, &paths, 1).unwrap();
+        // One prefix tree: `"a` then `.txt"` or `b.txt"`, and `"b/c.md"`.
+        assert!(
+            grammar.contains("t0-path-paths ::= \".txt\\\"\" | \"b.txt\\\"\"\n"),
+            "{grammar}"
+        );
+        assert_eq!(
+            grammar.matches(" ::= \"\\\"\" t0-path-paths-2").count(),
+            1,
+            "{grammar}"
+        );
+        assert!(
+            grammar.contains("t0-path-kv ::= \"\\\"path\\\": \" t0-path-paths-3\n"),
+            "{grammar}"
+        );
+        assert!(
+            grammar.contains("t1-path-kv ::= \"\\\"path\\\": \" t0-path-paths-3\n"),
+            "{grammar}"
+        );
+        assert!(!grammar.contains("path-rel"), "{grammar}");
+    }
 }
