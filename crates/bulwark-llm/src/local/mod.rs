@@ -26,6 +26,8 @@ pub mod grammar;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod output;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod prefix_cache;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod template;
 
 #[cfg(feature = "local")]
@@ -34,10 +36,12 @@ mod driver;
 mod engine;
 
 use std::num::NonZeroU32;
+use std::path::PathBuf;
 use std::time::Duration;
 
 #[cfg(feature = "local")]
 pub use driver::LocalDriver;
+pub use prefix_cache::{MAX_CACHE_BYTES, PrefixCacheOutcome, RebuildReason};
 
 use crate::{Block, ChatRequest, Message, Role};
 
@@ -89,6 +93,10 @@ pub struct LocalOptions {
     pub tool_call_budget: u32,
     /// May the first turn after the user's message answer without a call?
     pub tool_choice: ToolChoice,
+    /// Directory of the on-disk cache of the system turn's KV state (warm
+    /// starts; see `prefix_cache.rs`), created owner-only. `None`: every
+    /// new driver prefills the system turn.
+    pub prefix_cache: Option<PathBuf>,
 }
 
 impl Default for LocalOptions {
@@ -101,6 +109,7 @@ impl Default for LocalOptions {
             seed: 0x5eed,
             tool_call_budget: DEFAULT_TOOL_CALL_BUDGET,
             tool_choice: ToolChoice::default(),
+            prefix_cache: None,
         }
     }
 }
@@ -150,6 +159,8 @@ pub struct TurnStats {
     /// Of the generation, time spent choosing tokens (grammar included),
     /// as opposed to running the model: the driver's own per-token cost.
     pub sampling_time: Duration,
+    /// Whether the system turn's KV state came from the disk cache.
+    pub prefix_cache: PrefixCacheOutcome,
 }
 
 /// What the grammar allows in one turn.
