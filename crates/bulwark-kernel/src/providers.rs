@@ -346,6 +346,13 @@ fn local_model_path(
     )))
 }
 
+/// Where the local driver caches the KV state of agents' system turns
+/// (warm starts): `<home>/cache/kv`. A served worker is granted exactly
+/// this directory read-write when its agent runs a local model.
+pub fn kv_cache_dir(home: &Path) -> PathBuf {
+    home.join("cache").join("kv")
+}
+
 fn resolve_local(
     spec: &str,
     catalogue: &Catalogue,
@@ -370,9 +377,14 @@ fn resolve_local(
         } else {
             files.local(&path)?
         };
-        let driver =
-            bulwark_llm::LocalDriver::load(&file.path, bulwark_llm::LocalOptions::default())
-                .map_err(|e| KernelError::Setup(format!("local model `{spec}`: {e}")))?;
+        // Warm starts: the system turn's KV state, per model and prompt, in
+        // `<home>/cache/kv` (created owner-only by the driver).
+        let options = bulwark_llm::LocalOptions {
+            prefix_cache: models_dir.parent().map(kv_cache_dir),
+            ..bulwark_llm::LocalOptions::default()
+        };
+        let driver = bulwark_llm::LocalDriver::load(&file.path, options)
+            .map_err(|e| KernelError::Setup(format!("local model `{spec}`: {e}")))?;
         drop(file);
         Ok(ResolvedModel {
             provider: "local".into(),
