@@ -415,7 +415,11 @@ fn the_system_turn_is_cached_on_disk_verified_and_rebuilt() {
             "{what}: {stats:?}"
         );
         assert_eq!(response.message, expected.message, "{what}");
-        assert_eq!(std::fs::read(&state).expect("rebuilt"), good_state, "{what}");
+        assert_eq!(
+            std::fs::read(&state).expect("rebuilt"),
+            good_state,
+            "{what}"
+        );
         let (_, stats) = turn_after_reset(&driver, &ask);
         assert_eq!(stats.prefix_cache, Outcome::Hit, "after {what}");
     };
@@ -467,7 +471,10 @@ fn the_system_turn_is_cached_on_disk_verified_and_rebuilt() {
     forged["state_sha256"] = json!(sha256_hex(&other_bytes));
     std::fs::copy(other_state, &state).expect("copy");
     std::fs::write(&sidecar, forged.to_string()).expect("write");
-    check(&[Why::Tokens, Why::StateLoad], "another prefix's state with a matching sidecar");
+    check(
+        &[Why::Tokens, Why::StateLoad],
+        "another prefix's state with a matching sidecar",
+    );
 
     // The other entry still serves its own prefix.
     let (_, stats) = turn_after_reset(&driver, &other);

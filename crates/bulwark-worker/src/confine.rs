@@ -400,9 +400,18 @@ mod tests {
         let remote = rules_for("alice", "helper", None);
         assert_eq!(
             local.read_write_dirs,
-            [remote.read_write_dirs.clone(), vec![PathBuf::from("/srv/bw/cache/kv")]].concat()
+            [
+                remote.read_write_dirs.clone(),
+                vec![PathBuf::from("/srv/bw/cache/kv")]
+            ]
+            .concat()
         );
-        assert!(!remote.read_write_dirs.iter().any(|d| d.starts_with("/srv/bw/cache")));
+        assert!(
+            !remote
+                .read_write_dirs
+                .iter()
+                .any(|d| d.starts_with("/srv/bw/cache"))
+        );
         assert!(granted("/opt/models/big.gguf"));
         // Inside the agent's directory: granted with the directory.
         assert!(!granted("/srv/bw/agents/helper/mine.gguf"));

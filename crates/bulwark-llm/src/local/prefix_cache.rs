@@ -226,7 +226,11 @@ impl PrefixCache {
 
     /// The state file's bytes, checked against `sidecar`, in a new private
     /// file: what llama.cpp loads can no longer change.
-    fn verified_copy(&self, key: &str, sidecar: &Sidecar) -> Result<tempfile::TempPath, RebuildReason> {
+    fn verified_copy(
+        &self,
+        key: &str,
+        sidecar: &Sidecar,
+    ) -> Result<tempfile::TempPath, RebuildReason> {
         if sidecar.state_len > MAX_STATE_BYTES {
             return Err(RebuildReason::StateHash);
         }
@@ -250,7 +254,11 @@ impl PrefixCache {
     }
 
     fn refuse(&self, key: &str, reason: RebuildReason) -> Lookup {
-        tracing::warn!(?reason, key, "local prefix cache: entry refused; it is deleted and rebuilt");
+        tracing::warn!(
+            ?reason,
+            key,
+            "local prefix cache: entry refused; it is deleted and rebuilt"
+        );
         self.remove(key);
         Lookup::Refused(reason)
     }
@@ -318,7 +326,9 @@ impl PrefixCache {
             let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
             match entry_key(&name) {
                 Some(key) => {
-                    let slot = keys.entry(key.to_owned()).or_insert((0, SystemTime::UNIX_EPOCH));
+                    let slot = keys
+                        .entry(key.to_owned())
+                        .or_insert((0, SystemTime::UNIX_EPOCH));
                     slot.0 += meta.len();
                     slot.1 = slot.1.max(modified);
                 }

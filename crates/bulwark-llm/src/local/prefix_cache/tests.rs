@@ -31,7 +31,10 @@ fn a_stored_entry_is_found_and_verified() {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt as _;
-        let mode = fs::metadata(dir.path().join("kv")).unwrap().permissions().mode();
+        let mode = fs::metadata(dir.path().join("kv"))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o700);
     }
     let tokens = [1, 2, 3];
@@ -135,13 +138,18 @@ fn foreign_entries_are_refused() {
     // A sidecar edited to another format.
     let key = store(&c, &tokens, b"x");
     let text = fs::read_to_string(c.sidecar_path(&key)).unwrap();
-    fs::write(c.sidecar_path(&key), text.replace("\"format\": 1", "\"format\": 2")).unwrap();
+    fs::write(
+        c.sidecar_path(&key),
+        text.replace("\"format\": 1", "\"format\": 2"),
+    )
+    .unwrap();
     assert_eq!(refused(c.lookup(&key, &tokens)), RebuildReason::Format);
 
     // Garbage, extra fields, an oversized sidecar.
     for junk in [
         b"not json".to_vec(),
-        text.replace("\"format\"", "\"extra\": 1, \"format\"").into_bytes(),
+        text.replace("\"format\"", "\"extra\": 1, \"format\"")
+            .into_bytes(),
         vec![b' '; 20_000],
     ] {
         let key = store(&c, &tokens, b"x");
@@ -163,15 +171,55 @@ fn sidecar_fields_are_each_checked() {
     };
     assert_eq!(verify_sidecar(&good, &expected), Ok(()));
     let cases: [(Sidecar, RebuildReason); 6] = [
-        (Sidecar { format: 0, ..good.clone() }, RebuildReason::Format),
-        (Sidecar { model: "n".into(), ..good.clone() }, RebuildReason::Model),
-        (Sidecar { key: "0".repeat(64), ..good.clone() }, RebuildReason::Prefix),
-        (Sidecar { tokens: 2, ..good.clone() }, RebuildReason::Prefix),
-        (Sidecar { prefix_sha256: token_hash(&[2]), ..good.clone() }, RebuildReason::Prefix),
-        (Sidecar { state_sha256: "zz".repeat(32), ..good.clone() }, RebuildReason::Sidecar),
+        (
+            Sidecar {
+                format: 0,
+                ..good.clone()
+            },
+            RebuildReason::Format,
+        ),
+        (
+            Sidecar {
+                model: "n".into(),
+                ..good.clone()
+            },
+            RebuildReason::Model,
+        ),
+        (
+            Sidecar {
+                key: "0".repeat(64),
+                ..good.clone()
+            },
+            RebuildReason::Prefix,
+        ),
+        (
+            Sidecar {
+                tokens: 2,
+                ..good.clone()
+            },
+            RebuildReason::Prefix,
+        ),
+        (
+            Sidecar {
+                prefix_sha256: token_hash(&[2]),
+                ..good.clone()
+            },
+            RebuildReason::Prefix,
+        ),
+        (
+            Sidecar {
+                state_sha256: "zz".repeat(32),
+                ..good.clone()
+            },
+            RebuildReason::Sidecar,
+        ),
     ];
     for (sidecar, reason) in cases {
-        assert_eq!(verify_sidecar(&sidecar, &expected), Err(reason), "{sidecar:?}");
+        assert_eq!(
+            verify_sidecar(&sidecar, &expected),
+            Err(reason),
+            "{sidecar:?}"
+        );
     }
 }
 
@@ -185,8 +233,16 @@ fn eviction_keeps_the_directory_bounded_and_the_newest_entry() {
         keys.push(store(&c, &[i], &vec![i as u8; 3000]));
         // Distinct modification times, oldest first.
         let past = SystemTime::now() - std::time::Duration::from_secs(100 - i as u64);
-        for path in [c.state_path(&keys[i as usize]), c.sidecar_path(&keys[i as usize])] {
-            File::options().append(true).open(path).unwrap().set_modified(past).unwrap();
+        for path in [
+            c.state_path(&keys[i as usize]),
+            c.sidecar_path(&keys[i as usize]),
+        ] {
+            File::options()
+                .append(true)
+                .open(path)
+                .unwrap()
+                .set_modified(past)
+                .unwrap();
         }
     }
     let total: u64 = fs::read_dir(dir.path())
@@ -199,7 +255,9 @@ fn eviction_keeps_the_directory_bounded_and_the_newest_entry() {
 
     // A state larger than the bound is not kept at all.
     let key = c.key(&[99]);
-    let err = c.store(&key, &[99], |p| fs::write(p, vec![0u8; 20_000]).map_err(|e| e.to_string()));
+    let err = c.store(&key, &[99], |p| {
+        fs::write(p, vec![0u8; 20_000]).map_err(|e| e.to_string())
+    });
     assert!(matches!(err, Err(StoreError::TooLarge(20_000))), "{err:?}");
     assert!(gone(&c, &key));
 
@@ -207,7 +265,12 @@ fn eviction_keeps_the_directory_bounded_and_the_newest_entry() {
     let stale = dir.path().join(".tmp-crashed");
     fs::write(&stale, b"x").unwrap();
     let past = SystemTime::now() - std::time::Duration::from_secs(3600);
-    File::options().append(true).open(&stale).unwrap().set_modified(past).unwrap();
+    File::options()
+        .append(true)
+        .open(&stale)
+        .unwrap()
+        .set_modified(past)
+        .unwrap();
     let fresh = dir.path().join(".tmp-in-use");
     fs::write(&fresh, b"x").unwrap();
     store(&c, &[7], b"y");
