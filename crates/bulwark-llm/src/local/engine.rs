@@ -494,8 +494,12 @@ impl<'m> Engine<'m> {
 
     /// The next token under `grammar`. Greedy decoding first tries the
     /// unconstrained favourite and asks the grammar about that one token
-    /// (cheap); only when it is refused does the grammar filter the whole
-    /// vocabulary. Sampling at a temperature always filters first.
+    /// (cheap); when it is refused, the grammar filters the
+    /// [`SHORTLIST`] most likely tokens, and the whole vocabulary (~150k
+    /// tokens, tens of milliseconds) only if it allows none of them. The
+    /// result is the same: the best allowed token of the shortlist beats
+    /// every token outside it. Sampling at a temperature always filters
+    /// the whole vocabulary first.
     fn pick(&mut self, grammar: &mut LlamaSampler) -> Result<LlamaToken, LocalError> {
         let logits = self.ctx.get_logits_ith(-1);
         if self.sampler.is_none()
@@ -505,6 +509,25 @@ impl<'m> Engine<'m> {
                 LlamaTokenDataArray::new(vec![LlamaTokenData::new(best, 0.0, 0.0)], false);
             grammar.apply(&mut one);
             if one.data.first().is_some_and(|d| d.logit().is_finite()) {
+                return Ok(best);
+            }
+            let (shortlist, floor) = shortlist(logits, &self.banned, SHORTLIST);
+            let mut candidates = LlamaTokenDataArray::new(
+                shortlist
+                    .iter()
+                    .map(|&(id, logit)| LlamaTokenData::new(LlamaToken::new(id as i32), logit, 0.0))
+                    .collect(),
+                false,
+            );
+            grammar.apply(&mut candidates);
+            let allowed = candidates
+                .data
+                .iter()
+                .map(|d| (d.id().0 as usize, d.logit()));
+            // Above the floor: no token outside the shortlist ties with it.
+            if let Some(best) = argmax(allowed, &self.banned)
+                && logits.get(best.0 as usize).is_some_and(|&l| l > floor)
+            {
                 return Ok(best);
             }
         }
@@ -543,6 +566,34 @@ impl<'m> Engine<'m> {
         };
         picked.ok_or_else(|| LocalError::Backend("the grammar allows no next token".into()))
     }
+}
+
+/// Tokens the grammar filters before the whole vocabulary, when it refuses
+/// the greedy favourite: a schema's next token is nearly always among the
+/// model's few hundred likeliest.
+const SHORTLIST: usize = 256;
+
+/// The `k` highest finite, unbanned logits (in id order, as [`argmax`]
+/// breaks ties), and the highest logit left out (`-inf` if none): a token
+/// of the shortlist above it is the best of the whole vocabulary.
+fn shortlist(logits: &[f32], banned: &[bool], k: usize) -> (Vec<(usize, f32)>, f32) {
+    let mut all: Vec<(usize, f32)> = logits
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|&(id, l)| l.is_finite() && !banned.get(id).copied().unwrap_or(true))
+        .collect();
+    let mut floor = f32::NEG_INFINITY;
+    if all.len() > k {
+        all.select_nth_unstable_by(k, |a, b| b.1.total_cmp(&a.1));
+        floor = all[k..]
+            .iter()
+            .map(|&(_, l)| l)
+            .fold(f32::NEG_INFINITY, f32::max);
+        all.truncate(k);
+    }
+    all.sort_unstable_by_key(|&(id, _)| id);
+    (all, floor)
 }
 
 /// The highest finite logit that is not banned.
@@ -737,6 +788,22 @@ mod tests {
         assert_eq!(s.push(b"a\xffb"), "a\u{fffd}b");
         assert_eq!(s.push(b"\xf0\x9f"), "");
         assert_eq!(s.finish(), "\u{fffd}");
+    }
+
+    #[test]
+    fn the_shortlist_holds_the_best_and_knows_what_it_left_out() {
+        let logits = [5.0, 9.0, f32::NEG_INFINITY, 7.0, 1.0, 8.0, 7.0];
+        let banned = [false, true, false, false, false, false, false];
+        let (list, floor) = shortlist(&logits, &banned, 2);
+        // 8.0, and one of the two 7.0s: the other is the floor, so a
+        // 7.0 picked from the list would not be known to be the best.
+        assert_eq!(list.len(), 2);
+        assert_eq!(list[1], (5, 8.0));
+        assert!(list[0] == (3, 7.0) || list[0] == (6, 7.0), "{list:?}");
+        assert_eq!(floor, 7.0);
+        let (all, floor) = shortlist(&logits, &banned, 10);
+        assert_eq!(all, vec![(0, 5.0), (3, 7.0), (4, 1.0), (5, 8.0), (6, 7.0)]);
+        assert_eq!(floor, f32::NEG_INFINITY);
     }
 
     #[test]
