@@ -346,6 +346,13 @@ fn local_model_path(
     )))
 }
 
+/// Where the local driver caches the KV state of agents' system turns
+/// (warm starts): `<home>/cache/kv`. A served worker is granted exactly
+/// this directory read-write when its agent runs a local model.
+pub fn kv_cache_dir(home: &Path) -> PathBuf {
+    home.join("cache").join("kv")
+}
+
 fn resolve_local(
     spec: &str,
     catalogue: &Catalogue,
@@ -370,7 +377,10 @@ fn resolve_local(
         } else {
             files.local(&path)?
         };
+        // Warm starts: the system turn's KV state, per model and prompt, in
+        // `<home>/cache/kv` (created owner-only by the driver).
         let options = bulwark_llm::LocalOptions {
+            prefix_cache: models_dir.parent().map(kv_cache_dir),
             // For measuring the listing experiment only (issue 21); not a
             // setting to document until the eval says it helps.
             workspace_listing: std::env::var_os("BULWARK_LOCAL_WORKSPACE_LISTING")

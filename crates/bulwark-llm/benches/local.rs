@@ -10,6 +10,11 @@
 //! greedily. Bulwark's side includes everything a turn does: rendering,
 //! tokenizing, compiling the grammar, the grammar check of every token,
 //! detokenizing, streaming over the channel and parsing the output.
+//!
+//! Warm starts (`local_first_token`): the time to the first token of a
+//! one-line question with an agent's system prompt and tools, from an
+//! empty KV cache, without and with the on-disk prefix cache (then the
+//! system turn is loaded from disk, as a new `run` or served worker does).
 
 // A benchmark or diagnostic is a test: a failed setup step should stop it loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -18,9 +23,10 @@ use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use bulwark_llm::local::PrefixCacheOutcome;
 use bulwark_llm::local::raw::{backend, llama_cpp_2};
 use bulwark_llm::local::rendered_prompt;
-use bulwark_llm::{ChatRequest, LocalDriver, LocalOptions, Message};
+use bulwark_llm::{ChatRequest, LocalDriver, LocalOptions, Message, StreamEvent, ToolDef};
 use criterion::Criterion;
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::LlamaContextParams;
@@ -147,8 +153,11 @@ fn bulwark_turn(
     let mut first_delta = None;
     let started = Instant::now();
     let (_, stats) = runtime
-        .block_on(driver.chat_with_stats(request, &mut |_| {
-            first_delta.get_or_insert_with(|| started.elapsed());
+        .block_on(driver.chat_with_stats(request, &mut |event| {
+            // A call is announced whole at the end: only text is a token.
+            if matches!(event, StreamEvent::TextDelta(_)) {
+                first_delta.get_or_insert_with(|| started.elapsed());
+            }
         }))
         .expect("chat");
     Sample {
@@ -189,6 +198,54 @@ fn requests() -> (ChatRequest, ChatRequest) {
         paths: Default::default(),
     };
     (long, generate)
+}
+
+/// A one-line question to an agent with a system prompt and file tools,
+/// about the size of the offline agent's system turn.
+fn one_line_question() -> ChatRequest {
+    let tool = |name: &str, description: &str, properties: serde_json::Value| ToolDef {
+        name: name.into(),
+        description: description.into(),
+        input_schema: serde_json::json!({
+            "type": "object",
+            "properties": properties,
+            "required": ["path"],
+        }),
+    };
+    let path =
+        serde_json::json!({"type": "string", "description": "A path relative to the workspace."});
+    ChatRequest {
+        model: "bench".into(),
+        system: "You are a helpful assistant working offline. You answer questions about the \
+                 files in the user's workspace. Use the tools to read files before answering, \
+                 answer briefly, and say so when something is not in the files."
+            .into(),
+        messages: vec![Message::user_text("What is in notes.txt?")],
+        tools: vec![
+            tool(
+                "file_read",
+                "Read a text file from the workspace.",
+                serde_json::json!({"path": path}),
+            ),
+            tool(
+                "file_list",
+                "List the entries of a directory of the workspace (\"\" for its root).",
+                serde_json::json!({"path": path}),
+            ),
+            tool(
+                "file_write",
+                "Write a text file in the workspace, replacing it if it exists.",
+                serde_json::json!({"path": path, "content": {"type": "string"}}),
+            ),
+            tool(
+                "file_search",
+                "Find the lines of the workspace's files that contain a text.",
+                serde_json::json!({"path": path, "pattern": {"type": "string"}}),
+            ),
+        ],
+        max_tokens: 48,
+        paths: Default::default(),
+    }
 }
 
 fn main() {
@@ -243,7 +300,72 @@ fn main() {
         });
         group.finish();
     }
+    // Warm starts: the same question from an empty KV cache, the system
+    // turn prefilled (no cache) or loaded from disk (cache).
+    let cache_dir = tempfile::tempdir().expect("temp dir");
+    let cached = |dir: &std::path::Path| LocalOptions {
+        prefix_cache: Some(dir.to_path_buf()),
+        ..LocalOptions::default()
+    };
+    let warm = LocalDriver::load(&path, cached(cache_dir.path())).expect("load with cache");
+    let question = one_line_question();
+    let first_token = |driver: &LocalDriver, iters: u64| {
+        (0..iters)
+            .map(|_| bulwark_turn(driver, &runtime, &question).first_token)
+            .sum::<Duration>()
+    };
+    // Fill the cache.
+    let _ = first_token(&warm, 1);
+    {
+        let mut group = criterion.benchmark_group("local_first_token");
+        group.bench_function("no_prefix_cache", |b| {
+            b.iter_custom(|iters| first_token(&driver, iters))
+        });
+        group.bench_function("prefix_cache", |b| {
+            b.iter_custom(|iters| first_token(&warm, iters))
+        });
+        group.finish();
+    }
     criterion.final_summary();
+
+    // A new process: load the model, then the first token (the load is
+    // the same with or without the cache; the cache's entry exists).
+    println!(
+        "\nfresh driver, one-line question with 4 tools (time to first token, after the load):"
+    );
+    for (label, options) in [
+        ("no cache", LocalOptions::default()),
+        ("cache", cached(cache_dir.path())),
+    ] {
+        let mut loads = Vec::new();
+        let mut firsts = Vec::new();
+        let mut outcome = PrefixCacheOutcome::Disabled;
+        let mut tokens = (0, 0);
+        for _ in 0..3 {
+            let started = Instant::now();
+            let fresh = LocalDriver::load(&path, options.clone()).expect("load");
+            loads.push(started.elapsed().as_secs_f64() * 1000.0);
+            let turn = Instant::now();
+            let mut first = None;
+            let (_, stats) = runtime
+                .block_on(fresh.chat_with_stats(&question, &mut |event| {
+                    if matches!(event, StreamEvent::TextDelta(_)) {
+                        first.get_or_insert_with(|| turn.elapsed());
+                    }
+                }))
+                .expect("chat");
+            // A call streams nothing: its first token is the stats'.
+            firsts.push(first.unwrap_or(stats.first_token_time).as_secs_f64() * 1000.0);
+            outcome = stats.prefix_cache;
+            tokens = (stats.prompt_tokens, stats.prefilled_tokens);
+        }
+        loads.sort_by(f64::total_cmp);
+        firsts.sort_by(f64::total_cmp);
+        println!(
+            "{label:<9} load {:6.0} ms   first token {:6.0} ms   ({outcome:?}, {} of {} prompt tokens prefilled; medians of 3)",
+            loads[1], firsts[1], tokens.1, tokens.0
+        );
+    }
 
     // The rates: raw and Bulwark turns interleaved, so that drift in the
     // machine's speed (a shared VM) hits both sides alike; medians.

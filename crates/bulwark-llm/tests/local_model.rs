@@ -322,3 +322,166 @@ fn llama_cpp_refuses_shell_exec_when_only_file_read_is_offered() {
     let text_only = bulwark_llm::local::grammar::text_grammar();
     assert!(!llama_accepts(model, &text_only, &read));
 }
+
+/// Tokens of the system turn `request` renders, as the engine counts them
+/// (the rendered prompt of a conversation with no message is the system
+/// turn and the open assistant turn).
+fn system_turn_tokens(request: &ChatRequest) -> usize {
+    let vocab = vocab_model().vocab();
+    let empty = ChatRequest {
+        messages: vec![],
+        ..request.clone()
+    };
+    let whole = bulwark_llm::local::rendered_prompt(&empty, 1);
+    let count = |text: &str| vocab.tokenize(text.as_bytes(), false, true).len();
+    count(&whole) - count("<|im_start|>assistant\n")
+}
+
+fn cached_driver(dir: &std::path::Path) -> LocalDriver {
+    let options = LocalOptions {
+        prefix_cache: Some(dir.to_path_buf()),
+        ..LocalOptions::default()
+    };
+    LocalDriver::load(model_path(), options).expect("load the test model")
+}
+
+/// The entry files in the cache directory, sorted.
+fn entries(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("the cache directory")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    files.sort();
+    files
+}
+
+fn turn_after_reset(driver: &LocalDriver, request: &ChatRequest) -> (ChatResponse, TurnStats) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    runtime.block_on(driver.reset_cache()).expect("reset");
+    let (response, stats, _) = run(driver, request);
+    (response, stats)
+}
+
+/// Warm starts: a new driver loads the system turn from the disk cache and
+/// answers exactly as an uncached one; every kind of bad entry (corrupt,
+/// truncated, swapped, another prefix's, another model's) is refused,
+/// deleted and rebuilt, and the answer stays right.
+#[test]
+fn the_system_turn_is_cached_on_disk_verified_and_rebuilt() {
+    use bulwark_llm::local::{PrefixCacheOutcome as Outcome, RebuildReason as Why};
+    let (_serial, uncached) = driver();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kv = dir.path().join("cache/kv");
+    let ask = request(vec![question()], vec![file_read(), shell_exec()], 64);
+    let prefix = system_turn_tokens(&ask);
+
+    let (expected, cold) = turn_after_reset(uncached, &ask);
+    assert_eq!(cold.prefix_cache, Outcome::Disabled);
+    assert_eq!(cold.reused_tokens, 0);
+
+    // A first driver: a miss, an entry written, the same answer.
+    {
+        let first = cached_driver(&kv);
+        let (response, stats) = turn_after_reset(&first, &ask);
+        assert_eq!(stats.prefix_cache, Outcome::Miss, "{stats:?}");
+        assert_eq!(response.message, expected.message);
+    }
+    let files = entries(&kv);
+    assert_eq!(files.len(), 2, "{files:?}");
+    let (sidecar, state) = (files[0].clone(), files[1].clone());
+    assert!(sidecar.extension().is_some_and(|e| e == "json"));
+
+    // A fresh driver: the system turn comes from the disk.
+    let driver = cached_driver(&kv);
+    let (response, warm) = turn_after_reset(&driver, &ask);
+    assert_eq!(warm.prefix_cache, Outcome::Hit, "{warm:?}");
+    assert_eq!(warm.reused_tokens, prefix);
+    assert_eq!(warm.prefilled_tokens, warm.prompt_tokens - prefix);
+    assert_eq!(response.message, expected.message);
+    // A later turn of the conversation uses the KV cache in memory.
+    let (_, later, _) = run(&driver, &ask);
+    assert_eq!(later.prefix_cache, Outcome::InMemory);
+
+    // Each attack: tamper, then a turn from an empty KV cache refuses the
+    // entry and rebuilds it (the answer unchanged), and the next one hits.
+    let good_state = std::fs::read(&state).expect("state");
+    let good_sidecar = std::fs::read_to_string(&sidecar).expect("sidecar");
+    let check = |why: &[Why], what: &str| {
+        let (response, stats) = turn_after_reset(&driver, &ask);
+        assert!(
+            matches!(stats.prefix_cache, Outcome::Rebuilt(r) if why.contains(&r)),
+            "{what}: {stats:?}"
+        );
+        assert_eq!(response.message, expected.message, "{what}");
+        assert_eq!(
+            std::fs::read(&state).expect("rebuilt"),
+            good_state,
+            "{what}"
+        );
+        let (_, stats) = turn_after_reset(&driver, &ask);
+        assert_eq!(stats.prefix_cache, Outcome::Hit, "after {what}");
+    };
+
+    let mut flipped = good_state.clone();
+    let middle = flipped.len() / 2;
+    for byte in &mut flipped[middle..middle + 64] {
+        *byte ^= 0x5a;
+    }
+    std::fs::write(&state, &flipped).expect("write");
+    check(&[Why::StateHash], "flipped bytes");
+
+    std::fs::write(&state, &good_state[..good_state.len() / 3]).expect("write");
+    check(&[Why::StateHash], "truncated state");
+
+    let foreign = good_sidecar.replacen("\"model\": \"", "\"model\": \"0", 1);
+    assert_ne!(foreign, good_sidecar);
+    std::fs::write(&sidecar, foreign).expect("write");
+    check(&[Why::Model], "a sidecar naming another model");
+
+    std::fs::write(&sidecar, "{\"format\": 1}").expect("write");
+    check(&[Why::Sidecar], "a malformed sidecar");
+
+    // Another prefix's entry (one tool fewer: a shorter system turn).
+    let other = request(vec![question()], vec![file_read()], 64);
+    let (_, stats) = turn_after_reset(&driver, &other);
+    assert_eq!(stats.prefix_cache, Outcome::Miss);
+    let other_files: Vec<PathBuf> = entries(&kv)
+        .into_iter()
+        .filter(|f| *f != sidecar && *f != state)
+        .collect();
+    assert_eq!(other_files.len(), 2, "{other_files:?}");
+    let (other_sidecar, other_state) = (&other_files[0], &other_files[1]);
+    let other_bytes = std::fs::read(other_state).expect("other state");
+
+    // Its state file swapped in under our sidecar.
+    std::fs::copy(other_state, &state).expect("copy");
+    check(&[Why::StateHash], "a swapped state file");
+
+    // Its whole entry copied under our key.
+    std::fs::copy(other_state, &state).expect("copy");
+    std::fs::copy(other_sidecar, &sidecar).expect("copy");
+    check(&[Why::Prefix], "another prefix's entry under this key");
+
+    // Its state with our sidecar rewritten to match it: the hashes agree,
+    // so llama.cpp loads it, and the tokens it reads back give it away.
+    let mut forged: Value = serde_json::from_str(&good_sidecar).expect("json");
+    forged["state_len"] = json!(other_bytes.len());
+    forged["state_sha256"] = json!(sha256_hex(&other_bytes));
+    std::fs::copy(other_state, &state).expect("copy");
+    std::fs::write(&sidecar, forged.to_string()).expect("write");
+    check(
+        &[Why::Tokens, Why::StateLoad],
+        "another prefix's state with a matching sidecar",
+    );
+
+    // The other entry still serves its own prefix.
+    let (_, stats) = turn_after_reset(&driver, &other);
+    assert_eq!(stats.prefix_cache, Outcome::Hit);
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(bytes))
+}

@@ -73,7 +73,8 @@ pub struct WorkerStart {
 /// * read + execute: `exe`, the bulwark binary, which the shell tool runs
 ///   again as its sandbox helper;
 /// * read-write: `users/<user>/agents/<agent>/` (workspace, agent memory)
-///   and `users/<user>/memory/` (shared by the user's agents);
+///   and `users/<user>/memory/` (shared by the user's agents); with a local
+///   model, `cache/kv/` too (the system turn's KV state: warm starts);
 /// * and what its sandboxed shell commands need (their pids cgroup, their
 ///   namespaces prepared beforehand).
 ///
@@ -113,10 +114,14 @@ pub fn worker_rules(
             read_only.push(model.to_path_buf());
         }
     }
+    let mut read_write_dirs = vec![agent_data, home.user_memory_dir(user)?];
+    if model_file.is_some() {
+        read_write_dirs.push(bulwark_kernel::kv_cache_dir(root));
+    }
     Ok(SelfConfinement {
         read_only,
         read_exec: exe.map(Path::to_path_buf).into_iter().collect(),
-        read_write_dirs: vec![agent_data, home.user_memory_dir(user)?],
+        read_write_dirs,
         read_write_files: Vec::new(),
         sandboxed_children: true,
     })
@@ -202,6 +207,19 @@ fn prepare_paths(home: &Home, user: &str, agent: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The local driver's KV cache directory, owner-only, so that its rule
+/// can be made (the driver would create it, but only after confinement).
+fn prepare_kv_cache(home: &Home) -> Result<(), String> {
+    let dir = bulwark_kernel::kv_cache_dir(home.root());
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder
+        .create(&dir)
+        .map_err(|e| format!("the local model cache directory is not ready for a worker: {e}"))
+}
+
 /// Confines this worker to `args.user` and `args.agent` (see the module
 /// docs) and says on stderr what is in force; the supervisor logs it.
 /// Names no paths: a log is no place for where the secrets are.
@@ -225,6 +243,9 @@ pub fn confine_worker(home: &Home, args: &WorkerArgs) -> WorkerStart {
         .map_err(|e| format!("the data directory is not ready for a worker: {e}"))
         .and_then(|()| {
             let model = local_model_file(&home, &global, &args.agent);
+            if model.is_some() {
+                prepare_kv_cache(&home)?;
+            }
             let exe = std::env::current_exe().ok();
             worker_rules(
                 &home,
@@ -374,6 +395,23 @@ mod tests {
                 .contains(&PathBuf::from(model))
         };
         assert!(granted("/srv/bw/models/qwen.gguf"));
+        // With a local model, the KV cache directory and nothing else more.
+        let local = rules_for("alice", "helper", Some(Path::new("/srv/bw/models/q.gguf")));
+        let remote = rules_for("alice", "helper", None);
+        assert_eq!(
+            local.read_write_dirs,
+            [
+                remote.read_write_dirs.clone(),
+                vec![PathBuf::from("/srv/bw/cache/kv")]
+            ]
+            .concat()
+        );
+        assert!(
+            !remote
+                .read_write_dirs
+                .iter()
+                .any(|d| d.starts_with("/srv/bw/cache"))
+        );
         assert!(granted("/opt/models/big.gguf"));
         // Inside the agent's directory: granted with the directory.
         assert!(!granted("/srv/bw/agents/helper/mine.gguf"));

@@ -26,6 +26,8 @@ pub mod grammar;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod output;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod prefix_cache;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod template;
 
 #[cfg(feature = "local")]
@@ -34,10 +36,12 @@ mod driver;
 mod engine;
 
 use std::num::NonZeroU32;
+use std::path::PathBuf;
 use std::time::Duration;
 
 #[cfg(feature = "local")]
 pub use driver::LocalDriver;
+pub use prefix_cache::{MAX_CACHE_BYTES, PrefixCacheOutcome, RebuildReason};
 
 use crate::{Block, ChatRequest, Message, Role};
 
@@ -93,6 +97,10 @@ pub struct LocalOptions {
     /// request's path choices) before the latest user message (never in
     /// the system turn; `template.rs` says what it costs the KV cache).
     pub workspace_listing: bool,
+    /// Directory of the on-disk cache of the system turn's KV state (warm
+    /// starts; see `prefix_cache.rs`), created owner-only. `None`: every
+    /// new driver prefills the system turn.
+    pub prefix_cache: Option<PathBuf>,
 }
 
 impl Default for LocalOptions {
@@ -106,6 +114,7 @@ impl Default for LocalOptions {
             tool_call_budget: DEFAULT_TOOL_CALL_BUDGET,
             tool_choice: ToolChoice::default(),
             workspace_listing: false,
+            prefix_cache: None,
         }
     }
 }
@@ -155,6 +164,8 @@ pub struct TurnStats {
     /// Of the generation, time spent choosing tokens (grammar included),
     /// as opposed to running the model: the driver's own per-token cost.
     pub sampling_time: Duration,
+    /// Whether the system turn's KV state came from the disk cache.
+    pub prefix_cache: PrefixCacheOutcome,
 }
 
 /// What the grammar allows in one turn.
