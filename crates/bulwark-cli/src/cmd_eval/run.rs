@@ -380,7 +380,7 @@ mod tests {
         assert_eq!(doc["tools"], original["tools"]);
         assert_eq!(doc["capabilities"], original["capabilities"]);
         assert_eq!(doc["agent"]["max_turns"], original["agent"]["max_turns"]);
-        bulwark_policy::parse_manifest(&text).unwrap();
+        bulwark_policy::parse_manifest(&text, "agent.toml").unwrap();
     }
 
     #[test]
@@ -391,7 +391,7 @@ mod tests {
             operations: vec!["read".into(), "list".into(), "write".into()],
         };
         let text = derive_manifest(TEMPLATE, "w1", Some(&grants)).unwrap();
-        let manifest = bulwark_policy::parse_manifest(&text).unwrap();
+        let manifest = bulwark_policy::parse_manifest(&text, "agent.toml").unwrap();
         assert_eq!(manifest.agent.name, "w1");
         let doc: toml::Table = toml::from_str(&text).unwrap();
         let ops = doc["tools"]["operations"]["files"]["allow"]

@@ -224,7 +224,7 @@ fn an_unknown_key_is_an_error_at_its_line() {
     assert!(e.message.contains("pth"), "{e}");
 
     let e = err(&format!("{MINIMAL}\n[task.grants]\nwrites = [\"x\"]\n"));
-    assert_eq!(e.line, 13, "{e}");
+    assert_eq!(e.line, 12, "{e}");
     assert!(e.message.contains("writes"), "{e}");
 }
 
