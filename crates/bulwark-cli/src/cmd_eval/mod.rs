@@ -66,6 +66,22 @@ Examples:
   bulwark eval --tasks my-tasks.toml --json results.json --min-success 90
   bulwark eval --bulwark ./target/release/bulwark --keep
   bulwark eval --list
+  bulwark eval --tasks t.toml --model 'script:/tmp/s/{task}.jsonl'   ({task}: each task's id)
+
+A task file (every key is checked; unknown keys are errors with file:line):
+  [workspace.shop]
+  \"prices.csv\" = \"item,price\\nwidget,4.50\\n\"
+  [[task]]
+  id = \"csv-price\"
+  category = \"csv\"
+  workspace = \"shop\"
+  question = \"What is the price of the widget in prices.csv?\"
+  answer = ['4\\.50']                    (regexes, case-insensitive)
+  answer_not = ['5\\.\\d\\d']             (fabrications)
+  calls = [{ tool = \"file_read\", path = \"prices.csv\", decision = \"allowed\" }]
+  no_calls = [{ outside = true, decision = \"allowed\" }]
+  grants = { write = [\"out/**\"] }        (default: the offline agent's)
+  files = [{ path = \"out/a.txt\", matches = 'x' }, { path = \"b.txt\", absent = true }]
 
 Each model gets a fresh temporary home (`bulwark init` by the binary under
 test, its models linked from this home's models/). Each task becomes an

@@ -325,3 +325,30 @@ proptest! {
         }
     }
 }
+
+/// The example in this module's documentation is a valid task file.
+#[test]
+fn the_documented_example_parses() {
+    let source = include_str!("tasks.rs");
+    let example: String = source
+        .lines()
+        .skip_while(|l| *l != "//! ```toml")
+        .skip(1)
+        .take_while(|l| *l != "//! ```")
+        .map(|l| {
+            format!(
+                "{}\n",
+                l.strip_prefix("//!")
+                    .unwrap_or(l)
+                    .strip_prefix(' ')
+                    .unwrap_or("")
+            )
+        })
+        .collect();
+    assert!(example.contains("[[task]]"), "{example}");
+    let file = parse(&example, "doc").unwrap_or_else(|e| panic!("{e}\n{example}"));
+    let task = &file.tasks[0];
+    assert_eq!(task.files.len(), 3);
+    assert_eq!(task.outside.len(), 1);
+    assert!(task.grants.is_some());
+}
