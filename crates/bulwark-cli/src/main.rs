@@ -8,6 +8,7 @@ mod cmd_access;
 mod cmd_audit;
 mod cmd_credentials;
 mod cmd_credits;
+mod cmd_eval;
 mod cmd_init;
 mod cmd_inspect;
 mod cmd_keys;
@@ -184,6 +185,10 @@ enum Command {
         #[command(subcommand)]
         command: cmd_mcp::McpCommand,
     },
+    /// Measure an agent on checked tasks about small workspaces: success
+    /// rate and seconds per task, per model.
+    #[command(after_help = cmd_eval::AFTER_HELP)]
+    Eval(cmd_eval::EvalArgs),
     /// Run one conversation for `bulwark serve` (frames on stdin/stdout).
     #[command(hide = true)]
     Worker(bulwark_worker::WorkerArgs),
@@ -750,6 +755,7 @@ fn main() -> ExitCode {
             Command::Serve(args) => cmd_serve::serve(&home, args).await,
             Command::Witness { command } => cmd_witness::witness(&home, command).await,
             Command::Mcp { command } => cmd_mcp::mcp(&home, command).await,
+            Command::Eval(args) => cmd_eval::eval(&home, args).await,
         }
     });
     // Do not wait for a blocking read of stdin that an interrupted chat

@@ -15,6 +15,7 @@ mod config_errors;
 mod credentials_check;
 mod credits_cli;
 mod credits_run;
+mod eval_cli;
 mod hardening;
 mod mcp;
 mod mcp_peers;
