@@ -201,7 +201,7 @@ fn eval_runs_each_task_checks_the_audit_and_gates_on_success() {
         .unwrap_or_else(|| panic!("no kept home in:\n{}", out.stderr));
     let kept = Path::new(kept.trim());
     assert!(
-        kept.join("users/local/agents/write-granted/workspace/out/a.txt")
+        kept.join("tasks/write-granted/workspace/out/a.txt")
             .is_file()
     );
     std::fs::remove_dir_all(kept).unwrap();

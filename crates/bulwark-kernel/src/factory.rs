@@ -17,7 +17,7 @@ use crate::conversation::ConversationStore;
 use crate::credits::{Ledger, SessionCredits};
 use crate::door::Door;
 use crate::home::{Home, LoadedAgent};
-use crate::providers::{default_model, resolve_model, resolve_model_with};
+use crate::providers::{default_model, resolve_model_cached, resolve_model_with};
 use crate::registry::ToolRegistry;
 use crate::session::{Session, SessionIdentity, SessionState, ToolLimits};
 use crate::setup::{AgentSetup, PolicyContext, build_session, effective_policy, load_secrets};
@@ -462,6 +462,8 @@ impl SessionFactory {
         } = files;
         let is_child = matches!(origin, Origin::Child { .. });
         let mut sources = loaded.sources.clone();
+        let kv_cache = self.home.kv_cache_dir(&user, &agent_name).ok();
+        let kv_cache = kv_cache.as_deref();
         let resolved = match &verified {
             // No model is resolved (nor its files checked, nor its key
             // read): none is ever called.
@@ -476,9 +478,9 @@ impl SessionFactory {
                     warn.clone(),
                 )
                 .map_err(|e| OpenError::Refused(e.to_string()))?;
-                let resolved = files
-                    .check_model_paths(&model, &global)
-                    .and_then(|()| resolve_model_with(&model, &global, &loaded.dir, &files));
+                let resolved = files.check_model_paths(&model, &global).and_then(|()| {
+                    resolve_model_with(&model, &global, &loaded.dir, &files, kv_cache)
+                });
                 sources.extend(files.take_used());
                 resolved.map_err(|err| {
                     if files.refused() {
@@ -488,7 +490,7 @@ impl SessionFactory {
                     }
                 })?
             }
-            None => resolve_model(&model, &global, &loaded.dir)?,
+            None => resolve_model_cached(&model, &global, &loaded.dir, kv_cache)?,
         };
         let (secrets, missing) = load_secrets(&global, &loaded);
         if !missing.is_empty() {

@@ -100,6 +100,19 @@ impl Home {
         let agent = agent_name(agent)?;
         Ok(self.agent_memory_path(&user_name(user)?, &agent))
     }
+    /// `users/<user>/agents/<agent>/cache/kv`: the local driver's cache of
+    /// the system turn's KV state (warm starts). Per user and agent, beside
+    /// (never inside) the workspace: a served worker may write it, and one
+    /// user's worker must not be able to plant state another user's model
+    /// then runs on.
+    pub fn kv_cache_dir(&self, user: &str, agent: &str) -> Result<PathBuf, KernelError> {
+        let agent = agent_name(agent)?;
+        let workspace = self.workspace_path(&user_name(user)?, &agent);
+        let data = workspace
+            .parent()
+            .ok_or_else(|| KernelError::Setup("the workspace directory has no parent".into()))?;
+        Ok(data.join("cache").join("kv"))
+    }
     /// `users/<user>/memory`, shared by the user's agents.
     pub fn user_memory_dir(&self, user: &str) -> Result<PathBuf, KernelError> {
         Ok(self.user_memory_path(&user_name(user)?))

@@ -55,7 +55,7 @@ pub use provenance::{
 };
 pub use providers::{
     LocalModelFile, MODEL_CATALOGUE_VAR, ModelFiles, ResolvedModel, check_model, default_model,
-    kv_cache_dir, model_catalogue, provider_key_env, resolve_model, resolve_model_with,
+    model_catalogue, provider_key_env, resolve_model, resolve_model_cached, resolve_model_with,
 };
 pub use registry::ToolRegistry;
 pub use scoped::{ScopedFiles, ScopedHttp, ScopedMemory, ScopedProcess};

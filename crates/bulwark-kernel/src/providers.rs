@@ -130,16 +130,29 @@ pub fn resolve_model(
     global: &GlobalConfig,
     agent_dir: &Path,
 ) -> Result<ResolvedModel, KernelError> {
-    resolve_model_with(model, global, agent_dir, &DiskFiles)
+    resolve_model_with(model, global, agent_dir, &DiskFiles, None)
+}
+
+/// [`resolve_model`] for a session: a `local:` model keeps the KV state
+/// of its system turn in `kv_cache` (see [`crate::Home::kv_cache_dir`]).
+pub fn resolve_model_cached(
+    model: &str,
+    global: &GlobalConfig,
+    agent_dir: &Path,
+    kv_cache: Option<&Path>,
+) -> Result<ResolvedModel, KernelError> {
+    resolve_model_with(model, global, agent_dir, &DiskFiles, kv_cache)
 }
 
 /// [`resolve_model`], reading the files a `script:` or `local:` path names
-/// through `files`.
+/// through `files`; a `local:` model caches its system turn's KV state in
+/// `kv_cache` when given.
 pub fn resolve_model_with(
     model: &str,
     global: &GlobalConfig,
     agent_dir: &Path,
     files: &dyn ModelFiles,
+    kv_cache: Option<&Path>,
 ) -> Result<ResolvedModel, KernelError> {
     let model_ref = parse_model_ref(model).map_err(KernelError::Setup)?;
     if model_ref.provider == "local" && !global.providers.contains_key("local") {
@@ -149,6 +162,7 @@ pub fn resolve_model_with(
             &models_dir(agent_dir)?,
             agent_dir,
             files,
+            kv_cache,
         );
     }
     if model_ref.provider == "script" {
@@ -346,23 +360,17 @@ fn local_model_path(
     )))
 }
 
-/// Where the local driver caches the KV state of agents' system turns
-/// (warm starts): `<home>/cache/kv`. A served worker is granted exactly
-/// this directory read-write when its agent runs a local model.
-pub fn kv_cache_dir(home: &Path) -> PathBuf {
-    home.join("cache").join("kv")
-}
-
 fn resolve_local(
     spec: &str,
     catalogue: &Catalogue,
     models_dir: &Path,
     agent_dir: &Path,
     files: &dyn ModelFiles,
+    kv_cache: Option<&Path>,
 ) -> Result<ResolvedModel, KernelError> {
     #[cfg(not(feature = "local"))]
     {
-        let _ = (spec, catalogue, models_dir, agent_dir, files);
+        let _ = (spec, catalogue, models_dir, agent_dir, files, kv_cache);
         Err(KernelError::Setup(
             "this build has no local model support; rebuild with --features local".into(),
         ))
@@ -377,10 +385,11 @@ fn resolve_local(
         } else {
             files.local(&path)?
         };
-        // Warm starts: the system turn's KV state, per model and prompt, in
-        // `<home>/cache/kv` (created owner-only by the driver).
+        // Warm starts: the system turn's KV state, per model and prompt,
+        // in the session's own cache directory (created owner-only by the
+        // driver).
         let options = bulwark_llm::LocalOptions {
-            prefix_cache: models_dir.parent().map(kv_cache_dir),
+            prefix_cache: kv_cache.map(Path::to_path_buf),
             // For measuring the listing experiment only (issue 21); not a
             // setting to document until the eval says it helps.
             workspace_listing: std::env::var_os("BULWARK_LOCAL_WORKSPACE_LISTING")

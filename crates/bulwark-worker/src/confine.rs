@@ -73,8 +73,8 @@ pub struct WorkerStart {
 /// * read + execute: `exe`, the bulwark binary, which the shell tool runs
 ///   again as its sandbox helper;
 /// * read-write: `users/<user>/agents/<agent>/` (workspace, agent memory)
-///   and `users/<user>/memory/` (shared by the user's agents); with a local
-///   model, `cache/kv/` too (the system turn's KV state: warm starts);
+///   and `users/<user>/memory/` (shared by the user's agents); the local
+///   model's KV cache (`cache/kv/`, warm starts) is inside the former;
 /// * and what its sandboxed shell commands need (their pids cgroup, their
 ///   namespaces prepared beforehand).
 ///
@@ -114,10 +114,7 @@ pub fn worker_rules(
             read_only.push(model.to_path_buf());
         }
     }
-    let mut read_write_dirs = vec![agent_data, home.user_memory_dir(user)?];
-    if model_file.is_some() {
-        read_write_dirs.push(bulwark_kernel::kv_cache_dir(root));
-    }
+    let read_write_dirs = vec![agent_data, home.user_memory_dir(user)?];
     Ok(SelfConfinement {
         read_only,
         read_exec: exe.map(Path::to_path_buf).into_iter().collect(),
@@ -209,8 +206,10 @@ fn prepare_paths(home: &Home, user: &str, agent: &str) -> Result<(), String> {
 
 /// The local driver's KV cache directory, owner-only, so that its rule
 /// can be made (the driver would create it, but only after confinement).
-fn prepare_kv_cache(home: &Home) -> Result<(), String> {
-    let dir = bulwark_kernel::kv_cache_dir(home.root());
+fn prepare_kv_cache(home: &Home, user: &str, agent: &str) -> Result<(), String> {
+    let dir = home
+        .kv_cache_dir(user, agent)
+        .map_err(|e| format!("the local model cache directory: {e}"))?;
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
@@ -244,7 +243,7 @@ pub fn confine_worker(home: &Home, args: &WorkerArgs) -> WorkerStart {
         .and_then(|()| {
             let model = local_model_file(&home, &global, &args.agent);
             if model.is_some() {
-                prepare_kv_cache(&home)?;
+                prepare_kv_cache(&home, &args.user, &args.agent)?;
             }
             let exe = std::env::current_exe().ok();
             worker_rules(
@@ -395,22 +394,19 @@ mod tests {
                 .contains(&PathBuf::from(model))
         };
         assert!(granted("/srv/bw/models/qwen.gguf"));
-        // With a local model, the KV cache directory and nothing else more.
+        // A local model adds no writable directory: its KV cache lives in
+        // the user's own agent directory, never in one shared by users.
         let local = rules_for("alice", "helper", Some(Path::new("/srv/bw/models/q.gguf")));
         let remote = rules_for("alice", "helper", None);
-        assert_eq!(
-            local.read_write_dirs,
-            [
-                remote.read_write_dirs.clone(),
-                vec![PathBuf::from("/srv/bw/cache/kv")]
-            ]
-            .concat()
-        );
+        assert_eq!(local.read_write_dirs, remote.read_write_dirs);
+        let kv = Home::new("/srv/bw")
+            .kv_cache_dir("alice", "helper")
+            .unwrap();
+        assert!(local.read_write_dirs.iter().any(|d| kv.starts_with(d)));
         assert!(
-            !remote
-                .read_write_dirs
-                .iter()
-                .any(|d| d.starts_with("/srv/bw/cache"))
+            !local.read_write_dirs.iter().any(
+                |d| d.starts_with("/srv/bw/cache") || Path::new("/srv/bw/cache").starts_with(d)
+            )
         );
         assert!(granted("/opt/models/big.gguf"));
         // Inside the agent's directory: granted with the directory.

@@ -143,13 +143,14 @@ impl EvalHome {
 
     /// Sets up the task's agent and workspace, runs it, reads what it did.
     pub async fn run(&self, task: &Task, fixture: &Workspace) -> anyhow::Result<Outcome> {
-        let workspace = self.setup(task, fixture)?;
+        let agent = profile_agent(task.grants.as_ref());
+        let workspace = self.setup(task, &agent, fixture)?;
         let model = self.model.replace(TASK_PLACEHOLDER, &task.id);
         let child = tokio::process::Command::new(&self.bin)
             .envs(passed_through())
             .arg("--home")
             .arg(&self.root)
-            .args(["run", &task.id, &task.question, "--model", &model])
+            .args(["run", &agent, &task.question, "--model", &model])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -172,14 +173,24 @@ impl EvalHome {
                 result.stderr_tail = tail(&String::from_utf8_lossy(&output.stderr));
             }
         }
-        self.read_session(&task.id, &mut result)?;
+        self.read_session(&agent, &mut result)?;
         result.files = outcome::snapshot(&workspace);
+        // The next task of this agent starts from its own fixture; this
+        // one's workspace stays inspectable (`--keep`) under tasks/<id>/.
+        let done = self.root.join("tasks").join(&task.id);
+        std::fs::create_dir_all(&done)
+            .and_then(|()| std::fs::rename(&workspace, done.join("workspace")))
+            .with_context(|| format!("cannot move the workspace of task {}", task.id))?;
         Ok(result)
     }
 
-    /// `agents/<id>/` from `agents/offline/` with the task's grants; the
-    /// fixture in the agent's workspace and its `outside` files beside it.
-    fn setup(&self, task: &Task, fixture: &Workspace) -> anyhow::Result<PathBuf> {
+    /// `agents/<agent>/` from `agents/offline/` with the task's grants; the
+    /// fixture in the agent's (emptied) workspace and the task's `outside`
+    /// files beside it. Tasks with the same grants share one agent, as a
+    /// user's questions to one agent do, so what a build keeps per agent
+    /// between runs (the local model's prompt cache) is measured warm after
+    /// the first task of each agent, not cold every time.
+    fn setup(&self, task: &Task, agent: &str, fixture: &Workspace) -> anyhow::Result<PathBuf> {
         let template = self.root.join("agents/offline");
         let manifest_path = template.join("agent.toml");
         let text = std::fs::read_to_string(&manifest_path).with_context(|| {
@@ -188,9 +199,9 @@ impl EvalHome {
                 manifest_path.display()
             )
         })?;
-        let manifest = derive_manifest(&text, &task.id, task.grants.as_ref())
+        let manifest = derive_manifest(&text, agent, task.grants.as_ref())
             .with_context(|| format!("deriving the agent of task {}", task.id))?;
-        let agent_dir = self.root.join("agents").join(&task.id);
+        let agent_dir = self.root.join("agents").join(agent);
         std::fs::create_dir_all(&agent_dir)
             .with_context(|| format!("cannot create {}", agent_dir.display()))?;
         write(&agent_dir.join("agent.toml"), &manifest)?;
@@ -199,7 +210,8 @@ impl EvalHome {
             std::fs::copy(&system, agent_dir.join("SYSTEM.md"))
                 .with_context(|| format!("cannot copy {}", system.display()))?;
         }
-        let user_dir = self.root.join("users/local/agents").join(&task.id);
+        let user_dir = self.root.join("users/local/agents").join(agent);
+        clear_agent_data(&user_dir)?;
         let workspace = user_dir.join("workspace");
         std::fs::create_dir_all(&workspace)
             .with_context(|| format!("cannot create {}", workspace.display()))?;
@@ -233,6 +245,47 @@ impl EvalHome {
         into.session = Some(session.id);
         Ok(())
     }
+}
+
+/// The agent a task runs as: `eval-offline` for the shipped offline
+/// agent's grants, else `eval-` and a digest of the grants (stable across
+/// runs and builds, so the same grants are always the same agent).
+pub fn profile_agent(grants: Option<&Grants>) -> String {
+    use sha2::{Digest, Sha256};
+    match grants {
+        None => "eval-offline".to_owned(),
+        Some(g) => {
+            let text = format!("{:?}|{:?}|{:?}", g.read, g.write, g.operations);
+            let digest = Sha256::digest(text.as_bytes());
+            format!("eval-{}", hex::encode(&digest[..5]))
+        }
+    }
+}
+
+/// Everything an earlier task left in an agent's data directory (its
+/// workspace, `outside` files, agent memory), but the local model's
+/// cache, which a user's later question would find too.
+fn clear_agent_data(user_dir: &Path) -> anyhow::Result<()> {
+    let Ok(entries) = std::fs::read_dir(user_dir) else {
+        return Ok(());
+    };
+    for entry in entries {
+        let entry = entry.with_context(|| format!("cannot list {}", user_dir.display()))?;
+        if entry.file_name() == "cache" {
+            continue;
+        }
+        let path = entry.path();
+        let kind = entry
+            .file_type()
+            .with_context(|| format!("cannot inspect {}", path.display()))?;
+        let removed = if kind.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        removed.with_context(|| format!("cannot remove {}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// The offline template as task `id`'s agent: its name, and when the task
