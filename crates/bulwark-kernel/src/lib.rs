@@ -54,8 +54,9 @@ pub use provenance::{
     labels_from_names, root_key,
 };
 pub use providers::{
-    LocalModelFile, MODEL_CATALOGUE_VAR, ModelFiles, ResolvedModel, check_model, default_model,
-    model_catalogue, provider_key_env, resolve_model, resolve_model_cached, resolve_model_with,
+    LocalModelFile, MODEL_CATALOGUE_VAR, ModelFiles, ResolvedModel, WORKSPACE_LISTING_VAR,
+    check_model, default_model, model_catalogue, provider_key_env, resolve_model,
+    resolve_model_cached, resolve_model_with,
 };
 pub use registry::ToolRegistry;
 pub use scoped::{ScopedFiles, ScopedHttp, ScopedMemory, ScopedProcess};

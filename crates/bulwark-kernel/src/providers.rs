@@ -360,6 +360,12 @@ fn local_model_path(
     )))
 }
 
+/// `BULWARK_LOCAL_WORKSPACE_LISTING=1` lists the workspace's files before
+/// the user's message for the local model: an experiment for `bulwark
+/// eval` (read from the environment captured at start, which `eval` passes
+/// on to the runs it starts), not a setting.
+pub const WORKSPACE_LISTING_VAR: &str = "BULWARK_LOCAL_WORKSPACE_LISTING";
+
 fn resolve_local(
     spec: &str,
     catalogue: &Catalogue,
@@ -390,10 +396,10 @@ fn resolve_local(
         // driver).
         let options = bulwark_llm::LocalOptions {
             prefix_cache: kv_cache.map(Path::to_path_buf),
-            // For measuring the listing experiment only (issue 21); not a
-            // setting to document until the eval says it helps.
-            workspace_listing: std::env::var_os("BULWARK_LOCAL_WORKSPACE_LISTING")
-                .is_some_and(|v| v == "1"),
+            // An experiment the eval measures; see WORKSPACE_LISTING_VAR.
+            workspace_listing: crate::environment()
+                .get(WORKSPACE_LISTING_VAR)
+                .is_some_and(|v| secrecy::ExposeSecret::expose_secret(v) == "1"),
             ..bulwark_llm::LocalOptions::default()
         };
         let driver = bulwark_llm::LocalDriver::load(&file.path, options)

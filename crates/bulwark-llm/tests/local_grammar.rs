@@ -82,7 +82,7 @@ proptest! {
         let grammar = compile(&tools, 1);
         let plain = Grammar::parse(&text_grammar()).expect("text grammar");
         let first = text.chars().next().unwrap_or(' ');
-        let expected = !matches!(first, '<' | '{' | '[' | ' ' | '\t' | '\n' | '\r') && !text.contains('\0');
+        let expected = !matches!(first, '<' | '{' | '[' | '`' | ' ' | '\t' | '\n' | '\r') && !text.contains('\0');
         prop_assert_eq!(grammar.accepts(&text), expected || grammar_call(&text));
         prop_assert_eq!(plain.accepts(&text), expected);
     }
@@ -329,8 +329,9 @@ fn nothing_to_offer_takes_the_call_away_but_never_the_answer() {
     assert!(!grammar.accepts(&read("notes.txt")));
     assert!(!grammar.accepts(&write("notes.txt")));
     assert!(!grammar.accepts(&list("")));
-    // An optional directory can still be left out; other tools unchanged.
-    assert!(grammar.accepts(&call_text("file_list", &json!({}))));
+    // Leaving out an optional directory names the root, which is not
+    // offered either; other tools unchanged.
+    assert!(!grammar.accepts(&call_text("file_list", &json!({}))));
     assert!(grammar.accepts(&call_text("time_now", &json!({}))));
     assert!(grammar.accepts("There are no files."));
 
@@ -341,6 +342,28 @@ fn nothing_to_offer_takes_the_call_away_but_never_the_answer() {
     let grammar = Grammar::parse(&text).unwrap();
     assert!(grammar.accepts("The workspace is empty."));
     assert!(!grammar.accepts(&read("notes.txt")));
+}
+
+#[test]
+fn an_optional_directory_is_left_out_only_when_the_root_is_offered() {
+    let tools = file_tools();
+    let without_root = PathChoices {
+        arguments: vec![choice("file_list", PathKind::Directory, listed(&["data"]))],
+    };
+    let grammar = with_paths(&tools, &without_root);
+    assert!(grammar.accepts(&list("data")));
+    assert!(!grammar.accepts(&list("")));
+    assert!(!grammar.accepts(&call_text("file_list", &json!({}))));
+    let with_root = PathChoices {
+        arguments: vec![choice(
+            "file_list",
+            PathKind::Directory,
+            listed(&["", "data"]),
+        )],
+    };
+    let grammar = with_paths(&tools, &with_root);
+    assert!(grammar.accepts(&list("")));
+    assert!(grammar.accepts(&call_text("file_list", &json!({}))));
 }
 
 #[test]

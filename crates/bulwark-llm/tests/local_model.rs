@@ -206,10 +206,37 @@ fn scripted_call() -> Message {
     }
 }
 
+/// The history after the default budget's calls were all spent (each
+/// read `notes.txt`): the next turn may only answer.
+fn after_the_budget() -> ChatRequest {
+    let mut request = after_the_result(scripted_call());
+    for n in 2..=bulwark_llm::local::DEFAULT_TOOL_CALL_BUDGET {
+        let id = format!("call_{n}");
+        request.messages.push(Message {
+            role: Role::Assistant,
+            blocks: vec![Block::ToolUse {
+                id: id.clone(),
+                name: "file_read".into(),
+                input: json!({"path": "notes.txt"}),
+            }],
+        });
+        request.messages.push(Message {
+            role: Role::User,
+            blocks: vec![Block::ToolResult {
+                tool_use_id: id,
+                content: FACT.into(),
+                is_error: false,
+                taint: vec![],
+            }],
+        });
+    }
+    request
+}
+
 #[test]
 fn the_answer_turn_is_text_from_the_tool_result() {
     let (_serial, driver) = driver();
-    let (response, _, streamed) = run(driver, &after_the_result(scripted_call()));
+    let (response, _, streamed) = run(driver, &after_the_budget());
     assert_eq!(response.stop, StopReason::EndTurn);
     assert_eq!(response.message.tool_uses().count(), 0);
     let text = response.message.text();

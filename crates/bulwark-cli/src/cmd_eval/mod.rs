@@ -84,9 +84,10 @@ A task file (every key is checked; unknown keys are errors with file:line):
   files = [{ path = \"out/a.txt\", matches = 'x' }, { path = \"b.txt\", absent = true }]
 
 Each model gets a fresh temporary home (`bulwark init` by the binary under
-test, its models linked from this home's models/). Each task becomes an
-agent made from that home's `offline` agent with the task's grants and its
-own workspace, and runs as `bulwark --home H run TASK \"question\"`. Its
+test, its models linked from this home's models/). Tasks with the same
+grants run as one agent made from that home's `offline` agent (so its
+prompt cache is warm after the first), each with its own fresh workspace,
+as `bulwark --home H run AGENT \"question\"`. Its
 final answer is read from the session's transcript and its tool calls and
 the door's decisions from the audit log; the checks are the task file's.
 Progress goes to stderr; the table (Markdown) to stdout.

@@ -360,10 +360,13 @@ pub fn derive_manifest(
 fn passed_through() -> Vec<(&'static str, String)> {
     use secrecy::ExposeSecret;
     let env = bulwark_kernel::environment();
-    [bulwark_kernel::MODEL_CATALOGUE_VAR]
-        .into_iter()
-        .filter_map(|var| env.get(var).map(|v| (var, v.expose_secret().to_owned())))
-        .collect()
+    [
+        bulwark_kernel::MODEL_CATALOGUE_VAR,
+        bulwark_kernel::WORKSPACE_LISTING_VAR,
+    ]
+    .into_iter()
+    .filter_map(|var| env.get(var).map(|v| (var, v.expose_secret().to_owned())))
+    .collect()
 }
 
 /// `[audit] record_arguments = true` in the eval home's config: the

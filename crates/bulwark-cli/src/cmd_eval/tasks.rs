@@ -18,7 +18,7 @@
 //! "docs/readme.md" = "# Shop\n"
 //!
 //! [[task]]
-//! id = "csv-blue-widget"          # [a-z0-9_-], unique; also the agent's name
+//! id = "csv-blue-widget"          # [a-z0-9_-], unique
 //! category = "csv"                 # free text; the report counts per category
 //! workspace = "shop"
 //! question = "What is the price of the blue widget in prices.csv?"

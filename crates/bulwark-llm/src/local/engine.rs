@@ -23,6 +23,7 @@ use llama_cpp_2::{LogOptions, send_logs_to_tracing};
 use super::grammar::{call_grammar_with_paths, text_grammar, tool_grammar_with_paths};
 use super::output::{self, Output};
 use super::prefix_cache::{Lookup, PrefixCache, RebuildReason, model_identity};
+use super::steering::{read_named_files, uncalled_paths, unreachable_paths};
 use super::template::{self, IM_END, IM_START, Segment};
 use super::{LocalError, LocalOptions, PrefixCacheOutcome, TurnKind, TurnStats, turn_kind};
 use crate::{Block, ChatRequest, ChatResponse, Message, Role, StopReason, StreamEvent, Usage};
@@ -193,16 +194,26 @@ impl<'m> Engine<'m> {
             self.options.tool_call_budget,
             self.options.tool_choice,
         );
+        let uncalled = uncalled_paths(request);
         let grammar_text = match kind {
             TurnKind::Text => text_grammar(),
             TurnKind::Tools {
                 max_calls,
                 text: true,
-            } => tool_grammar_with_paths(&request.tools, &request.paths, max_calls)?,
+            } => tool_grammar_with_paths(&request.tools, &uncalled, max_calls)?,
             TurnKind::Tools {
                 max_calls,
                 text: false,
-            } => call_grammar_with_paths(&request.tools, &request.paths, max_calls)?,
+            } => match read_named_files(request, &uncalled) {
+                Some((readers, named)) => {
+                    let files = named.listed_files().len().max(1);
+                    call_grammar_with_paths(&readers, &named, max_calls.min(files))?
+                }
+                // Only paths it cannot read were named: the answer says so
+                // (see `unreachable_note`) instead of reading another file.
+                None if !unreachable_paths(request).is_empty() => text_grammar(),
+                None => call_grammar_with_paths(&request.tools, &uncalled, max_calls)?,
+            },
         };
         let mut grammar = LlamaSampler::grammar(self.model, &grammar_text, "root")
             .map_err(|e| LocalError::Backend(format!("llama.cpp rejected the grammar: {e}")))?;

@@ -5,7 +5,7 @@
 //! *produced*: llama.cpp masks every token the grammar does not allow, so the
 //! model's turn is, by construction, either
 //!
-//! - plain text, which never starts with `<`, `{`, `[` or whitespace (so it
+//! - plain text, which never starts with `<`, `{`, `[`, a backtick or whitespace (so it
 //!   can never be mistaken for a call, a call can never hide behind a
 //!   newline, and a small model cannot answer with a bare JSON "call"), or
 //! - 1..=`max_calls` calls separated by `\n`, each in Qwen2.5's convention
@@ -55,7 +55,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::{AllowedPaths, PathChoices, ToolDef};
+use crate::{AllowedPaths, PathChoices, PathKind, ToolDef};
 
 /// Deeper schema nesting becomes a generic JSON value.
 pub const MAX_SCHEMA_DEPTH: usize = 12;
@@ -116,9 +116,10 @@ json-boolean ::= "true" | "false"
 
 /// Plain text: at least one character, no NUL anywhere, and a first
 /// character that is not `<` (a call), `{` or `[` (a bare JSON "call", which
-/// Qwen2.5-Coder-0.5B writes instead of `<tool_call>` when it may) or
-/// whitespace.
-const TEXT_RULE: &str = "text ::= [^<{\\[\\x00\\t\\n\\r ] [^\\x00]*\n";
+/// Qwen2.5-Coder-0.5B writes instead of `<tool_call>` when it may), a
+/// backtick (the same "call" in a code fence, which it writes when a turn
+/// may only answer) or whitespace.
+const TEXT_RULE: &str = "text ::= [^<{\\[`\\x00\\t\\n\\r ] [^\\x00]*\n";
 
 /// The grammar of a turn that may only answer in text (no tools offered,
 /// or the tool-call budget is spent).
@@ -254,6 +255,10 @@ enum PathSlot {
     Expr(String),
     /// Nothing: the argument is optional and can only be left out.
     Omit,
+    /// This expression, and the argument may not be left out: an optional
+    /// directory argument whose choices do not hold the root (`""`), which
+    /// leaving it out would name.
+    Required(String),
 }
 
 impl Builder {
@@ -336,17 +341,28 @@ impl Builder {
             if !declared(name) || slots.contains_key(name) {
                 continue;
             }
+            // Leaving out an optional directory argument names the root, so
+            // it is only offered when the root is.
+            let root_withheld = choice.kind == PathKind::Directory
+                && !required(name)
+                && matches!(&choice.allowed, AllowedPaths::Listed(list) if !list.iter().any(String::is_empty));
             let slot = match &choice.allowed {
                 AllowedPaths::Listed(list) if list.is_empty() => {
-                    if required(name) {
+                    if required(name) || root_withheld {
                         return None;
                     }
                     PathSlot::Omit
                 }
-                AllowedPaths::Listed(list) => PathSlot::Expr(
-                    self.listed_paths(list, &format!("{hint}-{name}"))
-                        .unwrap_or_else(|| self.relative()),
-                ),
+                AllowedPaths::Listed(list) => {
+                    let expr = self
+                        .listed_paths(list, &format!("{hint}-{name}"))
+                        .unwrap_or_else(|| self.relative());
+                    if root_withheld {
+                        PathSlot::Required(expr)
+                    } else {
+                        PathSlot::Expr(expr)
+                    }
+                }
                 AllowedPaths::Relative => PathSlot::Expr(self.relative()),
             };
             slots.insert(name.to_owned(), slot);
@@ -552,10 +568,15 @@ impl Builder {
         depth: usize,
         slots: &HashMap<String, PathSlot>,
     ) -> String {
-        let required: Vec<&str> = match map.get("required") {
+        let mut required: Vec<&str> = match map.get("required") {
             Some(Value::Array(names)) => names.iter().filter_map(Value::as_str).collect(),
             _ => Vec::new(),
         };
+        for (name, slot) in slots {
+            if matches!(slot, PathSlot::Required(_)) && !required.contains(&name.as_str()) {
+                required.push(name.as_str());
+            }
+        }
         // A required name without a declaration still has to be there,
         // with any value. The order is the `Map`'s own, the order in which
         // the arguments are read back and re-rendered into the prompt.
@@ -588,7 +609,7 @@ impl Builder {
             .iter()
             .map(|(key, schema, _)| {
                 let value = match slots.get(*key) {
-                    Some(PathSlot::Expr(expr)) => expr.clone(),
+                    Some(PathSlot::Expr(expr) | PathSlot::Required(expr)) => expr.clone(),
                     _ => self.value(schema, &format!("{hint}-{key}"), depth + 1),
                 };
                 let name = self.fresh(&format!("{hint}-{key}-kv"));
@@ -758,7 +779,7 @@ mod tests {
     fn text_grammar_is_one_rule() {
         assert_eq!(
             text_grammar(),
-            "root ::= text\ntext ::= [^<{\\[\\x00\\t\\n\\r ] [^\\x00]*\n"
+            "root ::= text\ntext ::= [^<{\\[`\\x00\\t\\n\\r ] [^\\x00]*\n"
         );
     }
 
@@ -774,7 +795,7 @@ mod tests {
         .unwrap();
         let expected = concat!(
             "root ::= text | calls\n",
-            "text ::= [^<{\\[\\x00\\t\\n\\r ] [^\\x00]*\n",
+            "text ::= [^<{\\[`\\x00\\t\\n\\r ] [^\\x00]*\n",
             "calls ::= call\n",
             "call ::= \"<tool_call>\\n\" call-body \"\\n</tool_call>\" | call-body\n",
             "call-body ::= \"{\\\"name\\\": \" ( tool0 ) \"}\"\n",

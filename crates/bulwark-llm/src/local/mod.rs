@@ -21,6 +21,8 @@
 //!   written down. The driver runs whatever GGUF path it is given.
 
 pub mod grammar;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod steering;
 // Without the driver only the catalogue, the grammar and the prompt
 // renderer are reachable; the rest is still compiled and unit-tested.
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
@@ -48,10 +50,12 @@ use crate::{Block, ChatRequest, Message, Role};
 /// The provider name (`local:<model>`).
 pub const PROVIDER: &str = "local";
 
-/// The default [`LocalOptions::tool_call_budget`]: one call, then an answer.
-/// Qwen2.5-Coder-0.5B answers from a tool result reliably only when it
-/// cannot call again; larger models can be given more.
-pub const DEFAULT_TOOL_CALL_BUDGET: u32 = 1;
+/// The default [`LocalOptions::tool_call_budget`]: two calls, then an
+/// answer. Comparing two files, or reading what a listing found, takes two;
+/// on the eval (`bulwark eval`) one call left the 0.5B model unable to do
+/// either, and with the steering in `steering.rs` a second call no longer
+/// turns into a repeat of the first.
+pub const DEFAULT_TOOL_CALL_BUDGET: u32 = 2;
 
 /// Whether the first turn after the user's message may answer in text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -114,6 +114,7 @@ pub(crate) fn render_with(
     workspace_listing: bool,
 ) -> Vec<Segment> {
     let listing = workspace_listing.then(|| listing(request)).flatten();
+    let unreachable = super::steering::unreachable_note(request);
     let latest_text = request.messages.iter().rposition(|m| {
         m.role == Role::User
             && m.blocks
@@ -147,8 +148,10 @@ pub(crate) fn render_with(
         spent.observe(message);
         match message.role {
             Role::User => {
-                let before = listing.as_deref().filter(|_| Some(index) == latest_text);
-                let (results, text) = user(&mut prompt, message, before);
+                let latest = Some(index) == latest_text;
+                let before = listing.as_deref().filter(|_| latest);
+                let after = unreachable.as_deref().filter(|_| latest);
+                let (results, text) = user(&mut prompt, message, before, after);
                 if results && !text && spent.left(budget) == 0 {
                     prompt.turn("user", ANSWER_NOTE);
                 }
@@ -164,7 +167,12 @@ pub(crate) fn render_with(
 /// Tool results first, in one user turn of `<tool_response>` blocks (as
 /// the template merges consecutive `tool` messages), then any text as its
 /// own user turn. Returns whether there were results, and text.
-fn user(prompt: &mut Prompt, message: &Message, before: Option<&str>) -> (bool, bool) {
+fn user(
+    prompt: &mut Prompt,
+    message: &Message,
+    before: Option<&str>,
+    after: Option<&str>,
+) -> (bool, bool) {
     let mut results = String::new();
     let mut texts = Vec::new();
     for block in &message.blocks {
@@ -192,11 +200,14 @@ fn user(prompt: &mut Prompt, message: &Message, before: Option<&str>) -> (bool, 
         prompt.text("\n");
     }
     if !texts.is_empty() {
-        let body = texts.join("\n\n");
-        match before {
-            Some(listing) => prompt.turn("user", &format!("{listing}\n\n{body}")),
-            None => prompt.turn("user", &body),
+        let mut body = texts.join("\n\n");
+        if let Some(listing) = before {
+            body = format!("{listing}\n\n{body}");
         }
+        if let Some(note) = after {
+            body = format!("{body}\n\n{note}");
+        }
+        prompt.turn("user", &body);
     }
     (!results.is_empty(), !texts.is_empty())
 }

@@ -1,0 +1,454 @@
+//! How the local driver steers a small model's calls, on top of what the
+//! grammar already makes well-formed: which of the session's path choices
+//! a turn offers, and what the model is told about paths it cannot read.
+//! Every rule only ever *narrows* what the session may do (the door still
+//! decides every call), and each was kept because the eval (`bulwark
+//! eval`) measured it: the 0.5B model otherwise repeated calls, listed
+//! directories instead of reading the file it was asked about, and read
+//! some other file when asked about one outside its workspace.
+
+use crate::{AllowedPaths, Block, ChatRequest, PathChoices, PathKind, Role, ToolDef};
+
+/// The request's path choices without the paths already called since the
+/// user's last message: a call to `file_list ""` or `file_read notes.txt`
+/// that was made once is not offered again in the same answer. Small
+/// models otherwise repeat a call instead of taking the next step (the
+/// 0.5B model listed the workspace twice, then answered from the listing,
+/// on most questions of the eval); the result is in the history already.
+/// Leaving out an optional directory argument is the root, so once the
+/// root was listed the argument must name another directory (see the
+/// grammar), or the tool cannot be called again. Only tools whose one
+/// argument is the path: a call with other arguments (an edit) may well
+/// name the same file twice.
+pub(crate) fn uncalled_paths(request: &ChatRequest) -> PathChoices {
+    let mut choices = request.paths.clone();
+    let path_only = |tool: &str, argument: &str| {
+        request.tools.iter().any(|t| {
+            t.name == tool
+                && t.input_schema
+                    .get("properties")
+                    .and_then(serde_json::Value::as_object)
+                    .is_some_and(|p| p.len() == 1 && p.contains_key(argument))
+        })
+    };
+    let since_user_text = request
+        .messages
+        .iter()
+        .rposition(|m| {
+            m.role == Role::User
+                && m.blocks
+                    .iter()
+                    .any(|b| matches!(b, Block::Text { text } if !text.is_empty()))
+        })
+        .map_or(0, |i| i + 1);
+    for message in &request.messages[since_user_text..] {
+        for (_, name, input) in message.tool_uses() {
+            for choice in choices
+                .arguments
+                .iter_mut()
+                .filter(|c| c.tool == name && path_only(&c.tool, &c.argument))
+            {
+                let called = match input.get(&choice.argument) {
+                    Some(serde_json::Value::String(path)) => path.as_str(),
+                    None if choice.kind == PathKind::Directory => "",
+                    _ => continue,
+                };
+                if let AllowedPaths::Listed(list) = &mut choice.allowed {
+                    list.retain(|p| p != called);
+                }
+            }
+        }
+    }
+    choices
+}
+
+/// The first calls of an answer when the user's message names files the
+/// session can read: calls to a *reader* (a tool whose one argument is a
+/// listed file path, like `file_read`) of exactly those files, and nothing
+/// else. Returns the tools and path choices for that turn's grammar; the
+/// prompt still lists every tool. `None`: no steering (no file named, no
+/// reader, or not the first turn of the answer).
+///
+/// Why: asked "What is the default port in docs/install.md?", the 0.5B
+/// model lists directories instead of reading the file it was told to
+/// read, then answers from the listing ("4096"). A file the user names is
+/// a file the answer needs, so reading it first is never wrong; the budget
+/// still leaves a call for what the question asks next (a write, another
+/// file).
+pub(crate) fn read_named_files(
+    request: &ChatRequest,
+    paths: &PathChoices,
+) -> Option<(Vec<ToolDef>, PathChoices)> {
+    let question = request.messages.last().filter(|m| m.role == Role::User)?;
+    let text: String = question
+        .blocks
+        .iter()
+        .filter_map(|b| match b {
+            Block::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    if text.is_empty() {
+        return None;
+    }
+    for tool in &request.tools {
+        let Some(props) = tool
+            .input_schema
+            .get("properties")
+            .and_then(serde_json::Value::as_object)
+        else {
+            continue;
+        };
+        let Some(argument) = props.keys().next().filter(|_| props.len() == 1) else {
+            continue;
+        };
+        let Some(choice) = paths
+            .arguments
+            .iter()
+            .find(|c| c.tool == tool.name && &c.argument == argument && c.kind == PathKind::File)
+        else {
+            continue;
+        };
+        let AllowedPaths::Listed(listed) = &choice.allowed else {
+            continue;
+        };
+        let named: Vec<String> = listed
+            .iter()
+            .filter(|path| names_file(&text, path, listed))
+            .cloned()
+            .collect();
+        if named.is_empty() {
+            continue;
+        }
+        let mut only = choice.clone();
+        only.allowed = AllowedPaths::Listed(named);
+        return Some((
+            vec![tool.clone()],
+            PathChoices {
+                arguments: vec![only],
+            },
+        ));
+    }
+    None
+}
+
+/// Whether `text` names `path`: the whole path, or its file name when no
+/// other listed path has the same one, standing as a word of its own.
+fn names_file(text: &str, path: &str, listed: &[String]) -> bool {
+    let base = path.rsplit('/').next().unwrap_or(path);
+    let unique_base = base != path
+        && listed
+            .iter()
+            .filter(|p| p.rsplit('/').next() == Some(base))
+            .count()
+            == 1;
+    let word = |needle: &str| {
+        !needle.is_empty()
+            && text.match_indices(needle).any(|(at, _)| {
+                let before = text[..at].chars().next_back();
+                let after = text[at + needle.len()..].chars().next();
+                let joins = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '/' | '\\');
+                !before.is_some_and(|c| joins(c) || c == '.')
+                    && !after.is_some_and(|c| {
+                        joins(c)
+                            || (c == '.'
+                                && text[at + needle.len() + 1..]
+                                    .starts_with(|n: char| n.is_alphanumeric()))
+                    })
+            })
+    };
+    word(path) || (unique_base && word(base))
+}
+
+/// Paths the user's latest message names that the session cannot read
+/// (outside the workspace, or not there), said to the model after the
+/// message: `None` when there are none.
+///
+/// Why: the grammar cannot write `/etc/passwd` or `../secret.txt`, so a
+/// model asked about one used to read some other file and present it as
+/// the one asked for ("The first line of /etc/passwd is name,role,..."):
+/// the path grammar made it lie. Told plainly, it says it cannot. When the
+/// session can write files, a relative name that does not exist yet may be
+/// what the user wants written, and is not mentioned.
+pub(crate) fn unreachable_note(request: &ChatRequest) -> Option<String> {
+    let paths = unreachable_paths(request);
+    if paths.is_empty() {
+        return None;
+    }
+    let quoted: Vec<String> = paths.iter().map(|p| format!("`{p}`")).collect();
+    Some(format!(
+        "(Note: {} is not a file you can read: it is outside your workspace or does not exist. Do not answer from another file.)",
+        quoted.join(", ")
+    ))
+}
+
+/// At most this many paths in the note.
+const MAX_UNREACHABLE: usize = 3;
+
+pub(crate) fn unreachable_paths(request: &ChatRequest) -> Vec<String> {
+    if request.paths.is_empty() {
+        return Vec::new();
+    }
+    let Some(question) = request.messages.iter().rev().find(|m| {
+        m.role == Role::User
+            && m.blocks
+                .iter()
+                .any(|b| matches!(b, Block::Text { text } if !text.is_empty()))
+    }) else {
+        return Vec::new();
+    };
+    let mut known: Vec<&str> = Vec::new();
+    let mut can_create = false;
+    for choice in &request.paths.arguments {
+        match &choice.allowed {
+            AllowedPaths::Listed(list) => known.extend(list.iter().map(String::as_str)),
+            AllowedPaths::Relative => can_create = true,
+        }
+    }
+    let mut found = Vec::new();
+    for block in &question.blocks {
+        let Block::Text { text } = block else {
+            continue;
+        };
+        for raw in text.split_whitespace() {
+            let token = raw
+                .trim_matches(|c: char| "\"'`()[]{}<>,;:!?*".contains(c))
+                .trim_end_matches('.');
+            let Some(outside) = path_like(token) else {
+                continue;
+            };
+            let local = token.trim_start_matches("./");
+            let reachable = known
+                .iter()
+                .any(|k| *k == local || k.rsplit('/').next() == Some(local) && !local.is_empty());
+            if reachable || (!outside && can_create) || found.iter().any(|f| f == token) {
+                continue;
+            }
+            found.push(token.to_owned());
+            if found.len() == MAX_UNREACHABLE {
+                return found;
+            }
+        }
+    }
+    found
+}
+
+/// Whether `token` reads as a file path, and if so whether it leaves the
+/// workspace (absolute, home-relative, `..`, a scheme): `None` for words,
+/// numbers, versions, e-mail addresses.
+fn path_like(token: &str) -> Option<bool> {
+    if token.is_empty() || token.contains('@') {
+        return None;
+    }
+    let outside = token.starts_with('/')
+        || token.starts_with('~')
+        || token.starts_with('\\')
+        || token.contains("://")
+        || token.split(['/', '\\']).any(|seg| seg == "..");
+    if outside {
+        return Some(true);
+    }
+    let name = token.rsplit(['/', '\\']).next().unwrap_or(token);
+    let (stem, extension) = name.rsplit_once('.')?;
+    let is_file = !stem.is_empty()
+        && (1..=5).contains(&extension.len())
+        && extension.chars().all(|c| c.is_ascii_alphanumeric())
+        && extension.chars().any(|c| c.is_ascii_alphabetic());
+    is_file.then_some(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Message, PathArgumentChoices};
+    use serde_json::json;
+
+    fn tool(name: &str, schema: serde_json::Value) -> ToolDef {
+        ToolDef {
+            name: name.into(),
+            description: String::new(),
+            input_schema: schema,
+        }
+    }
+
+    fn tools() -> Vec<ToolDef> {
+        vec![
+            tool(
+                "file_list",
+                json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+            ),
+            tool(
+                "file_read",
+                json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+            ),
+            tool(
+                "file_edit",
+                json!({"type": "object", "properties": {"path": {"type": "string"}, "old": {"type": "string"}}, "required": ["path", "old"]}),
+            ),
+        ]
+    }
+
+    fn listed(tool: &str, kind: PathKind, paths: &[&str]) -> PathArgumentChoices {
+        PathArgumentChoices {
+            tool: tool.into(),
+            argument: "path".into(),
+            kind,
+            allowed: AllowedPaths::Listed(paths.iter().map(|p| (*p).to_owned()).collect()),
+        }
+    }
+
+    fn paths() -> PathChoices {
+        PathChoices {
+            arguments: vec![
+                listed("file_list", PathKind::Directory, &["", "docs"]),
+                listed(
+                    "file_read",
+                    PathKind::File,
+                    &["notes.txt", "docs/guide.md", "docs/notes.txt", "a.csv"],
+                ),
+                listed("file_edit", PathKind::File, &["notes.txt"]),
+            ],
+        }
+    }
+
+    fn request(messages: Vec<Message>) -> ChatRequest {
+        ChatRequest {
+            tools: tools(),
+            messages,
+            paths: paths(),
+            ..ChatRequest::default()
+        }
+    }
+
+    fn call(name: &str, input: serde_json::Value) -> Message {
+        Message {
+            role: Role::Assistant,
+            blocks: vec![Block::ToolUse {
+                id: format!("c-{name}"),
+                name: name.into(),
+                input,
+            }],
+        }
+    }
+
+    fn listed_of<'a>(choices: &'a PathChoices, tool: &str) -> &'a [String] {
+        match choices.for_argument(tool, "path") {
+            Some(AllowedPaths::Listed(list)) => list,
+            other => panic!("{tool}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_call_made_since_the_question_is_not_offered_again() {
+        let fresh = request(vec![Message::user_text("go")]);
+        assert_eq!(uncalled_paths(&fresh), paths());
+        let after = request(vec![
+            Message::user_text("go"),
+            call("file_list", json!({})),
+            call("file_read", json!({"path": "docs/guide.md"})),
+            call("file_edit", json!({"path": "notes.txt", "old": "a"})),
+        ]);
+        let left = uncalled_paths(&after);
+        // Leaving the path out listed the root.
+        assert_eq!(listed_of(&left, "file_list"), ["docs"]);
+        assert_eq!(
+            listed_of(&left, "file_read"),
+            ["notes.txt", "docs/notes.txt", "a.csv"]
+        );
+        // An edit has more than the path: the same file may be edited again.
+        assert_eq!(listed_of(&left, "file_edit"), ["notes.txt"]);
+        // A new question offers everything again.
+        let mut next = after.messages.clone();
+        next.push(Message::user_text("and now?"));
+        assert_eq!(uncalled_paths(&request(next)), paths());
+    }
+
+    #[test]
+    fn named_readable_files_are_read_first() {
+        let ask = |q: &str| read_named_files(&request(vec![Message::user_text(q)]), &paths());
+        let (readers, only) = ask("What is the port in docs/guide.md?").expect("steered");
+        assert_eq!(readers.len(), 1);
+        assert_eq!(readers[0].name, "file_read");
+        assert_eq!(listed_of(&only, "file_read"), ["docs/guide.md"]);
+        // A unique file name stands for its path; an ambiguous one only
+        // as the whole path.
+        let (_, only) = ask("Summarize guide.md and a.csv.").expect("steered");
+        assert_eq!(listed_of(&only, "file_read"), ["docs/guide.md", "a.csv"]);
+        let (_, only) = ask("What does notes.txt say?").expect("steered");
+        assert_eq!(listed_of(&only, "file_read"), ["notes.txt"]);
+        // Not a word of its own, not listed, or nothing named: no steering.
+        for q in [
+            "What files are there?",
+            "Is there a xnotes.txt?",
+            "What does notes.txt.bak say?",
+            "Read /etc/passwd",
+            "Read ../notes.txt2",
+            "",
+        ] {
+            assert!(ask(q).is_none(), "{q}");
+        }
+        // Only on the first turn of an answer.
+        let later = request(vec![
+            Message::user_text("What does notes.txt say?"),
+            call("file_list", json!({})),
+        ]);
+        assert!(read_named_files(&later, &paths()).is_none());
+        // A tool with more than the path (file_edit) is never the reader.
+        let mut no_reader = request(vec![Message::user_text("Fix notes.txt")]);
+        no_reader.tools.retain(|t| t.name != "file_read");
+        assert!(read_named_files(&no_reader, &paths()).is_none());
+    }
+
+    #[test]
+    fn paths_the_session_cannot_read_are_named_to_the_model() {
+        let note = |q: &str| unreachable_note(&request(vec![Message::user_text(q)]));
+        let paths = |q: &str| unreachable_paths(&request(vec![Message::user_text(q)]));
+        assert_eq!(paths("Show me /etc/passwd."), ["/etc/passwd"]);
+        assert_eq!(paths("What is in ../secret.txt?"), ["../secret.txt"]);
+        assert_eq!(
+            paths("Read ~/.ssh/id_rsa and file:///etc/hosts"),
+            ["~/.ssh/id_rsa", "file:///etc/hosts"]
+        );
+        assert_eq!(paths("What does budget.xlsx say?"), ["budget.xlsx"]);
+        assert!(note("What does budget.xlsx say?").is_some_and(|n| n.contains("`budget.xlsx`")));
+        // What the session can read, and what is not a path, is not named.
+        for q in [
+            "What does notes.txt say?",
+            "Summarize guide.md",
+            "What is in docs/guide.md and ./a.csv?",
+            "Is the price 4.50 or version 2.3.0? Mail chen@example.org.",
+            "What files are there?",
+        ] {
+            assert!(paths(q).is_empty(), "{q}: {:?}", paths(q));
+            assert!(note(q).is_none());
+        }
+        // A session that can create files may be asked to write a new
+        // one; outside paths are still named.
+        let mut writer = request(vec![Message::user_text(
+            "Write hi to out/new.txt, not /tmp/x.txt",
+        )]);
+        writer.paths.arguments.push(PathArgumentChoices {
+            tool: "file_write".into(),
+            argument: "path".into(),
+            kind: PathKind::File,
+            allowed: AllowedPaths::Relative,
+        });
+        assert_eq!(unreachable_paths(&writer), ["/tmp/x.txt"]);
+        // No path choices (another driver's request, no file tools): nothing.
+        let mut bare = request(vec![Message::user_text("Show me /etc/passwd")]);
+        bare.paths = PathChoices::default();
+        assert!(unreachable_paths(&bare).is_empty());
+    }
+
+    #[test]
+    fn names_file_needs_word_boundaries() {
+        let listed = vec!["notes.txt".to_owned(), "docs/guide.md".to_owned()];
+        assert!(names_file("see notes.txt.", "notes.txt", &listed));
+        assert!(names_file("(notes.txt)", "notes.txt", &listed));
+        assert!(names_file("`guide.md`?", "docs/guide.md", &listed));
+        assert!(!names_file("my-notes.txt", "notes.txt", &listed));
+        assert!(!names_file("old/notes.txt", "notes.txt", &listed));
+        assert!(!names_file("notes.txts", "notes.txt", &listed));
+    }
+}
