@@ -24,7 +24,8 @@ mod pip;
 mod verify;
 
 pub use catalogue::{
-    Catalogue, CatalogueError, DEFAULT_MODEL, ModelSpec, UnknownModel, Wheel, normalise_project,
+    Catalogue, CatalogueError, DEFAULT_MODEL, ModelSpec, SMALL_MODEL, UnknownModel, Wheel,
+    normalise_project,
 };
 pub use fetch::{FetchError, Source, SourceError, SourceFailure, SourceKind, fetch};
 pub use http::Http;

