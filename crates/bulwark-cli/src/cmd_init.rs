@@ -85,7 +85,27 @@ pub fn init(home: &Home, force: bool) -> Result<(), Failure> {
     );
     println!("  bulwark policy explain assistant    what the assistant may do");
     println!("  bulwark preflight assistant         check its model and keys");
-    println!("  bulwark model fetch                 the offline model (about 490 MB), then:");
+    println!(
+        "  bulwark model fetch                 the offline model ({}), then:",
+        crate::cmd_model::default_model_summary()
+    );
     println!("  bulwark run offline \"What is the launch code name in notes.txt?\"");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FILES;
+
+    /// The offline agent `init` installs runs the catalogue's default model,
+    /// the one `bulwark model fetch` gets without a name.
+    #[test]
+    fn the_offline_template_names_the_default_model() {
+        let (_, text) = FILES
+            .iter()
+            .find(|(path, _)| *path == "agents/offline/agent.toml")
+            .unwrap();
+        let line = format!("model = \"local:{}\"", bulwark_models::DEFAULT_MODEL);
+        assert!(text.lines().any(|l| l == line), "{text}");
+    }
 }

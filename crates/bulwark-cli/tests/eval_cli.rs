@@ -240,7 +240,7 @@ fn a_bad_task_file_or_option_is_refused_with_where() {
     out.expect_code(2);
     assert!(
         out.stderr
-            .contains("bulwark model fetch qwen2.5-coder-0.5b"),
+            .contains("bulwark model fetch qwen2.5-coder-1.5b"),
         "{}",
         out.stderr
     );

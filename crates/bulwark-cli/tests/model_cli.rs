@@ -1,7 +1,7 @@
 //! `bulwark model fetch | list | path` through the binary. A tiny model
 //! pinned in a `BULWARK_MODEL_CATALOGUE` file (no wheels, or a URL on a
 //! 127.0.0.1 server) stands in for the real ones, so nothing here reaches
-//! the network or needs the 491 MB file.
+//! the network or needs the 1.1 GB file.
 
 use crate::common;
 
@@ -11,7 +11,7 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 
-const DEFAULT_FILE: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
+const DEFAULT_FILE: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
 
 fn bytes() -> Vec<u8> {
     (0..70_000u32)
@@ -48,13 +48,18 @@ fn list_shows_the_builtin_models_and_touches_nothing() {
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert!(lines[0].starts_with("NAME"), "{}", out.stdout);
     assert!(
-        lines[1].starts_with("qwen2.5-coder-0.5b *"),
+        lines[1].starts_with("qwen2.5-coder-1.5b *"),
         "{}",
         out.stdout
     );
-    assert!(lines[1].contains("491.4 MB") && lines[1].contains("not installed"));
+    assert!(lines[1].contains("1.1 GB") && lines[1].contains("not installed"));
     assert!(lines[1].ends_with(&format!("models/{DEFAULT_FILE}")));
-    assert!(lines[2].starts_with("qwen2.5-coder-1.5b") && lines[2].contains("1.1 GB"));
+    assert!(
+        lines[2].starts_with("qwen2.5-coder-0.5b ") && lines[2].contains("491.4 MB"),
+        "{}",
+        out.stdout
+    );
+    assert!(!lines[2].contains(" *"), "{}", out.stdout);
     assert!(common::tree(bw.home()).is_empty(), "list created files");
 }
 
@@ -66,7 +71,7 @@ fn path_of_a_missing_model_exits_1_with_the_fetch_command() {
     assert!(out.stdout.is_empty());
     assert!(
         out.stderr
-            .contains("Install it with `bulwark model fetch qwen2.5-coder-0.5b`"),
+            .contains("Install it with `bulwark model fetch qwen2.5-coder-1.5b`"),
         "{}",
         out.stderr
     );
@@ -222,7 +227,7 @@ fn a_catalogue_cannot_redefine_a_builtin_model() {
     std::fs::write(
         &cat,
         format!(
-            "[[model]]\nname = \"qwen2.5-coder-0.5b\"\nfile = \"{DEFAULT_FILE}\"\nsize = 1\nsha256 = \"{}\"\n",
+            "[[model]]\nname = \"qwen2.5-coder-1.5b\"\nfile = \"{DEFAULT_FILE}\"\nsize = 1\nsha256 = \"{}\"\n",
             "0".repeat(64)
         ),
     )

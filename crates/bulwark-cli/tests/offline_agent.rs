@@ -1,7 +1,7 @@
 //! The offline default end to end, through the binary, with the real
-//! Qwen2.5-Coder-0.5B model: what `scripts/quickstart` shows a new user.
+//! Qwen2.5-Coder-1.5B model (the default): what `scripts/quickstart` shows a new user.
 //!
-//! The model (491 MB) is not in the repository: `scripts/test` runs
+//! The model (1.1 GB) is not in the repository: `scripts/test` runs
 //! `scripts/fetch-test-model` first, and these tests read the file from
 //! `BULWARK_TEST_MODEL` or that script's cache. A missing model FAILS the
 //! test with the command that fetches it; it never skips.
@@ -31,7 +31,7 @@ fn test_model() -> PathBuf {
     assert!(
         path.is_file(),
         "the offline model is missing at {}: run scripts/fetch-test-model (scripts/test does), \
-         or set BULWARK_TEST_MODEL to a copy of qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+         or set BULWARK_TEST_MODEL to a copy of qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
         path.display()
     );
     path
@@ -48,7 +48,7 @@ fn home_with_model() -> Bw {
     assert!(
         out.stdout
             .trim()
-            .ends_with("models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
+            .ends_with("models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"),
         "{}",
         out.stdout
     );
@@ -89,7 +89,7 @@ fn the_offline_agent_reads_a_file_answers_from_it_and_is_refused_outside_its_gra
     pre.ok();
     assert!(
         pre.stdout
-            .contains("ok    model        local:qwen2.5-coder-0.5b (no key needed)"),
+            .contains("ok    model        local:qwen2.5-coder-1.5b (no key needed)"),
         "{}",
         pre.stdout
     );
@@ -123,7 +123,7 @@ fn the_offline_agent_reads_a_file_answers_from_it_and_is_refused_outside_its_gra
     let started = in_session(&records, &session);
     assert!(
         started.iter().any(|r| field(r, "action") == "session_start"
-            && field(r, "detail").contains("model local:qwen2.5-coder-0.5b")),
+            && field(r, "detail").contains("model local:qwen2.5-coder-1.5b")),
         "{started:#?}"
     );
 
@@ -214,7 +214,7 @@ fn an_agent_naming_no_model_runs_offline_when_no_key_is_set() {
     pre.ok();
     assert!(
         pre.stdout.contains(
-            "the agent names none and no provider key is set: the offline default local:qwen2.5-coder-0.5b"
+            "the agent names none and no provider key is set: the offline default local:qwen2.5-coder-1.5b"
         ),
         "{}",
         pre.stdout

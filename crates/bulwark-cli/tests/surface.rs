@@ -218,7 +218,7 @@ fn agents_list_shows_the_examples() {
     assert_eq!(names, ["assistant", "demo", "offline"]);
     assert!(out.stdout.contains("script:demo.jsonl"), "{}", out.stdout);
     assert!(
-        out.stdout.contains("local:qwen2.5-coder-0.5b"),
+        out.stdout.contains("local:qwen2.5-coder-1.5b"),
         "{}",
         out.stdout
     );

@@ -538,7 +538,7 @@ mod tests {
         global.default_model = None;
         let env = crate::environment();
         let keyed = env.is_set("ANTHROPIC_API_KEY") || env.is_set("OPENAI_API_KEY");
-        let expected = (!keyed).then(|| "local:qwen2.5-coder-0.5b".to_owned());
+        let expected = (!keyed).then(|| "local:qwen2.5-coder-1.5b".to_owned());
         assert_eq!(default_model(&global), expected);
     }
 }

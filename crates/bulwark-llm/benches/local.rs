@@ -3,7 +3,7 @@
 //! time to first token. Target: Bulwark at >= 90% of raw.
 //!
 //! Needs the model (see `tests/local_model.rs`):
-//! `BULWARK_TEST_MODEL=/path/to/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf \
+//! `BULWARK_TEST_MODEL=/path/to/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
 //!  cargo bench -p bulwark-llm --features local --bench local`
 //!
 //! Both sides prefill from an empty KV cache every iteration and decode

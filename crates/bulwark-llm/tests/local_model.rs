@@ -1,6 +1,7 @@
-//! The `local:` driver end to end, with the real Qwen2.5-Coder-0.5B model.
+//! The `local:` driver end to end, with the real default model
+//! (Qwen2.5-Coder-1.5B).
 //!
-//! The model file is not in the repository (491 MB). The tests read it from
+//! The model file is not in the repository (1.1 GB). The tests read it from
 //! `BULWARK_TEST_MODEL`, by default from the cache `scripts/fetch-test-model`
 //! fills (`scripts/test` runs it first); when it is missing they FAIL and
 //! say how to fetch it. They never skip: a skipped
@@ -41,7 +42,8 @@ fn model_path() -> PathBuf {
         "set BULWARK_TEST_MODEL to the model file (or HOME, for the fetch-test-model cache)",
     );
     let size = std::fs::metadata(&path).map(|m| m.len()).ok();
-    // Any catalogue model will do (the 1.5B one too); the default is 0.5B.
+    // Any catalogue model will do (the 0.5B one too, to compare); the
+    // default is the 1.5B.
     assert!(
         catalogue.models().iter().any(|e| size == Some(e.size)),
         "the test model is missing or incomplete at {} (size {size:?}, expected {}). Run \
@@ -92,7 +94,7 @@ fn shell_exec() -> ToolDef {
 
 fn request(messages: Vec<Message>, tools: Vec<ToolDef>, max_tokens: u32) -> ChatRequest {
     ChatRequest {
-        model: "qwen2.5-coder-0.5b".into(),
+        model: bulwark_models::DEFAULT_MODEL.into(),
         system: SYSTEM.into(),
         messages,
         tools,

@@ -62,7 +62,7 @@ pub struct EvalArgs {
 pub const AFTER_HELP: &str = "\
 Examples:
   bulwark eval                                   every installed catalogued model
-  bulwark eval --model local:qwen2.5-coder-0.5b --only 'csv-*'
+  bulwark eval --model local:qwen2.5-coder-1.5b --only 'csv-*'
   bulwark eval --tasks my-tasks.toml --json results.json --min-success 90
   bulwark eval --bulwark ./target/release/bulwark --keep
   bulwark eval --list

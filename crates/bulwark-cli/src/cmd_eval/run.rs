@@ -75,7 +75,10 @@ pub fn choose_models(
         .iter()
         .map(|spec| {
             let (provider, rest) = spec.split_once(':').ok_or_else(|| {
-                anyhow!("--model {spec:?}: use provider:model, e.g. local:qwen2.5-coder-0.5b")
+                anyhow!(
+                    "--model {spec:?}: use provider:model, e.g. local:{}",
+                    bulwark_models::DEFAULT_MODEL
+                )
             })?;
             if provider == "local" && catalogue.get(rest).is_some() {
                 return installed(rest);

@@ -390,11 +390,11 @@ fn each_problem_is_named_with_its_fix() {
         &out,
         "FAIL",
         "agent",
-        "offline: local:qwen2.5-coder-0.5b: not installed: run `bulwark model fetch qwen2.5-coder-0.5b`",
+        "offline: local:qwen2.5-coder-1.5b: not installed: run `bulwark model fetch qwen2.5-coder-1.5b`",
     );
     // A damaged model file: replaced by the same command.
     bw.write(
-        "models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        "models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
         "not a model",
     );
     let out = status(&bw, &[KEY]);
@@ -404,7 +404,7 @@ fn each_problem_is_named_with_its_fix() {
         &out,
         "WARN",
         "models",
-        "`bulwark model fetch qwen2.5-coder-0.5b`",
+        "`bulwark model fetch qwen2.5-coder-1.5b`",
     );
 
     // No agents at all.
