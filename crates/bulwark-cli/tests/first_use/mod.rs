@@ -250,6 +250,34 @@ fn both_scripts_take_their_packages_from_the_one_list() {
     }
 }
 
+/// The quickstart fetches the catalogue's default model and looks for a
+/// cached copy under that model's file name (a copy of another model would
+/// fail the hash and be downloaded again).
+#[test]
+fn the_quickstart_fetches_the_default_model() {
+    let text =
+        std::fs::read_to_string(repo_root().join("scripts/quickstart")).expect("read the script");
+    let default = bulwark_models::Catalogue::builtin()
+        .resolve(None)
+        .expect("the default model")
+        .clone();
+    assert!(
+        text.lines()
+            .any(|l| l == format!("model={}", bulwark_models::DEFAULT_MODEL)),
+        "scripts/quickstart does not name {}",
+        bulwark_models::DEFAULT_MODEL
+    );
+    let cache_name = default
+        .file
+        .replace(bulwark_models::DEFAULT_MODEL, "$model");
+    assert!(
+        text.contains(&format!("/{cache_name}\"")),
+        "scripts/quickstart does not look for {} in the cache",
+        default.file
+    );
+    assert!(text.contains(r#"model fetch "$model""#));
+}
+
 // ---------------------------------------------------------------- status
 
 fn status(bw: &Bw, env: &[(&str, &str)]) -> Out {
