@@ -23,7 +23,7 @@ use llama_cpp_2::{LogOptions, send_logs_to_tracing};
 use super::grammar::{call_grammar_with_paths, text_grammar, tool_grammar_with_paths};
 use super::output::{self, Call, Output};
 use super::prefix_cache::{Lookup, PrefixCache, RebuildReason, model_identity};
-use super::steering::{named_file_reads, uncalled_paths, unreachable_paths};
+use super::steering::{named_file_reads, typed_file_read, uncalled_paths, unreachable_paths};
 use super::template::{self, IM_END, IM_START, Segment};
 use super::{LocalError, LocalOptions, PrefixCacheOutcome, TurnKind, TurnStats, turn_kind};
 use crate::{Block, ChatRequest, ChatResponse, Message, Role, StopReason, StreamEvent, Usage};
@@ -195,12 +195,18 @@ impl<'m> Engine<'m> {
             self.options.tool_choice,
         );
         let uncalled = uncalled_paths(request);
-        if let TurnKind::Tools {
-            max_calls,
-            text: false,
-        } = kind
-            && let Some(calls) = named_file_reads(request, &uncalled, max_calls)
-        {
+        let decided = match kind {
+            TurnKind::Tools {
+                max_calls,
+                text: false,
+            } => named_file_reads(request, &uncalled, max_calls),
+            TurnKind::Tools {
+                max_calls,
+                text: true,
+            } => typed_file_read(request, &uncalled, max_calls),
+            TurnKind::Text => None,
+        };
+        if let Some(calls) = decided {
             return Ok(decided_calls(request, calls, sink, started));
         }
         let grammar_text = match kind {
@@ -306,8 +312,17 @@ impl<'m> Engine<'m> {
         );
 
         let truncated = (stop == StopReason::MaxTokens).then_some(request.max_tokens);
-        let output = output::parse(&text, &request.tools, truncated)
-            .map_err(|e| LocalError::Output(e.to_string()))?;
+        let output = output::parse(&text, &request.tools, truncated).map_err(|e| {
+            // What the model wrote, for whoever runs with debug logs: a
+            // call cut off by max_tokens is often a loop in its content.
+            let from = text.floor_char_boundary(text.len().saturating_sub(300));
+            tracing::debug!(
+                chars = text.len(),
+                tail = &text[from..],
+                "local output refused"
+            );
+            LocalError::Output(e.to_string())
+        })?;
         let (blocks, stop) = match output {
             Output::Text(text) => (vec![Block::Text { text }], stop),
             Output::Calls(calls) => (call_blocks(request, calls, sink), StopReason::ToolUse),

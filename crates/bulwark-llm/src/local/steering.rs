@@ -87,7 +87,51 @@ pub(crate) fn named_file_reads(
     max_calls: usize,
 ) -> Option<Vec<Call>> {
     let question = request.messages.last().filter(|m| m.role == Role::User)?;
-    let text: String = question
+    let text = user_text(question)?;
+    let (tool, argument, listed) = reader(request, paths)?;
+    let mut named: Vec<(usize, &String)> = listed
+        .iter()
+        .filter_map(|path| names_file(&text, path, listed).map(|at| (at, path)))
+        .collect();
+    named.sort();
+    let calls: Vec<Call> = named
+        .into_iter()
+        .take(max_calls)
+        .map(|(_, path)| read_call(tool, argument, path))
+        .collect();
+    (!calls.is_empty()).then_some(calls)
+}
+
+/// A later turn's read of the file the question names by its type ("tell
+/// me what the CSV file is about"), when it is the only file of that type
+/// and was not read yet. Not on the first turn: a question like "look at
+/// your files and tell me what the CSV is about" asks for a listing
+/// first, and the model makes that call; then the file the question means
+/// is read, where the 1.5B model read `README.md` and answered from it.
+pub(crate) fn typed_file_read(
+    request: &ChatRequest,
+    paths: &PathChoices,
+    max_calls: usize,
+) -> Option<Vec<Call>> {
+    let asked = request
+        .messages
+        .iter()
+        .rposition(|m| m.role == Role::User && user_text(m).is_some())?;
+    let called = request.messages[asked + 1..]
+        .iter()
+        .any(|m| m.tool_uses().next().is_some());
+    if !called || max_calls == 0 {
+        return None;
+    }
+    let text = user_text(&request.messages[asked])?;
+    let (tool, argument, listed) = reader(request, paths)?;
+    let (_, path) = names_only_file_of_its_type(&text, listed)?;
+    Some(vec![read_call(tool, argument, path)])
+}
+
+/// The text of a user message, `None` when it has none (tool results).
+fn user_text(message: &crate::Message) -> Option<String> {
+    let text: String = message
         .blocks
         .iter()
         .filter_map(|b| match b {
@@ -96,55 +140,43 @@ pub(crate) fn named_file_reads(
         })
         .collect::<Vec<_>>()
         .join("\n");
-    if text.is_empty() || max_calls == 0 {
-        return None;
-    }
-    for tool in &request.tools {
-        let Some(props) = tool
+    (message.role == Role::User && !text.is_empty()).then_some(text)
+}
+
+/// The first offered *reader*: a tool whose one argument is a listed file
+/// path and which only reads it. Its name, argument and listed files.
+fn reader<'a>(
+    request: &'a ChatRequest,
+    paths: &'a PathChoices,
+) -> Option<(&'a str, &'a str, &'a [String])> {
+    request.tools.iter().find_map(|tool| {
+        let props = tool
             .input_schema
             .get("properties")
-            .and_then(serde_json::Value::as_object)
-        else {
-            continue;
-        };
-        let Some(argument) = props.keys().next().filter(|_| props.len() == 1) else {
-            continue;
-        };
-        let Some(choice) = paths.arguments.iter().find(|c| {
+            .and_then(serde_json::Value::as_object)?;
+        let argument = props.keys().next().filter(|_| props.len() == 1)?;
+        let choice = paths.arguments.iter().find(|c| {
             c.tool == tool.name
                 && &c.argument == argument
                 && c.kind == PathKind::File
                 && c.reads_only
-        }) else {
-            continue;
-        };
-        let AllowedPaths::Listed(listed) = &choice.allowed else {
-            continue;
-        };
-        let mut named: Vec<(usize, &String)> = listed
-            .iter()
-            .filter_map(|path| names_file(&text, path, listed).map(|at| (at, path)))
-            .collect();
-        if named.is_empty() {
-            named.extend(names_only_file_of_its_type(&text, listed));
+        })?;
+        match &choice.allowed {
+            AllowedPaths::Listed(listed) => {
+                Some((tool.name.as_str(), argument.as_str(), listed.as_slice()))
+            }
+            AllowedPaths::Relative => None,
         }
-        if named.is_empty() {
-            continue;
-        }
-        named.sort();
-        return Some(
-            named
-                .into_iter()
-                .take(max_calls)
-                .map(|(_, path)| {
-                    let mut arguments = serde_json::Map::new();
-                    arguments.insert(argument.clone(), serde_json::Value::String(path.clone()));
-                    (tool.name.clone(), arguments)
-                })
-                .collect(),
-        );
-    }
-    None
+    })
+}
+
+fn read_call(tool: &str, argument: &str, path: &str) -> Call {
+    let mut arguments = serde_json::Map::new();
+    arguments.insert(
+        argument.to_owned(),
+        serde_json::Value::String(path.to_owned()),
+    );
+    (tool.to_owned(), arguments)
 }
 
 /// File types people name instead of the file ("what is the CSV file
@@ -462,18 +494,6 @@ mod tests {
         assert_eq!(read_paths(&calls), ["docs/guide.md", "a.csv"]);
         let calls = ask("What does notes.txt say?").expect("steered");
         assert_eq!(read_paths(&calls), ["notes.txt"]);
-        // A file named by its type, when it is the only one of that type.
-        let calls = ask("What is the CSV file about?").expect("steered");
-        assert_eq!(read_paths(&calls), ["a.csv"]);
-        let calls = ask("Summarize the markdown file.").expect("steered");
-        assert_eq!(read_paths(&calls), ["docs/guide.md"]);
-        let mut two_csv = paths();
-        two_csv.arguments[1].allowed = AllowedPaths::Listed(vec!["a.csv".into(), "b.csv".into()]);
-        let req = request(vec![Message::user_text("What is the CSV about?")]);
-        assert!(named_file_reads(&req, &two_csv, 2).is_none());
-        for q in ["Is there a csvfile?", "Write it as CSV and JSON."] {
-            assert!(ask(q).is_none(), "{q}");
-        }
         // Never more than the calls left.
         let three = "Read notes.txt, a.csv and docs/guide.md.";
         let calls = named_file_reads(&request(vec![Message::user_text(three)]), &paths(), 2)
@@ -501,6 +521,50 @@ mod tests {
         let mut no_reader = request(vec![Message::user_text("Fix notes.txt")]);
         no_reader.tools.retain(|t| t.name != "file_read");
         assert!(named_file_reads(&no_reader, &paths(), 2).is_none());
+    }
+
+    #[test]
+    fn a_file_named_by_its_type_is_read_after_the_first_call() {
+        let listed_first = |q: &str| {
+            request(vec![
+                Message::user_text(q),
+                call("file_list", json!({})),
+                Message {
+                    role: Role::User,
+                    blocks: vec![Block::ToolResult {
+                        tool_use_id: "c-file_list".into(),
+                        content: "a.csv\nnotes.txt".into(),
+                        is_error: false,
+                        taint: Vec::new(),
+                    }],
+                },
+            ])
+        };
+        let typed = |q: &str| typed_file_read(&listed_first(q), &paths(), 1);
+        let calls = typed("Look at your files: what is the CSV file about?").expect("steered");
+        assert_eq!(read_paths(&calls), ["a.csv"]);
+        let calls = typed("Summarize the markdown file.").expect("steered");
+        assert_eq!(read_paths(&calls), ["docs/guide.md"]);
+        // Not on the first turn (the model lists first if it wants to),
+        // not with no call left, not once read.
+        let first = request(vec![Message::user_text("What is the CSV file about?")]);
+        assert!(typed_file_read(&first, &paths(), 2).is_none());
+        assert!(typed_file_read(&listed_first("What is the CSV about?"), &paths(), 0).is_none());
+        let mut read = listed_first("What is the CSV about?");
+        read.messages
+            .push(call("file_read", json!({"path": "a.csv"})));
+        assert!(typed_file_read(&read, &uncalled_paths(&read), 1).is_none());
+        // Two files of the type, two types, or not a word of its own.
+        let mut two_csv = paths();
+        two_csv.arguments[1].allowed = AllowedPaths::Listed(vec!["a.csv".into(), "b.csv".into()]);
+        assert!(typed_file_read(&listed_first("What is the CSV about?"), &two_csv, 1).is_none());
+        for q in [
+            "Is there a csvfile?",
+            "Write it as CSV and JSON.",
+            "What files are there?",
+        ] {
+            assert!(typed(q).is_none(), "{q}");
+        }
     }
 
     #[test]
