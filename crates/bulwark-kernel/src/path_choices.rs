@@ -200,6 +200,7 @@ pub fn path_choices_with(
                 tool: tool.to_owned(),
                 argument: param.argument.to_owned(),
                 kind: param.kind,
+                reads_only: param.access == PathAccess::Read,
                 allowed,
             }
         })

@@ -264,6 +264,20 @@ fn symlinks_hidden_entries_and_odd_names_are_not_offered() {
         got.for_argument("file_write", "path"),
         Some(&AllowedPaths::Listed(vec![]))
     );
+    // Only tools that cannot change what they name are marked read-only
+    // (a driver may call those on the model's behalf).
+    for choice in &got.arguments {
+        let reads_only = matches!(
+            choice.tool.as_str(),
+            "file_read" | "file_list" | "file_search"
+        );
+        assert_eq!(choice.reads_only, reads_only, "{}", choice.tool);
+    }
+    assert!(
+        got.arguments
+            .iter()
+            .any(|c| c.tool == "file_edit" && !c.reads_only)
+    );
 }
 
 #[test]

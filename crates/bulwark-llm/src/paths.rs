@@ -80,6 +80,11 @@ pub struct PathArgumentChoices {
     /// What the argument names: a driver may describe the two differently
     /// (a workspace listing shows files), the grammar does not need it.
     pub kind: PathKind,
+    /// The tool only reads what this argument names (`file_read`,
+    /// `file_list`), never changes it. A driver that makes a call on the
+    /// model's behalf (the local driver reads the files the user names)
+    /// may only ever pick such a tool; `false` is the safe default.
+    pub reads_only: bool,
     pub allowed: AllowedPaths,
 }
 

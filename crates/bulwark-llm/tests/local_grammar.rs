@@ -185,6 +185,7 @@ fn choice(tool: &str, kind: PathKind, allowed: AllowedPaths) -> PathArgumentChoi
         tool: tool.into(),
         argument: "path".into(),
         kind,
+        reads_only: tool == "file_read" || tool == "file_list",
         allowed,
     }
 }
@@ -376,6 +377,7 @@ fn choices_for_unknown_tools_or_arguments_change_nothing() {
                 tool: "time_now".into(),
                 argument: "zone".into(),
                 kind: PathKind::File,
+                reads_only: true,
                 allowed: listed(&[]),
             },
         ],

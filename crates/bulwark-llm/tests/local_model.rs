@@ -152,6 +152,46 @@ fn a_file_question_becomes_a_file_read_call() {
     assert!(path.contains("notes"), "{path}");
 }
 
+/// The files the user names are read by the driver itself, in the order
+/// named, before the model writes anything: no token is generated, and a
+/// tool that changes files is never the one called, even listed first.
+#[test]
+fn named_files_are_read_without_running_the_model() {
+    use bulwark_llm::{AllowedPaths, PathArgumentChoices, PathChoices, PathKind};
+    let (_serial, driver) = driver();
+    let choice = |tool: &str, reads_only| PathArgumentChoices {
+        tool: tool.into(),
+        argument: "path".into(),
+        kind: PathKind::File,
+        reads_only,
+        allowed: AllowedPaths::Listed(vec!["b.ini".into(), "a.ini".into(), "c.ini".into()]),
+    };
+    let delete = tool("file_delete", "path", "Delete a file.");
+    let mut req = request(
+        vec![Message::user_text("Do a.ini and b.ini set the same port?")],
+        vec![delete, file_read()],
+        64,
+    );
+    req.paths = PathChoices {
+        arguments: vec![choice("file_delete", false), choice("file_read", true)],
+    };
+    let (response, stats, streamed) = run(driver, &req);
+    assert_eq!(response.stop, StopReason::ToolUse);
+    let reads: Vec<(&str, &str)> = response
+        .message
+        .tool_uses()
+        .map(|(_, name, input)| (name, input["path"].as_str().expect("a path")))
+        .collect();
+    assert_eq!(reads, [("file_read", "a.ini"), ("file_read", "b.ini")]);
+    assert_eq!(stats.generated_tokens, 0);
+    assert_eq!(stats.prompt_tokens, 0);
+    assert!(streamed.is_empty(), "{streamed:?}");
+    // Nothing named: the model decides, under the grammar.
+    req.messages = vec![Message::user_text("Which ini file sets the port?")];
+    let (_, stats, _) = run(driver, &req);
+    assert!(stats.generated_tokens > 0, "{stats:?}");
+}
+
 #[test]
 fn an_ungranted_tool_cannot_be_called_however_hard_it_is_asked() {
     let (_serial, driver) = driver();

@@ -21,9 +21,9 @@ use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use llama_cpp_2::{LogOptions, send_logs_to_tracing};
 
 use super::grammar::{call_grammar_with_paths, text_grammar, tool_grammar_with_paths};
-use super::output::{self, Output};
+use super::output::{self, Call, Output};
 use super::prefix_cache::{Lookup, PrefixCache, RebuildReason, model_identity};
-use super::steering::{read_named_files, uncalled_paths, unreachable_paths};
+use super::steering::{named_file_reads, typed_file_read, uncalled_paths, unreachable_paths};
 use super::template::{self, IM_END, IM_START, Segment};
 use super::{LocalError, LocalOptions, PrefixCacheOutcome, TurnKind, TurnStats, turn_kind};
 use crate::{Block, ChatRequest, ChatResponse, Message, Role, StopReason, StreamEvent, Usage};
@@ -195,6 +195,20 @@ impl<'m> Engine<'m> {
             self.options.tool_choice,
         );
         let uncalled = uncalled_paths(request);
+        let decided = match kind {
+            TurnKind::Tools {
+                max_calls,
+                text: false,
+            } => named_file_reads(request, &uncalled, max_calls),
+            TurnKind::Tools {
+                max_calls,
+                text: true,
+            } => typed_file_read(request, &uncalled, max_calls),
+            TurnKind::Text => None,
+        };
+        if let Some(calls) = decided {
+            return Ok(decided_calls(request, calls, sink, started));
+        }
         let grammar_text = match kind {
             TurnKind::Text => text_grammar(),
             TurnKind::Tools {
@@ -204,16 +218,16 @@ impl<'m> Engine<'m> {
             TurnKind::Tools {
                 max_calls,
                 text: false,
-            } => match read_named_files(request, &uncalled) {
-                Some((readers, named)) => {
-                    let files = named.listed_files().len().max(1);
-                    call_grammar_with_paths(&readers, &named, max_calls.min(files))?
+            } => {
+                if unreachable_paths(request).is_empty() {
+                    call_grammar_with_paths(&request.tools, &uncalled, max_calls)?
+                } else {
+                    // Only paths it cannot read were named: the answer
+                    // says so (see `unreachable_note`) instead of reading
+                    // another file.
+                    text_grammar()
                 }
-                // Only paths it cannot read were named: the answer says so
-                // (see `unreachable_note`) instead of reading another file.
-                None if !unreachable_paths(request).is_empty() => text_grammar(),
-                None => call_grammar_with_paths(&request.tools, &uncalled, max_calls)?,
-            },
+            }
         };
         let mut grammar = LlamaSampler::grammar(self.model, &grammar_text, "root")
             .map_err(|e| LocalError::Backend(format!("llama.cpp rejected the grammar: {e}")))?;
@@ -298,29 +312,20 @@ impl<'m> Engine<'m> {
         );
 
         let truncated = (stop == StopReason::MaxTokens).then_some(request.max_tokens);
-        let output = output::parse(&text, &request.tools, truncated)
-            .map_err(|e| LocalError::Output(e.to_string()))?;
+        let output = output::parse(&text, &request.tools, truncated).map_err(|e| {
+            // What the model wrote, for whoever runs with debug logs: a
+            // call cut off by max_tokens is often a loop in its content.
+            let from = text.floor_char_boundary(text.len().saturating_sub(300));
+            tracing::debug!(
+                chars = text.len(),
+                tail = &text[from..],
+                "local output refused"
+            );
+            LocalError::Output(e.to_string())
+        })?;
         let (blocks, stop) = match output {
             Output::Text(text) => (vec![Block::Text { text }], stop),
-            Output::Calls(calls) => {
-                let mut ids = CallIds::new(request);
-                let blocks = calls
-                    .into_iter()
-                    .map(|(name, arguments)| {
-                        let id = ids.next();
-                        sink.event(StreamEvent::ToolUseStart {
-                            id: id.clone(),
-                            name: name.clone(),
-                        });
-                        Block::ToolUse {
-                            id,
-                            name,
-                            input: serde_json::Value::Object(arguments),
-                        }
-                    })
-                    .collect();
-                (blocks, StopReason::ToolUse)
-            }
+            Output::Calls(calls) => (call_blocks(request, calls, sink), StopReason::ToolUse),
         };
         let response = ChatResponse {
             message: Message {
@@ -761,6 +766,52 @@ impl Utf8Stream {
 }
 
 /// Tool-use ids `call_N`, unique within the conversation.
+/// The blocks of calls `calls`, each with a fresh id, announced to `sink`.
+fn call_blocks(request: &ChatRequest, calls: Vec<Call>, sink: &mut dyn Sink) -> Vec<Block> {
+    let mut ids = CallIds::new(request);
+    calls
+        .into_iter()
+        .map(|(name, arguments)| {
+            let id = ids.next();
+            sink.event(StreamEvent::ToolUseStart {
+                id: id.clone(),
+                name: name.clone(),
+            });
+            Block::ToolUse {
+                id,
+                name,
+                input: serde_json::Value::Object(arguments),
+            }
+        })
+        .collect()
+}
+
+/// A turn whose calls the driver decided (see
+/// [`super::steering::named_file_reads`]): nothing is prefilled or
+/// generated, so the stats and usage are zero, and the next turn prefills
+/// the question together with these calls and their results.
+fn decided_calls(
+    request: &ChatRequest,
+    calls: Vec<Call>,
+    sink: &mut dyn Sink,
+    started: Instant,
+) -> (ChatResponse, TurnStats) {
+    tracing::debug!(calls = calls.len(), "local turn: the named files are read");
+    let response = ChatResponse {
+        message: Message {
+            role: Role::Assistant,
+            blocks: call_blocks(request, calls, sink),
+        },
+        stop: StopReason::ToolUse,
+        usage: Usage::default(),
+    };
+    let stats = TurnStats {
+        first_token_time: started.elapsed(),
+        ..TurnStats::default()
+    };
+    (response, stats)
+}
+
 struct CallIds {
     used: std::collections::HashSet<String>,
     next: usize,

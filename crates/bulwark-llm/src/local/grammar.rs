@@ -983,6 +983,7 @@ mod tests {
             tool: name.into(),
             argument: "path".into(),
             kind: PathKind::File,
+            reads_only: true,
             allowed: AllowedPaths::Listed(files.clone()),
         };
         let paths = PathChoices {

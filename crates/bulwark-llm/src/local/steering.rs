@@ -7,7 +7,8 @@
 //! directories instead of reading the file it was asked about, and read
 //! some other file when asked about one outside its workspace.
 
-use crate::{AllowedPaths, Block, ChatRequest, PathChoices, PathKind, Role, ToolDef};
+use super::output::Call;
+use crate::{AllowedPaths, Block, ChatRequest, PathChoices, PathKind, Role};
 
 /// The request's path choices without the paths already called since the
 /// user's last message: a call to `file_list ""` or `file_read notes.txt`
@@ -62,25 +63,75 @@ pub(crate) fn uncalled_paths(request: &ChatRequest) -> PathChoices {
     choices
 }
 
-/// The first calls of an answer when the user's message names files the
-/// session can read: calls to a *reader* (a tool whose one argument is a
-/// listed file path, like `file_read`) of exactly those files, and nothing
-/// else. Returns the tools and path choices for that turn's grammar; the
-/// prompt still lists every tool. `None`: no steering (no file named, no
-/// reader, or not the first turn of the answer).
+/// The calls that open an answer when the user's message names files the
+/// session can read: one call to a *reader* (a read-only tool whose one
+/// argument is a listed file path, like `file_read`) per named file, in
+/// the order the message names them, at most `max_calls`. The driver makes
+/// them itself, without running the model: `None` when there is nothing
+/// to read (no file named, no reader, or not the first turn of the answer).
 ///
 /// Why: asked "What is the default port in docs/install.md?", the 0.5B
-/// model lists directories instead of reading the file it was told to
-/// read, then answers from the listing ("4096"). A file the user names is
-/// a file the answer needs, so reading it first is never wrong; the budget
-/// still leaves a call for what the question asks next (a write, another
-/// file).
-pub(crate) fn read_named_files(
+/// model listed directories instead of reading the file it was told to
+/// read, then answered from the listing ("4096"); asked to compare two
+/// named files, both models often read one and answered anyway. A file
+/// the user names is a file the answer needs, so reading it first is
+/// never wrong, and only a tool that cannot change anything is ever
+/// picked. The grammar would have forced these exact calls anyway (one
+/// tool, listed paths); writing them directly also saves generating ~25
+/// tokens per call, seconds on two cores. The budget still leaves a call
+/// for what the question asks next (a write, another file), and the door
+/// checks these calls like any other.
+pub(crate) fn named_file_reads(
     request: &ChatRequest,
     paths: &PathChoices,
-) -> Option<(Vec<ToolDef>, PathChoices)> {
+    max_calls: usize,
+) -> Option<Vec<Call>> {
     let question = request.messages.last().filter(|m| m.role == Role::User)?;
-    let text: String = question
+    let text = user_text(question)?;
+    let (tool, argument, listed) = reader(request, paths)?;
+    let mut named: Vec<(usize, &String)> = listed
+        .iter()
+        .filter_map(|path| names_file(&text, path, listed).map(|at| (at, path)))
+        .collect();
+    named.sort();
+    let calls: Vec<Call> = named
+        .into_iter()
+        .take(max_calls)
+        .map(|(_, path)| read_call(tool, argument, path))
+        .collect();
+    (!calls.is_empty()).then_some(calls)
+}
+
+/// A later turn's read of the file the question names by its type ("tell
+/// me what the CSV file is about"), when it is the only file of that type
+/// and was not read yet. Not on the first turn: a question like "look at
+/// your files and tell me what the CSV is about" asks for a listing
+/// first, and the model makes that call; then the file the question means
+/// is read, where the 1.5B model read `README.md` and answered from it.
+pub(crate) fn typed_file_read(
+    request: &ChatRequest,
+    paths: &PathChoices,
+    max_calls: usize,
+) -> Option<Vec<Call>> {
+    let asked = request
+        .messages
+        .iter()
+        .rposition(|m| m.role == Role::User && user_text(m).is_some())?;
+    let called = request.messages[asked + 1..]
+        .iter()
+        .any(|m| m.tool_uses().next().is_some());
+    if !called || max_calls == 0 {
+        return None;
+    }
+    let text = user_text(&request.messages[asked])?;
+    let (tool, argument, listed) = reader(request, paths)?;
+    let (_, path) = names_only_file_of_its_type(&text, listed)?;
+    Some(vec![read_call(tool, argument, path)])
+}
+
+/// The text of a user message, `None` when it has none (tool results).
+fn user_text(message: &crate::Message) -> Option<String> {
+    let text: String = message
         .blocks
         .iter()
         .filter_map(|b| match b {
@@ -89,53 +140,100 @@ pub(crate) fn read_named_files(
         })
         .collect::<Vec<_>>()
         .join("\n");
-    if text.is_empty() {
-        return None;
-    }
-    for tool in &request.tools {
-        let Some(props) = tool
-            .input_schema
-            .get("properties")
-            .and_then(serde_json::Value::as_object)
-        else {
-            continue;
-        };
-        let Some(argument) = props.keys().next().filter(|_| props.len() == 1) else {
-            continue;
-        };
-        let Some(choice) = paths
-            .arguments
-            .iter()
-            .find(|c| c.tool == tool.name && &c.argument == argument && c.kind == PathKind::File)
-        else {
-            continue;
-        };
-        let AllowedPaths::Listed(listed) = &choice.allowed else {
-            continue;
-        };
-        let named: Vec<String> = listed
-            .iter()
-            .filter(|path| names_file(&text, path, listed))
-            .cloned()
-            .collect();
-        if named.is_empty() {
-            continue;
-        }
-        let mut only = choice.clone();
-        only.allowed = AllowedPaths::Listed(named);
-        return Some((
-            vec![tool.clone()],
-            PathChoices {
-                arguments: vec![only],
-            },
-        ));
-    }
-    None
+    (message.role == Role::User && !text.is_empty()).then_some(text)
 }
 
-/// Whether `text` names `path`: the whole path, or its file name when no
-/// other listed path has the same one, standing as a word of its own.
-fn names_file(text: &str, path: &str, listed: &[String]) -> bool {
+/// The first offered *reader*: a tool whose one argument is a listed file
+/// path and which only reads it. Its name, argument and listed files.
+fn reader<'a>(
+    request: &'a ChatRequest,
+    paths: &'a PathChoices,
+) -> Option<(&'a str, &'a str, &'a [String])> {
+    request.tools.iter().find_map(|tool| {
+        let props = tool
+            .input_schema
+            .get("properties")
+            .and_then(serde_json::Value::as_object)?;
+        let argument = props.keys().next().filter(|_| props.len() == 1)?;
+        let choice = paths.arguments.iter().find(|c| {
+            c.tool == tool.name
+                && &c.argument == argument
+                && c.kind == PathKind::File
+                && c.reads_only
+        })?;
+        match &choice.allowed {
+            AllowedPaths::Listed(listed) => {
+                Some((tool.name.as_str(), argument.as_str(), listed.as_slice()))
+            }
+            AllowedPaths::Relative => None,
+        }
+    })
+}
+
+fn read_call(tool: &str, argument: &str, path: &str) -> Call {
+    let mut arguments = serde_json::Map::new();
+    arguments.insert(
+        argument.to_owned(),
+        serde_json::Value::String(path.to_owned()),
+    );
+    (tool.to_owned(), arguments)
+}
+
+/// File types people name instead of the file ("what is the CSV file
+/// about?"), as a word of the question and the extensions it stands for.
+const TYPE_WORDS: &[(&str, &[&str])] = &[
+    ("csv", &["csv"]),
+    ("markdown", &["md", "markdown"]),
+    ("json", &["json"]),
+    ("yaml", &["yaml", "yml"]),
+    ("toml", &["toml"]),
+    ("ini", &["ini"]),
+];
+
+/// The file the question means by its type ("the CSV file", "the
+/// Markdown"): when the question has the type as a word of its own and
+/// exactly one listed file has that type. Where the word stands, for the
+/// order of reads. Two CSV files: the question does not say which, and
+/// nothing is read for it.
+fn names_only_file_of_its_type<'a>(
+    text: &str,
+    listed: &'a [String],
+) -> Option<(usize, &'a String)> {
+    let lower = text.to_lowercase();
+    let words: Vec<(usize, &str)> = lower
+        .split(|c: char| !c.is_alphanumeric())
+        .scan(0usize, |at, word| {
+            let start = *at;
+            *at += word.len() + 1;
+            Some((start, word))
+        })
+        .filter(|(_, w)| !w.is_empty())
+        .collect();
+    let mut found = Vec::new();
+    let mut types_named = 0;
+    for (word, extensions) in TYPE_WORDS {
+        let Some(&(at, _)) = words.iter().find(|(_, w)| w == word) else {
+            continue;
+        };
+        types_named += 1;
+        let mut of_type = listed.iter().filter(|p| {
+            p.rsplit_once('.')
+                .is_some_and(|(_, ext)| extensions.contains(&ext.to_lowercase().as_str()))
+        });
+        if let (Some(only), None) = (of_type.next(), of_type.next()) {
+            found.push((at, only));
+        }
+    }
+    // One type named, one file: anything else is not clear enough.
+    match found.as_slice() {
+        [one] if types_named == 1 => Some(*one),
+        _ => None,
+    }
+}
+
+/// Where `text` first names `path`: the whole path, or its file name when
+/// no other listed path has the same one, standing as a word of its own.
+fn names_file(text: &str, path: &str, listed: &[String]) -> Option<usize> {
     let base = path.rsplit('/').next().unwrap_or(path);
     let unique_base = base != path
         && listed
@@ -144,9 +242,12 @@ fn names_file(text: &str, path: &str, listed: &[String]) -> bool {
             .count()
             == 1;
     let word = |needle: &str| {
-        !needle.is_empty()
-            && text.match_indices(needle).any(|(at, _)| {
-                let before = text[..at].chars().next_back();
+        if needle.is_empty() {
+            return None;
+        }
+        text.match_indices(needle)
+            .find(|(at, _)| {
+                let before = text[..*at].chars().next_back();
                 let after = text[at + needle.len()..].chars().next();
                 let joins = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '/' | '\\');
                 !before.is_some_and(|c| joins(c) || c == '.')
@@ -157,8 +258,12 @@ fn names_file(text: &str, path: &str, listed: &[String]) -> bool {
                                     .starts_with(|n: char| n.is_alphanumeric()))
                     })
             })
+            .map(|(at, _)| at)
     };
-    word(path) || (unique_base && word(base))
+    match (word(path), unique_base.then(|| word(base)).flatten()) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// Paths the user's latest message names that the session cannot read
@@ -261,7 +366,7 @@ fn path_like(token: &str) -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Message, PathArgumentChoices};
+    use crate::{Message, PathArgumentChoices, ToolDef};
     use serde_json::json;
 
     fn tool(name: &str, schema: serde_json::Value) -> ToolDef {
@@ -294,6 +399,7 @@ mod tests {
             tool: tool.into(),
             argument: "path".into(),
             kind,
+            reads_only: tool != "file_edit",
             allowed: AllowedPaths::Listed(paths.iter().map(|p| (*p).to_owned()).collect()),
         }
     }
@@ -364,19 +470,36 @@ mod tests {
         assert_eq!(uncalled_paths(&request(next)), paths());
     }
 
+    fn read_paths(calls: &[Call]) -> Vec<&str> {
+        calls
+            .iter()
+            .map(|(tool, args)| {
+                assert_eq!(tool, "file_read");
+                assert_eq!(args.len(), 1, "{args:?}");
+                args["path"].as_str().expect("a path")
+            })
+            .collect()
+    }
+
     #[test]
     fn named_readable_files_are_read_first() {
-        let ask = |q: &str| read_named_files(&request(vec![Message::user_text(q)]), &paths());
-        let (readers, only) = ask("What is the port in docs/guide.md?").expect("steered");
-        assert_eq!(readers.len(), 1);
-        assert_eq!(readers[0].name, "file_read");
-        assert_eq!(listed_of(&only, "file_read"), ["docs/guide.md"]);
+        let ask = |q: &str| named_file_reads(&request(vec![Message::user_text(q)]), &paths(), 2);
+        let calls = ask("What is the port in docs/guide.md?").expect("steered");
+        assert_eq!(read_paths(&calls), ["docs/guide.md"]);
         // A unique file name stands for its path; an ambiguous one only
-        // as the whole path.
-        let (_, only) = ask("Summarize guide.md and a.csv.").expect("steered");
-        assert_eq!(listed_of(&only, "file_read"), ["docs/guide.md", "a.csv"]);
-        let (_, only) = ask("What does notes.txt say?").expect("steered");
-        assert_eq!(listed_of(&only, "file_read"), ["notes.txt"]);
+        // as the whole path. Files are read in the order they are named.
+        let calls = ask("Summarize a.csv and guide.md.").expect("steered");
+        assert_eq!(read_paths(&calls), ["a.csv", "docs/guide.md"]);
+        let calls = ask("Compare guide.md with a.csv.").expect("steered");
+        assert_eq!(read_paths(&calls), ["docs/guide.md", "a.csv"]);
+        let calls = ask("What does notes.txt say?").expect("steered");
+        assert_eq!(read_paths(&calls), ["notes.txt"]);
+        // Never more than the calls left.
+        let three = "Read notes.txt, a.csv and docs/guide.md.";
+        let calls = named_file_reads(&request(vec![Message::user_text(three)]), &paths(), 2)
+            .expect("steered");
+        assert_eq!(read_paths(&calls), ["notes.txt", "a.csv"]);
+        assert!(named_file_reads(&request(vec![Message::user_text(three)]), &paths(), 0).is_none());
         // Not a word of its own, not listed, or nothing named: no steering.
         for q in [
             "What files are there?",
@@ -393,11 +516,80 @@ mod tests {
             Message::user_text("What does notes.txt say?"),
             call("file_list", json!({})),
         ]);
-        assert!(read_named_files(&later, &paths()).is_none());
+        assert!(named_file_reads(&later, &paths(), 2).is_none());
         // A tool with more than the path (file_edit) is never the reader.
         let mut no_reader = request(vec![Message::user_text("Fix notes.txt")]);
         no_reader.tools.retain(|t| t.name != "file_read");
-        assert!(read_named_files(&no_reader, &paths()).is_none());
+        assert!(named_file_reads(&no_reader, &paths(), 2).is_none());
+    }
+
+    #[test]
+    fn a_file_named_by_its_type_is_read_after_the_first_call() {
+        let listed_first = |q: &str| {
+            request(vec![
+                Message::user_text(q),
+                call("file_list", json!({})),
+                Message {
+                    role: Role::User,
+                    blocks: vec![Block::ToolResult {
+                        tool_use_id: "c-file_list".into(),
+                        content: "a.csv\nnotes.txt".into(),
+                        is_error: false,
+                        taint: Vec::new(),
+                    }],
+                },
+            ])
+        };
+        let typed = |q: &str| typed_file_read(&listed_first(q), &paths(), 1);
+        let calls = typed("Look at your files: what is the CSV file about?").expect("steered");
+        assert_eq!(read_paths(&calls), ["a.csv"]);
+        let calls = typed("Summarize the markdown file.").expect("steered");
+        assert_eq!(read_paths(&calls), ["docs/guide.md"]);
+        // Not on the first turn (the model lists first if it wants to),
+        // not with no call left, not once read.
+        let first = request(vec![Message::user_text("What is the CSV file about?")]);
+        assert!(typed_file_read(&first, &paths(), 2).is_none());
+        assert!(typed_file_read(&listed_first("What is the CSV about?"), &paths(), 0).is_none());
+        let mut read = listed_first("What is the CSV about?");
+        read.messages
+            .push(call("file_read", json!({"path": "a.csv"})));
+        assert!(typed_file_read(&read, &uncalled_paths(&read), 1).is_none());
+        // Two files of the type, two types, or not a word of its own.
+        let mut two_csv = paths();
+        two_csv.arguments[1].allowed = AllowedPaths::Listed(vec!["a.csv".into(), "b.csv".into()]);
+        assert!(typed_file_read(&listed_first("What is the CSV about?"), &two_csv, 1).is_none());
+        for q in [
+            "Is there a csvfile?",
+            "Write it as CSV and JSON.",
+            "What files are there?",
+        ] {
+            assert!(typed(q).is_none(), "{q}");
+        }
+    }
+
+    #[test]
+    fn only_a_read_only_tool_is_ever_called_for_the_model() {
+        // A one-argument tool that changes the file (a delete) is listed
+        // first and names the same files: it is never picked.
+        let mut req = request(vec![Message::user_text("What does notes.txt say?")]);
+        req.tools.insert(
+            0,
+            tool(
+                "file_delete",
+                json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+            ),
+        );
+        let mut choices = paths();
+        let mut delete = listed("file_delete", PathKind::File, &["notes.txt"]);
+        delete.reads_only = false;
+        choices.arguments.insert(0, delete);
+        let calls = named_file_reads(&req, &choices, 2).expect("steered");
+        assert_eq!(read_paths(&calls), ["notes.txt"]);
+        // Without a read-only reader, nothing is called.
+        for c in &mut choices.arguments {
+            c.reads_only = false;
+        }
+        assert!(named_file_reads(&req, &choices, 2).is_none());
     }
 
     #[test]
@@ -432,6 +624,7 @@ mod tests {
             tool: "file_write".into(),
             argument: "path".into(),
             kind: PathKind::File,
+            reads_only: false,
             allowed: AllowedPaths::Relative,
         });
         assert_eq!(unreachable_paths(&writer), ["/tmp/x.txt"]);
@@ -444,11 +637,15 @@ mod tests {
     #[test]
     fn names_file_needs_word_boundaries() {
         let listed = vec!["notes.txt".to_owned(), "docs/guide.md".to_owned()];
-        assert!(names_file("see notes.txt.", "notes.txt", &listed));
-        assert!(names_file("(notes.txt)", "notes.txt", &listed));
-        assert!(names_file("`guide.md`?", "docs/guide.md", &listed));
-        assert!(!names_file("my-notes.txt", "notes.txt", &listed));
-        assert!(!names_file("old/notes.txt", "notes.txt", &listed));
-        assert!(!names_file("notes.txts", "notes.txt", &listed));
+        assert_eq!(names_file("see notes.txt.", "notes.txt", &listed), Some(4));
+        assert_eq!(names_file("(notes.txt)", "notes.txt", &listed), Some(1));
+        assert_eq!(names_file("`guide.md`?", "docs/guide.md", &listed), Some(1));
+        assert_eq!(
+            names_file("guide.md, docs/guide.md", "docs/guide.md", &listed),
+            Some(0)
+        );
+        assert_eq!(names_file("my-notes.txt", "notes.txt", &listed), None);
+        assert_eq!(names_file("old/notes.txt", "notes.txt", &listed), None);
+        assert_eq!(names_file("notes.txts", "notes.txt", &listed), None);
     }
 }

@@ -433,6 +433,7 @@ mod tests {
             tool: String::from(tool),
             argument: "path".into(),
             kind,
+            reads_only: true,
             allowed,
         };
         let files: Vec<String> = vec!["notes.txt".into(), "data/b \"q\".csv".into()];
