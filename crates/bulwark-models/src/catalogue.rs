@@ -12,7 +12,7 @@ use std::path::Path;
 
 /// The model `bulwark model fetch` gets when no name is given, and the one
 /// offline agents name (`local:qwen2.5-coder-1.5b`). Chosen by measurement:
-/// on `bulwark eval` (issue 21) it completes 74 to 80% of the tasks
+/// on `bulwark eval` (issue 21) it completes 74 to 83% of the tasks
 /// against the 0.5B model's 46 to 48%; it costs a 1.1 GB download instead
 /// of 491 MB.
 pub const DEFAULT_MODEL: &str = "qwen2.5-coder-1.5b";
