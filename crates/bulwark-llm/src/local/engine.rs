@@ -765,7 +765,6 @@ impl Utf8Stream {
     }
 }
 
-/// Tool-use ids `call_N`, unique within the conversation.
 /// The blocks of calls `calls`, each with a fresh id, announced to `sink`.
 fn call_blocks(request: &ChatRequest, calls: Vec<Call>, sink: &mut dyn Sink) -> Vec<Block> {
     let mut ids = CallIds::new(request);
@@ -812,6 +811,7 @@ fn decided_calls(
     (response, stats)
 }
 
+/// Tool-use ids `call_N`, unique within the conversation.
 struct CallIds {
     used: std::collections::HashSet<String>,
     next: usize,
