@@ -131,12 +131,23 @@ fn the_offline_agent_reads_a_file_answers_from_it_and_is_refused_outside_its_gra
     //    cannot name it (the door would refuse it: tests/path_choices in
     //    the kernel send it), the model is told it cannot read it, and no
     //    other file is read in its place.
-    let out = bw.run(&[
-        "run",
-        "offline",
-        "Read the file /etc/hostname and tell me what it says.",
-    ]);
+    //    A new `run`, so the system turn comes from the prefix cache the
+    //    first one saved: every session's system prompt is the same (a
+    //    per-session nonce there once made every run a miss).
+    let out = bw
+        .cmd(&[
+            "run",
+            "offline",
+            "Read the file /etc/hostname and tell me what it says.",
+        ])
+        .env("BULWARK_LOG", "bulwark_llm=debug")
+        .run();
     out.ok();
+    assert!(
+        out.stderr.contains("local prefix cache outcome=Hit"),
+        "the second run did not reuse the cached system turn:\n{}",
+        out.stderr
+    );
     let session = session_of(&out.stderr);
     let records = bw.audit();
     let calls: Vec<&Value> = tool_calls(&records)

@@ -209,7 +209,7 @@ impl Kernel {
         let system = format!(
             "{}\n\n{}",
             agent.system_prompt.trim_end(),
-            session.state().boundary.instruction()
+            crate::Boundary::instruction()
         );
         let tools = self.door.registry().definitions_for(&session.policy);
         let mut usage = Usage::default();

@@ -173,11 +173,12 @@ fn the_operators_name_is_reserved_in_access_toml() {
     assert!(home.load_access().unwrap().users.contains_key("locals"));
 }
 
-/// A model endpoint that answers "done" and remembers the `max_tokens` of
-/// every request it was sent.
+/// A model endpoint that answers "done" and remembers the `max_tokens` and
+/// the system prompt of every request it was sent.
 struct Recording {
     provider: &'static str,
     seen: std::sync::Mutex<Vec<u32>>,
+    systems: std::sync::Mutex<Vec<String>>,
 }
 
 #[async_trait::async_trait]
@@ -191,6 +192,7 @@ impl bulwark_llm::LlmDriver for Recording {
         _on_event: &mut (dyn FnMut(bulwark_llm::StreamEvent) + Send),
     ) -> Result<bulwark_llm::ChatResponse, bulwark_llm::LlmError> {
         self.seen.lock().unwrap().push(request.max_tokens);
+        self.systems.lock().unwrap().push(request.system.clone());
         Ok(bulwark_llm::ChatResponse {
             message: bulwark_llm::Message::assistant_text("done"),
             stop: bulwark_llm::StopReason::EndTurn,
@@ -214,6 +216,21 @@ async fn one_turn(
     Vec<u32>,
     Vec<bulwark_audit::AuditRecord>,
 ) {
+    let (outcome, seen, records, _) = one_turn_seen(caps, provider, max_tokens).await;
+    (outcome, seen, records)
+}
+
+/// [`one_turn`], with the system prompts the endpoint was sent.
+async fn one_turn_seen(
+    caps: &str,
+    provider: &'static str,
+    max_tokens: u32,
+) -> (
+    bulwark_kernel::TurnOutcome,
+    Vec<u32>,
+    Vec<bulwark_audit::AuditRecord>,
+    Vec<String>,
+) {
     let dir = tempfile::tempdir().unwrap();
     let registry = ToolRegistry::builtin();
     let p = policy(&registry, &format!("{FILES_READ_ONLY}\n{caps}"));
@@ -234,6 +251,7 @@ async fn one_turn(
     let driver = Arc::new(Recording {
         provider,
         seen: std::sync::Mutex::new(Vec::new()),
+        systems: std::sync::Mutex::new(Vec::new()),
     });
     let agent = AgentRuntime {
         name: "tester".into(),
@@ -248,13 +266,30 @@ async fn one_turn(
         .await
         .unwrap();
     let seen = driver.seen.lock().unwrap().clone();
+    let systems = driver.systems.lock().unwrap().clone();
     let records = audit
         .tail(100)
         .unwrap()
         .into_iter()
         .map(|r| r.record)
         .collect();
-    (outcome, seen, records)
+    (outcome, seen, records, systems)
+}
+
+/// A prompt cache (the local model's prefix cache on disk, a provider's
+/// prompt caching) can only reuse a system prompt that is the same in every
+/// session. Each session still has its own boundary nonce: it rides in the
+/// tool results, never in the system prompt.
+#[tokio::test]
+async fn every_session_of_an_agent_gets_the_same_system_prompt() {
+    let (first, _, _, a) = one_turn_seen("", "openai", 100).await;
+    let (second, _, _, b) = one_turn_seen("", "openai", 100).await;
+    assert_eq!(first.end, TurnEnd::Completed);
+    assert_eq!(second.end, TurnEnd::Completed);
+    assert_eq!(a.len(), 1);
+    assert_eq!(a, b, "two sessions saw different system prompts");
+    assert!(a[0].starts_with("test\n\n"), "{}", a[0]);
+    assert!(a[0].contains("<untrusted_ID>"), "{}", a[0]);
 }
 
 const ONLY_ANTHROPIC: &str = "[[capabilities]]\nkind = \"llm_query\"\nmodel = \"anthropic:*\"\n";
