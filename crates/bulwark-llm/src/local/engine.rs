@@ -23,7 +23,10 @@ use llama_cpp_2::{LogOptions, send_logs_to_tracing};
 use super::grammar::{call_grammar_with_paths, text_grammar, tool_grammar_with_paths};
 use super::output::{self, Call, Output};
 use super::prefix_cache::{Lookup, PrefixCache, RebuildReason, model_identity};
-use super::steering::{named_file_reads, typed_file_read, uncalled_paths, unreachable_paths};
+use super::repetition::degenerate_loop;
+use super::steering::{
+    model_calls_this_turn, named_file_reads, typed_file_read, uncalled_paths, unreachable_paths,
+};
 use super::template::{self, IM_END, IM_START, Segment};
 use super::{LocalError, LocalOptions, PrefixCacheOutcome, TurnKind, TurnStats, turn_kind};
 use crate::{Block, ChatRequest, ChatResponse, Message, Role, StopReason, StreamEvent, Usage};
@@ -214,13 +217,21 @@ impl<'m> Engine<'m> {
             TurnKind::Tools {
                 max_calls,
                 text: true,
-            } => tool_grammar_with_paths(&request.tools, &uncalled, max_calls)?,
+            } => tool_grammar_with_paths(
+                &request.tools,
+                &uncalled,
+                model_calls_this_turn(request, &uncalled, max_calls),
+            )?,
             TurnKind::Tools {
                 max_calls,
                 text: false,
             } => {
                 if unreachable_paths(request).is_empty() {
-                    call_grammar_with_paths(&request.tools, &uncalled, max_calls)?
+                    call_grammar_with_paths(
+                        &request.tools,
+                        &uncalled,
+                        model_calls_this_turn(request, &uncalled, max_calls),
+                    )?
                 } else {
                     // Only paths it cannot read were named: the answer
                     // says so (see `unreachable_note`) instead of reading
@@ -268,6 +279,7 @@ impl<'m> Engine<'m> {
         let mut first_token_time = None;
         let mut stop = StopReason::MaxTokens;
         let mut sampling_time = std::time::Duration::ZERO;
+        let mut tokens = Vec::new();
         while generated < limit {
             if sink.cancelled() {
                 return Err(LocalError::Output("the request was cancelled".into()));
@@ -287,6 +299,10 @@ impl<'m> Engine<'m> {
             let piece = self.model.vocab().token_to_piece(token, false, None);
             let chunk = utf8.push(&piece);
             emit(&mut text, &chunk, &mut is_call, sink);
+            tokens.push(token);
+            if let Some(period) = degenerate_loop(&tokens) {
+                return Err(self.loop_error(&tokens[tokens.len() - period..], generated));
+            }
             if generated < limit {
                 self.decode_one(token)?;
             }
@@ -339,6 +355,20 @@ impl<'m> Engine<'m> {
             },
         };
         Ok((response, stats))
+    }
+
+    /// The error for a generation stopped in a degenerate loop (see
+    /// [`super::repetition`]), naming the repeated text.
+    fn loop_error(&self, cycle: &[LlamaToken], generated: usize) -> LocalError {
+        let repeated: String = cycle
+            .iter()
+            .map(|t| self.model.vocab().token_to_piece(*t, false, None))
+            .map(|piece| String::from_utf8_lossy(&piece).into_owned())
+            .collect();
+        tracing::debug!(generated, ?repeated, "local generation stopped in a loop");
+        LocalError::Output(format!(
+            "the model fell into a loop, writing {repeated:?} over and over, and was stopped after {generated} tokens; ask again in other words, or try a larger model (`bulwark model list`, then --model local:NAME)"
+        ))
     }
 
     /// Control segments become their single token; text is tokenized with

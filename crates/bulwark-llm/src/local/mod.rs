@@ -30,6 +30,8 @@ mod output;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod prefix_cache;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod repetition;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod template;
 
 #[cfg(feature = "local")]

@@ -113,6 +113,42 @@ pub(crate) fn typed_file_read(
     paths: &PathChoices,
     max_calls: usize,
 ) -> Option<Vec<Call>> {
+    let (text, called) = question_and_whether_called(request)?;
+    if !called || max_calls == 0 {
+        return None;
+    }
+    let (tool, argument, listed) = reader(request, paths)?;
+    let (_, path) = names_only_file_of_its_type(&text, listed)?;
+    Some(vec![read_call(tool, argument, path)])
+}
+
+/// How many calls the model may make in this turn: the budget, less one on
+/// the first turn of an answer whose question names a file by its type, so
+/// that [`typed_file_read`] has a call left after the model's own first
+/// step. Why: asked to "look at the files in your workspace and tell me
+/// what the CSV file is about", the 1.5B model spent both calls in its
+/// first turn (the listing, then `README.md`) and answered from the wrong
+/// file.
+pub(crate) fn model_calls_this_turn(
+    request: &ChatRequest,
+    paths: &PathChoices,
+    max_calls: usize,
+) -> usize {
+    let typed_file_waits = question_and_whether_called(request).is_some_and(|(text, called)| {
+        !called
+            && reader(request, paths)
+                .is_some_and(|(_, _, listed)| names_only_file_of_its_type(&text, listed).is_some())
+    });
+    if typed_file_waits && max_calls > 1 {
+        max_calls - 1
+    } else {
+        max_calls
+    }
+}
+
+/// The text of the user's latest question, and whether a call was made
+/// since it.
+fn question_and_whether_called(request: &ChatRequest) -> Option<(String, bool)> {
     let asked = request
         .messages
         .iter()
@@ -120,13 +156,7 @@ pub(crate) fn typed_file_read(
     let called = request.messages[asked + 1..]
         .iter()
         .any(|m| m.tool_uses().next().is_some());
-    if !called || max_calls == 0 {
-        return None;
-    }
-    let text = user_text(&request.messages[asked])?;
-    let (tool, argument, listed) = reader(request, paths)?;
-    let (_, path) = names_only_file_of_its_type(&text, listed)?;
-    Some(vec![read_call(tool, argument, path)])
+    Some((user_text(&request.messages[asked])?, called))
 }
 
 /// The text of a user message, `None` when it has none (tool results).
@@ -565,6 +595,28 @@ mod tests {
         ] {
             assert!(typed(q).is_none(), "{q}");
         }
+    }
+
+    #[test]
+    fn a_call_is_kept_for_the_typed_file_on_the_first_turn() {
+        let first = |q: &str| request(vec![Message::user_text(q)]);
+        let q = "Look at your files and tell me what the CSV file is about.";
+        // The model may take one step of its own; the other is the file's.
+        assert_eq!(model_calls_this_turn(&first(q), &paths(), 2), 1);
+        assert_eq!(model_calls_this_turn(&first(q), &paths(), 3), 2);
+        // A single call is never taken away.
+        assert_eq!(model_calls_this_turn(&first(q), &paths(), 1), 1);
+        // No type named, or not clear which file: the whole budget.
+        assert_eq!(
+            model_calls_this_turn(&first("What files are there?"), &paths(), 2),
+            2
+        );
+        let mut two_csv = paths();
+        two_csv.arguments[1].allowed = AllowedPaths::Listed(vec!["a.csv".into(), "b.csv".into()]);
+        assert_eq!(model_calls_this_turn(&first(q), &two_csv, 2), 2);
+        // After the first call, the typed read itself is what is left.
+        let later = request(vec![Message::user_text(q), call("file_list", json!({}))]);
+        assert_eq!(model_calls_this_turn(&later, &paths(), 1), 1);
     }
 
     #[test]
