@@ -81,8 +81,16 @@ pub enum LlmError {
     Script(String),
     #[error("{0}")]
     Config(String),
+    /// Not a `#[source]`: the message already says it, and error chains
+    /// printed it twice ("local: X: X").
     #[error("local: {0}")]
-    Local(#[from] LocalError),
+    Local(LocalError),
+}
+
+impl From<LocalError> for LlmError {
+    fn from(e: LocalError) -> Self {
+        Self::Local(e)
+    }
 }
 
 /// One model endpoint. `chat` streams events through `on_event` while the

@@ -32,6 +32,8 @@ mod prefix_cache;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod repetition;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod shape;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod template;
 
 #[cfg(feature = "local")]
@@ -320,6 +322,14 @@ mod tests {
                 taint: vec![],
             }],
         }
+    }
+
+    #[test]
+    fn a_local_error_is_said_once() {
+        let e = crate::LlmError::from(LocalError::Output("the model fell into a loop".into()));
+        assert_eq!(e.to_string(), "local: the model fell into a loop");
+        // No source: a printed chain would repeat the message.
+        assert!(std::error::Error::source(&e).is_none());
     }
 
     #[test]

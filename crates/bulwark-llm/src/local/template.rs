@@ -41,7 +41,9 @@ use serde_json::Value;
 
 use super::Spent;
 use super::grammar::{CALL_CLOSE, CALL_OPEN, to_spaced_json};
+use super::shape::shape_note;
 use crate::{Block, ChatRequest, Message, Role, TOOL_ERROR_PREFIX};
+use std::collections::HashSet;
 
 /// Control tokens of ChatML.
 pub(crate) const IM_START: &str = "<|im_start|>";
@@ -121,6 +123,7 @@ pub(crate) fn render_with(
                 .iter()
                 .any(|b| matches!(b, Block::Text { text } if !text.is_empty()))
     });
+    let reads = file_reads(request);
     let mut prompt = Prompt::default();
     let system = if request.system.is_empty() {
         DEFAULT_SYSTEM
@@ -151,7 +154,7 @@ pub(crate) fn render_with(
                 let latest = Some(index) == latest_text;
                 let before = listing.as_deref().filter(|_| latest);
                 let after = unreachable.as_deref().filter(|_| latest);
-                let (results, text) = user(&mut prompt, message, before, after);
+                let (results, text) = user(&mut prompt, message, &reads, before, after);
                 if results && !text && spent.left(budget) == 0 {
                     prompt.turn("user", ANSWER_NOTE);
                 }
@@ -170,6 +173,7 @@ pub(crate) fn render_with(
 fn user(
     prompt: &mut Prompt,
     message: &Message,
+    reads: &HashSet<&str>,
     before: Option<&str>,
     after: Option<&str>,
 ) -> (bool, bool) {
@@ -178,13 +182,21 @@ fn user(
     for block in &message.blocks {
         match block {
             Block::ToolResult {
-                content, is_error, ..
+                tool_use_id,
+                content,
+                is_error,
+                ..
             } => {
                 results.push_str("\n<tool_response>\n");
                 if *is_error {
                     results.push_str(TOOL_ERROR_PREFIX);
                 }
                 results.push_str(content);
+                let read = !*is_error && reads.contains(tool_use_id.as_str());
+                if let Some(note) = read.then(|| shape_note(content)).flatten() {
+                    results.push('\n');
+                    results.push_str(&note);
+                }
                 results.push_str("\n</tool_response>");
             }
             Block::Text { text } if !text.is_empty() => texts.push(text.as_str()),
@@ -210,6 +222,26 @@ fn user(
         prompt.turn("user", &body);
     }
     (!results.is_empty(), !texts.is_empty())
+}
+
+/// The ids of the calls that read one file (a read-only tool's file
+/// argument, as the request's path choices describe it). Their results
+/// get the program's count of what the file holds ([`shape_note`]).
+fn file_reads(request: &ChatRequest) -> HashSet<&str> {
+    let mut reads = HashSet::new();
+    for message in &request.messages {
+        for (id, name, input) in message.tool_uses() {
+            let reads_a_file = request
+                .paths
+                .for_tool(name)
+                .filter(|a| a.reads_only && a.kind == crate::PathKind::File)
+                .any(|a| input.get(&a.argument).is_some_and(Value::is_string));
+            if reads_a_file {
+                reads.insert(id);
+            }
+        }
+    }
+    reads
 }
 
 /// "Files in your workspace: ..." from the files listed for the call's
@@ -484,5 +516,72 @@ mod tests {
         );
         req.paths.arguments[0].allowed = AllowedPaths::Relative;
         assert_eq!(flatten(&render_with(&req, 2, true)), off);
+    }
+
+    #[test]
+    fn a_files_count_follows_its_read_and_nothing_else() {
+        use crate::{AllowedPaths, PathArgumentChoices, PathChoices, PathKind};
+        let choice = |tool: &str, kind, reads_only| PathArgumentChoices {
+            tool: String::from(tool),
+            argument: "path".into(),
+            kind,
+            reads_only,
+            allowed: AllowedPaths::Relative,
+        };
+        let result = |id: &str, content: &str, is_error: bool| Message {
+            role: Role::User,
+            blocks: vec![Block::ToolResult {
+                tool_use_id: id.into(),
+                content: content.into(),
+                is_error,
+                taint: Vec::new(),
+            }],
+        };
+        let call = |id: &str, tool: &str, path: &str| Message {
+            role: Role::Assistant,
+            blocks: vec![Block::ToolUse {
+                id: id.into(),
+                name: tool.into(),
+                input: json!({ "path": path }),
+            }],
+        };
+        let list = "- a\n- b\n- c";
+        let mut req = request(
+            vec![
+                Message::user_text("How many?"),
+                call("1", "file_read", "todo.md"),
+                result("1", list, false),
+                call("2", "file_list", "todo.md"),
+                result("2", list, false),
+                call("3", "file_write", "out.md"),
+                result("3", list, false),
+                call("4", "file_read", "gone.md"),
+                result("4", list, true),
+            ],
+            vec![],
+        );
+        req.paths = PathChoices {
+            arguments: vec![
+                choice("file_read", PathKind::File, true),
+                choice("file_list", PathKind::Directory, true),
+                choice("file_write", PathKind::File, false),
+            ],
+        };
+        let out = flatten(&render(&req, 8));
+        // Only the read of a file that succeeded: not a listing, not a
+        // write, not an error.
+        assert_eq!(
+            out.matches("(Counted by the program: 3 list items.)")
+                .count(),
+            1,
+            "{out}"
+        );
+        assert!(
+            out.contains("- c\n(Counted by the program: 3 list items.)\n</tool_response>"),
+            "{out}"
+        );
+        // Without path choices the driver does not know what reads a file.
+        req.paths = PathChoices::default();
+        assert!(!flatten(&render(&req, 8)).contains("Counted"));
     }
 }
