@@ -40,6 +40,8 @@ mod template;
 mod driver;
 #[cfg(feature = "local")]
 mod engine;
+#[cfg(feature = "local")]
+mod stream;
 
 use std::num::NonZeroU32;
 use std::path::PathBuf;
