@@ -28,7 +28,7 @@ fn message_end(stop_reason: &str, output_tokens: u64) -> [Value; 2] {
     ]
 }
 
-fn check_anthropic_common(seen: &Seen) -> Result<(String, Vec<Value>), String> {
+fn check_anthropic_common(seen: &Seen) -> Result<Vec<Value>, String> {
     check(seen.path == "/v1/messages", || {
         format!("unexpected path {}", seen.path)
     })?;
@@ -44,7 +44,7 @@ fn check_anthropic_common(seen: &Seen) -> Result<(String, Vec<Value>), String> {
         format!("model {}", body["model"])
     })?;
     check(body["stream"] == true, || "not a streaming request".into())?;
-    let tag = boundary_tag(body["system"].as_str().unwrap_or_default())?;
+    check_boundary_instruction(body["system"].as_str().unwrap_or_default())?;
     check_offered_tools(&tool_names(body, |t| t["name"].as_str()))?;
     let messages = body["messages"]
         .as_array()
@@ -55,7 +55,7 @@ fn check_anthropic_common(seen: &Seen) -> Result<(String, Vec<Value>), String> {
         first["role"] == "user" && first.to_string().contains(QUESTION),
         || format!("the first message is not the user's question: {first}"),
     )?;
-    Ok((tag, messages))
+    Ok(messages)
 }
 
 /// The Anthropic wire: a text block, then a tool_use block whose input
@@ -64,7 +64,7 @@ fn check_anthropic_common(seen: &Seen) -> Result<(String, Vec<Value>), String> {
 #[test]
 fn anthropic_streamed_tool_use_runs_through_the_door() {
     let server = MockServer::start(|n, seen| {
-        let (tag, messages) = check_anthropic_common(seen)?;
+        let messages = check_anthropic_common(seen)?;
         match n {
             0 => {
                 check(messages.len() == 1, || {
@@ -123,7 +123,7 @@ fn anthropic_streamed_tool_use_runs_through_the_door() {
                 check(result["is_error"] != true, || {
                     format!("the read failed: {result}")
                 })?;
-                check_wrapped_fact(result["content"].as_str().unwrap_or_default(), &tag)?;
+                check_wrapped_fact(result["content"].as_str().unwrap_or_default())?;
                 let events = vec![
                     message_start(),
                     json!({"type": "content_block_start", "index": 0,

@@ -69,8 +69,8 @@ fn openai_text(pieces: &[&str]) -> Reply {
 
 /// Checks every OpenAI request shares: path, key, model, streaming, the
 /// boundary instruction as the first (system) message, the granted tools,
-/// and the user's question. Returns the boundary tag and the messages.
-fn check_openai_common(seen: &Seen) -> Result<(String, Vec<Value>), String> {
+/// and the user's question. Returns the messages.
+fn check_openai_common(seen: &Seen) -> Result<Vec<Value>, String> {
     check(seen.path == "/v1/chat/completions", || {
         format!("unexpected path {}", seen.path)
     })?;
@@ -91,7 +91,7 @@ fn check_openai_common(seen: &Seen) -> Result<(String, Vec<Value>), String> {
     check(first["role"] == "system", || {
         format!("first message is not the system prompt: {first}")
     })?;
-    let tag = boundary_tag(first["content"].as_str().unwrap_or_default())?;
+    check_boundary_instruction(first["content"].as_str().unwrap_or_default())?;
     check_offered_tools(&tool_names(body, |t| t["function"]["name"].as_str()))?;
     check(
         messages.iter().any(|m| {
@@ -99,7 +99,7 @@ fn check_openai_common(seen: &Seen) -> Result<(String, Vec<Value>), String> {
         }),
         || format!("the user's question is missing: {messages:?}"),
     )?;
-    Ok((tag, messages))
+    Ok(messages)
 }
 
 /// The `tool` message answering `call_id`, right after the assistant
@@ -142,7 +142,7 @@ fn openai_tool_result(
 #[test]
 fn openai_streamed_tool_call_runs_through_the_door() {
     let server = MockServer::start(|n, seen| {
-        let (tag, messages) = check_openai_common(seen)?;
+        let messages = check_openai_common(seen)?;
         match n {
             0 => {
                 check(messages.len() == 2, || {
@@ -161,7 +161,7 @@ fn openai_streamed_tool_call_runs_through_the_door() {
                     "file_read",
                     &json!({"path": "notes.txt"}),
                 )?;
-                check_wrapped_fact(&content, &tag)?;
+                check_wrapped_fact(&content)?;
                 Ok(openai_text(&[
                     "The code name is ",
                     "BLUE-HERON-7",
@@ -209,7 +209,7 @@ fn openai_streamed_tool_call_runs_through_the_door() {
 #[test]
 fn openai_ungranted_tool_is_denied_and_reported_to_the_model() {
     let server = MockServer::start(|n, seen| {
-        let (_, messages) = check_openai_common(seen)?;
+        let messages = check_openai_common(seen)?;
         match n {
             0 => Ok(openai_tool_call(
                 "call_mock_sh",
@@ -311,7 +311,7 @@ fn openai_server_errors_exit_1_and_keep_the_session() {
     // with the new message into one user turn).
     drop(server);
     let healthy = MockServer::start(|_, seen| {
-        let (_, messages) = check_openai_common(seen)?;
+        let messages = check_openai_common(seen)?;
         check(
             messages.iter().any(|m| {
                 m["role"] == "user"
