@@ -207,18 +207,18 @@ impl bulwark_llm::LlmDriver for Recording {
 /// One turn of an agent with `caps` (capability tables) on `provider:gpt`
 /// asking for `max_tokens`: the outcome, the `max_tokens` the endpoint saw
 /// and the audit records.
-async fn one_turn(
-    caps: &str,
-    provider: &'static str,
-    max_tokens: u32,
-) -> (
-    bulwark_kernel::TurnOutcome,
-    Vec<u32>,
-    Vec<bulwark_audit::AuditRecord>,
-) {
+async fn one_turn(caps: &str, provider: &'static str, max_tokens: u32) -> OneTurn {
     let (outcome, seen, records, _) = one_turn_seen(caps, provider, max_tokens).await;
     (outcome, seen, records)
 }
+
+/// What [`one_turn`] returns: the outcome, the `max_tokens` the endpoint
+/// saw, the audit records.
+type OneTurn = (
+    bulwark_kernel::TurnOutcome,
+    Vec<u32>,
+    Vec<bulwark_audit::AuditRecord>,
+);
 
 /// [`one_turn`], with the system prompts the endpoint was sent.
 async fn one_turn_seen(
