@@ -554,3 +554,53 @@ fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest as _;
     hex::encode(sha2::Sha256::digest(bytes))
 }
+
+/// The loop guard on the real path: asked to repeat one word a hundred
+/// times, the greedy 1.5B model does, and the engine stops it well before
+/// `max_tokens` with an error that names what repeated (the guard's
+/// documented limit: a write that really is one short line repeated is
+/// stopped too). Greedy decoding makes this the same every run.
+#[test]
+fn a_generation_stuck_in_a_loop_is_stopped_and_named() {
+    let (_serial, driver) = driver();
+    let request = request(
+        vec![Message::user_text(format!(
+            "Copy this text exactly, then continue it the same way for 100 more lines:\n{}",
+            "hello\n".repeat(12)
+        ))],
+        vec![],
+        1024,
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let mut streamed = String::new();
+    let outcome = runtime.block_on(driver.chat_with_stats(&request, &mut |event| {
+        if let StreamEvent::TextDelta(text) = event {
+            streamed.push_str(&text);
+        }
+    }));
+    let error = match outcome {
+        Ok((response, stats)) => panic!(
+            "the loop was not stopped: {stats:?} {:?}",
+            response.message.text()
+        ),
+        Err(e) => e.to_string(),
+    };
+    assert!(error.contains("fell into a loop"), "{error}");
+    assert!(error.to_lowercase().contains("hello"), "{error}");
+    let stopped_after: usize = error
+        .split("stopped after ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no token count in {error}"));
+    assert!(
+        stopped_after < 300,
+        "stopped after {stopped_after} tokens, not long after the loop began"
+    );
+    assert!(
+        streamed.to_lowercase().matches("hello").count() >= 6,
+        "{streamed:?}"
+    );
+}

@@ -352,3 +352,25 @@ fn the_documented_example_parses() {
     assert_eq!(task.outside.len(), 1);
     assert!(task.grants.is_some());
 }
+
+/// The second task set (`eval/second-set.toml`, run with `--tasks`) parses,
+/// its ids are agent names, and none repeats a shipped id.
+#[test]
+fn the_second_set_parses_and_its_ids_are_its_own() {
+    let second = parse(
+        include_str!("../../eval/second-set.toml"),
+        "second-set.toml",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(second.tasks.len() >= 20, "{} tasks", second.tasks.len());
+    let shipped: BTreeSet<String> = shipped().tasks.into_iter().map(|t| t.id).collect();
+    for task in &second.tasks {
+        bulwark_policy::AgentName::new(&task.id).unwrap_or_else(|e| panic!("{}: {e}", task.id));
+        assert!(!shipped.contains(&task.id), "{} is a shipped id", task.id);
+        assert!(
+            CATEGORIES.contains(&task.category.as_str()),
+            "{}",
+            task.category
+        );
+    }
+}

@@ -26,15 +26,23 @@ mod steering;
 // Without the driver only the catalogue, the grammar and the prompt
 // renderer are reachable; the rest is still compiled and unit-tested.
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod compare;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod mentions;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod output;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod prefix_cache;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod read_notes;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod repetition;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod shape;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod template;
+#[cfg(test)]
+mod test_wrap;
 
 #[cfg(feature = "local")]
 mod driver;
@@ -190,6 +198,23 @@ pub(crate) enum TurnKind {
     },
 }
 
+/// Whether `message` is the user asking something (it has text), not only
+/// carrying tool results back. Every "since the user's latest question"
+/// rule of the driver (the budget, the steering, the notes) counts from
+/// such a message.
+pub(crate) fn asks(message: &Message) -> bool {
+    message.role == Role::User
+        && message
+            .blocks
+            .iter()
+            .any(|b| matches!(b, Block::Text { text } if !text.is_empty()))
+}
+
+/// The index of the user's latest question ([`asks`]).
+pub(crate) fn latest_question(messages: &[Message]) -> Option<usize> {
+    messages.iter().rposition(asks)
+}
+
 /// Failed calls allowed on top of the budget: a call that failed (wrong
 /// tool, bad path) told the model nothing about the task, so it may try
 /// again, but not forever.
@@ -209,11 +234,7 @@ impl Spent {
         match message.role {
             Role::Assistant => self.calls += message.tool_uses().count(),
             Role::User => {
-                if message
-                    .blocks
-                    .iter()
-                    .any(|b| matches!(b, Block::Text { text } if !text.is_empty()))
-                {
+                if asks(message) {
                     *self = Self::default();
                     return;
                 }

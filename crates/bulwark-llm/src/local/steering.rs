@@ -32,16 +32,7 @@ pub(crate) fn uncalled_paths(request: &ChatRequest) -> PathChoices {
                     .is_some_and(|p| p.len() == 1 && p.contains_key(argument))
         })
     };
-    let since_user_text = request
-        .messages
-        .iter()
-        .rposition(|m| {
-            m.role == Role::User
-                && m.blocks
-                    .iter()
-                    .any(|b| matches!(b, Block::Text { text } if !text.is_empty()))
-        })
-        .map_or(0, |i| i + 1);
+    let since_user_text = super::latest_question(&request.messages).map_or(0, |i| i + 1);
     for message in &request.messages[since_user_text..] {
         for (_, name, input) in message.tool_uses() {
             for choice in choices
@@ -149,10 +140,7 @@ pub(crate) fn model_calls_this_turn(
 /// The text of the user's latest question, and whether a call was made
 /// since it.
 fn question_and_whether_called(request: &ChatRequest) -> Option<(String, bool)> {
-    let asked = request
-        .messages
-        .iter()
-        .rposition(|m| m.role == Role::User && user_text(m).is_some())?;
+    let asked = super::latest_question(&request.messages)?;
     let called = request.messages[asked + 1..]
         .iter()
         .any(|m| m.tool_uses().next().is_some());
@@ -263,7 +251,7 @@ fn names_only_file_of_its_type<'a>(
 
 /// Where `text` first names `path`: the whole path, or its file name when
 /// no other listed path has the same one, standing as a word of its own.
-fn names_file(text: &str, path: &str, listed: &[String]) -> Option<usize> {
+pub(crate) fn names_file(text: &str, path: &str, listed: &[String]) -> Option<usize> {
     let base = path.rsplit('/').next().unwrap_or(path);
     let unique_base = base != path
         && listed
@@ -325,12 +313,8 @@ pub(crate) fn unreachable_paths(request: &ChatRequest) -> Vec<String> {
     if request.paths.is_empty() {
         return Vec::new();
     }
-    let Some(question) = request.messages.iter().rev().find(|m| {
-        m.role == Role::User
-            && m.blocks
-                .iter()
-                .any(|b| matches!(b, Block::Text { text } if !text.is_empty()))
-    }) else {
+    let Some(question) = super::latest_question(&request.messages).map(|i| &request.messages[i])
+    else {
         return Vec::new();
     };
     let mut known: Vec<&str> = Vec::new();

@@ -27,6 +27,11 @@
 //! way and the KV cache stays valid; the tools stay listed for the same
 //! reason.
 //!
+//! After the result of a file read, the program adds notes of its own
+//! (`read_notes.rs`: a list's or table's count, the question's words a
+//! named file lacks, two named files compared). Untrusted lines they
+//! repeat stay inside the kernel's boundary tags.
+//!
 //! An experiment, off by default ([`super::LocalOptions::workspace_listing`]):
 //! the files the kernel listed for the call ([`crate::PathChoices`]) are
 //! written before the text of the latest user message ("Files in your
@@ -41,9 +46,8 @@ use serde_json::Value;
 
 use super::Spent;
 use super::grammar::{CALL_CLOSE, CALL_OPEN, to_spaced_json};
-use super::shape::shape_note;
+use super::read_notes::ReadNotes;
 use crate::{Block, ChatRequest, Message, Role, TOOL_ERROR_PREFIX};
-use std::collections::HashSet;
 
 /// Control tokens of ChatML.
 pub(crate) const IM_START: &str = "<|im_start|>";
@@ -117,13 +121,8 @@ pub(crate) fn render_with(
 ) -> Vec<Segment> {
     let listing = workspace_listing.then(|| listing(request)).flatten();
     let unreachable = super::steering::unreachable_note(request);
-    let latest_text = request.messages.iter().rposition(|m| {
-        m.role == Role::User
-            && m.blocks
-                .iter()
-                .any(|b| matches!(b, Block::Text { text } if !text.is_empty()))
-    });
-    let reads = file_reads(request);
+    let latest_text = super::latest_question(&request.messages);
+    let notes = ReadNotes::new(request);
     let mut prompt = Prompt::default();
     let system = if request.system.is_empty() {
         DEFAULT_SYSTEM
@@ -147,6 +146,7 @@ pub(crate) fn render_with(
     }
     prompt.turn("system", &system);
     let mut spent = Spent::default();
+    let mut question: Option<String> = None;
     for (index, message) in request.messages.iter().enumerate() {
         spent.observe(message);
         match message.role {
@@ -154,7 +154,17 @@ pub(crate) fn render_with(
                 let latest = Some(index) == latest_text;
                 let before = listing.as_deref().filter(|_| latest);
                 let after = unreachable.as_deref().filter(|_| latest);
-                let (results, text) = user(&mut prompt, message, &reads, before, after);
+                let asked = message.text();
+                if !asked.is_empty() {
+                    question = Some(asked);
+                }
+                let (results, text) = user(
+                    &mut prompt,
+                    message,
+                    (&notes, question.as_deref().unwrap_or_default()),
+                    before,
+                    after,
+                );
                 if results && !text && spent.left(budget) == 0 {
                     prompt.turn("user", ANSWER_NOTE);
                 }
@@ -173,7 +183,7 @@ pub(crate) fn render_with(
 fn user(
     prompt: &mut Prompt,
     message: &Message,
-    reads: &HashSet<&str>,
+    (notes, question): (&ReadNotes<'_>, &str),
     before: Option<&str>,
     after: Option<&str>,
 ) -> (bool, bool) {
@@ -192,10 +202,8 @@ fn user(
                     results.push_str(TOOL_ERROR_PREFIX);
                 }
                 results.push_str(content);
-                let read = !*is_error && reads.contains(tool_use_id.as_str());
-                if let Some(note) = read.then(|| shape_note(content)).flatten() {
-                    results.push('\n');
-                    results.push_str(&note);
+                if !*is_error {
+                    results.push_str(&notes.after(tool_use_id, question, content));
                 }
                 results.push_str("\n</tool_response>");
             }
@@ -222,26 +230,6 @@ fn user(
         prompt.turn("user", &body);
     }
     (!results.is_empty(), !texts.is_empty())
-}
-
-/// The ids of the calls that read one file (a read-only tool's file
-/// argument, as the request's path choices describe it). Their results
-/// get the program's count of what the file holds ([`shape_note`]).
-fn file_reads(request: &ChatRequest) -> HashSet<&str> {
-    let mut reads = HashSet::new();
-    for message in &request.messages {
-        for (id, name, input) in message.tool_uses() {
-            let reads_a_file = request
-                .paths
-                .for_tool(name)
-                .filter(|a| a.reads_only && a.kind == crate::PathKind::File)
-                .any(|a| input.get(&a.argument).is_some_and(Value::is_string));
-            if reads_a_file {
-                reads.insert(id);
-            }
-        }
-    }
-    reads
 }
 
 /// "Files in your workspace: ..." from the files listed for the call's

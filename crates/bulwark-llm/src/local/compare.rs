@@ -1,0 +1,224 @@
+//! What the driver tells the local model when a question names two files
+//! and both were read: which lines only one of them has, and which both.
+//!
+//! Why: asked "Do config-old.ini and config-new.ini use the same port?"
+//! with both files in front of it, the 1.5B model answered "No" (both say
+//! `port = 8080`); asked what differs, it said `workers` was "not set" in
+//! the old file (it is 4 there). Finding the lines two files differ in is
+//! the program's job, as counting is (`shape.rs`); the model then only has
+//! to read the answer off.
+//!
+//! The lines themselves are file content, so each group of them goes
+//! inside the same boundary tags as the read that brought it (the
+//! kernel's tag, with its session nonce, copied from the result); only the
+//! program's own words, the two file names the user typed, and a count
+//! stand outside. A result without the kernel's tags gets no note.
+
+/// At most this many lines per file: a comparison of larger files would
+/// crowd the context for little gain.
+const MAX_LINES: usize = 60;
+
+/// One successful read: the file's path as called, and the result as the
+/// kernel wrapped it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Read<'a> {
+    pub(crate) path: &'a str,
+    pub(crate) wrapped: &'a str,
+}
+
+/// The note for `second`'s result, comparing it with `first`; `None` when
+/// either result lacks the boundary tags, is empty, or is too long.
+pub(crate) fn comparison_note(first: Read<'_>, second: Read<'_>) -> Option<String> {
+    let (open, close) = boundary_tags(second.wrapped)?;
+    boundary_tags(first.wrapped)?;
+    let a = content_lines(first.wrapped);
+    let b = content_lines(second.wrapped);
+    if a.is_empty() || b.is_empty() || a.len() > MAX_LINES || b.len() > MAX_LINES {
+        return None;
+    }
+    let mut only_a: Vec<&str> = a.iter().copied().filter(|l| !b.contains(l)).collect();
+    let mut only_b: Vec<&str> = b.iter().copied().filter(|l| !a.contains(l)).collect();
+    let changed = changed_settings(&mut only_a, &mut only_b);
+    let mut both: Vec<&str> = a.iter().copied().filter(|l| b.contains(l)).collect();
+    both.dedup();
+    let name = |path: &str| serde_json::Value::String(path.to_owned()).to_string();
+    let mut note = String::from("(Compared by the program, line by line.)");
+    let mut group = |heading: String, lines: &[&str]| {
+        if lines.is_empty() {
+            note.push_str(&format!("\n({heading}: none.)"));
+            return;
+        }
+        note.push_str(&format!("\n({heading}:)\n{open}\n"));
+        note.push_str(&lines.join("\n"));
+        note.push_str(&format!("\n{close}"));
+    };
+    if !changed.is_empty() {
+        let changed: Vec<&str> = changed.iter().map(String::as_str).collect();
+        group(
+            format!(
+                "Settings that changed, as {} has them \u{2192} as {} has them",
+                name(first.path),
+                name(second.path)
+            ),
+            &changed,
+        );
+    }
+    group(format!("Lines only in {}", name(first.path)), &only_a);
+    group(format!("Lines only in {}", name(second.path)), &only_b);
+    group("Lines in both files".to_owned(), &both);
+    Some(note)
+}
+
+/// Lines of the form `key = value` or `key: value` that both files have
+/// with different values, as `old line \u{2192} new line`, taken out of the
+/// two "only in" lists. Why: shown `workers = 4` only in one list and
+/// `workers = 8` in the other, the 1.5B model still said the old file did
+/// not set `workers`; one line with both values is read off directly.
+fn changed_settings(only_a: &mut Vec<&str>, only_b: &mut Vec<&str>) -> Vec<String> {
+    let key = |line: &str| {
+        line.split_once(['=', ':'])
+            .map(|(k, _)| k.trim().to_owned())
+            .filter(|k| !k.is_empty())
+    };
+    let mut changed = Vec::new();
+    only_a.retain(|old| {
+        let Some(k) = key(old) else { return true };
+        let same_key: Vec<usize> = only_b
+            .iter()
+            .enumerate()
+            .filter(|(_, new)| key(new).as_deref() == Some(k.as_str()))
+            .map(|(i, _)| i)
+            .collect();
+        match same_key.as_slice() {
+            [i] => {
+                changed.push(format!("{old} \u{2192} {}", only_b.remove(*i)));
+                false
+            }
+            _ => true,
+        }
+    });
+    changed
+}
+
+/// The kernel's opening and closing tag lines around a result.
+pub(crate) fn boundary_tags(wrapped: &str) -> Option<(&str, &str)> {
+    let open = wrapped
+        .lines()
+        .next()
+        .filter(|l| l.starts_with("<untrusted_"))?;
+    let close = wrapped
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .filter(|l| l.starts_with("</untrusted_"))?;
+    Some((open, close))
+}
+
+/// The result's non-blank lines inside the tags, trimmed.
+fn content_lines(wrapped: &str) -> Vec<&str> {
+    super::shape::unwrapped_lines(wrapped)
+        .into_iter()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::local::test_wrap::{CLOSE, OPEN, wrap};
+
+    /// The note after reading `a`, then `b` (each a path and a body).
+    fn compare(a: (&str, &str), b: (&str, &str)) -> Option<String> {
+        let (wa, wb) = (wrap(a.1), wrap(b.1));
+        comparison_note(
+            Read {
+                path: a.0,
+                wrapped: &wa,
+            },
+            Read {
+                path: b.0,
+                wrapped: &wb,
+            },
+        )
+    }
+
+    #[test]
+    fn two_configs_differ_in_one_line() {
+        let note = compare(
+            ("old.ini", "[server]\nport = 8080\nworkers = 4\n"),
+            ("new.ini", "[server]\nport = 8080\nworkers = 8\n"),
+        )
+        .expect("a note");
+        assert_eq!(
+            note,
+            format!(
+                "(Compared by the program, line by line.)\n(Settings that changed, as \"old.ini\" has them \u{2192} as \"new.ini\" has them:)\n{OPEN}\nworkers = 4 \u{2192} workers = 8\n{CLOSE}\n(Lines only in \"old.ini\": none.)\n(Lines only in \"new.ini\": none.)\n(Lines in both files:)\n{OPEN}\n[server]\nport = 8080\n{CLOSE}"
+            )
+        );
+    }
+
+    #[test]
+    fn equal_files_and_disjoint_files() {
+        let note = compare(("a", "x\ny"), ("b", "x\ny")).expect("a note");
+        assert!(note.contains("(Lines only in \"a\": none.)"), "{note}");
+        assert!(note.contains("(Lines only in \"b\": none.)"), "{note}");
+        let note = compare(("a", "x\ny"), ("b", "z")).expect("a note");
+        assert!(note.ends_with("(Lines in both files: none.)"), "{note}");
+    }
+
+    #[test]
+    fn no_note_without_the_kernels_tags_or_for_long_files() {
+        let tagged = wrap("a");
+        let bare = "a\nb";
+        let note = |a: &str, b: &str| {
+            comparison_note(
+                Read {
+                    path: "a",
+                    wrapped: a,
+                },
+                Read {
+                    path: "b",
+                    wrapped: b,
+                },
+            )
+        };
+        assert!(note(bare, &tagged).is_none());
+        assert!(note(&tagged, bare).is_none());
+        let long = (0..=MAX_LINES)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(compare(("a", "a"), ("b", &long)).is_none());
+    }
+
+    proptest::proptest! {
+        /// Every line of either file that the note repeats stands between
+        /// the kernel's tags: outside them are only the program's words and
+        /// the two names.
+        #[test]
+        fn file_lines_only_appear_inside_the_tags(
+            a in "[a-z=<>/ \n]{1,120}",
+            b in "[a-z=<>/ \n]{1,120}",
+        ) {
+            if let Some(note) = compare(("a", &a), ("b", &b)) {
+                let mut inside = false;
+                for line in note.lines() {
+                    if line == OPEN { proptest::prop_assert!(!inside); inside = true; continue; }
+                    if line == CLOSE { proptest::prop_assert!(inside); inside = false; continue; }
+                    if !inside {
+                        proptest::prop_assert!(line.starts_with('(') && line.ends_with(')'), "outside the tags: {line:?}");
+                        proptest::prop_assert!(
+                            line.starts_with("(Compared by the program")
+                                || line.starts_with("(Lines ")
+                                || line.starts_with("(Settings that changed"),
+                            "{line:?}"
+                        );
+                    }
+                }
+                proptest::prop_assert!(!inside);
+            }
+        }
+    }
+}
