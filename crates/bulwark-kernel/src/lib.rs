@@ -22,6 +22,7 @@ mod registry;
 mod scoped;
 mod scoped_credits;
 mod session;
+mod session_records;
 mod setup;
 mod tool;
 mod tool_args;
