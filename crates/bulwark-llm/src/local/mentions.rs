@@ -141,12 +141,17 @@ fn subject_words(question: &str, named_paths: &[&str]) -> Vec<String> {
 /// How often `word` occurs in `haystack` (lowercase), counting a plural's
 /// stem too ("fixes" is found in "Fixed", "meetings" in "Meeting").
 fn occurrences(haystack: &str, word: &str) -> usize {
-    let stem = word
-        .strip_suffix("es")
-        .filter(|s| s.chars().count() >= 3)
-        .or_else(|| word.strip_suffix('s').filter(|s| s.chars().count() >= 3))
-        .unwrap_or(word);
-    haystack.matches(stem).count()
+    haystack.matches(stem(word)).count()
+}
+
+/// `word` without a plural's `es` or `s`, when at least three letters
+/// are left ("fixes" → "fix", "bus" stays).
+pub(crate) fn stem(word: &str) -> &str {
+    let long_enough = |s: &&str| s.chars().count() >= 3;
+    word.strip_suffix("es")
+        .filter(long_enough)
+        .or_else(|| word.strip_suffix('s').filter(long_enough))
+        .unwrap_or(word)
 }
 
 /// The note for one read file's `content` (as wrapped), `None` when the
@@ -193,7 +198,7 @@ mod tests {
     }
 
     #[test]
-    fn an_absent_word_counts_zero() {
+    fn an_absent_word_is_named() {
         let csv = wrap("item,colour,price_eur\nwidget,blue,4.50\n");
         assert_eq!(
             mentions_note(
@@ -244,5 +249,34 @@ mod tests {
         assert_eq!(occurrences("- fixed the login", "fixes"), 1);
         assert_eq!(occurrences("meetings move", "meetings"), 1);
         assert_eq!(occurrences("the bus", "bus"), 1);
+    }
+
+    proptest::proptest! {
+        /// Whatever the file holds, the note is the program's fixed words
+        /// around words of the question: no byte of the file reaches it.
+        #[test]
+        fn the_note_carries_only_the_questions_words(
+            body in "[a-z ,.<>/\n]{0,200}",
+            question in "(what|which|the|of|about|in|[a-z]{3,8})( (what|which|the|of|about|in|[a-z]{3,8})){0,8}",
+        ) {
+            if let Some(note) = mentions_note(&question, &[], &wrap(&body)) {
+                let mut quoted = note.split('"');
+                let fixed = quoted.next().unwrap_or_default();
+                proptest::prop_assert!(
+                    ["(Searched by the program: the question's word ", "(Searched by the program: the question's words "].contains(&fixed),
+                    "{fixed:?}"
+                );
+                for (i, part) in quoted.enumerate() {
+                    if i % 2 == 0 {
+                        proptest::prop_assert!(question.split(' ').any(|w| w == part), "{part:?} not a word of {question:?}");
+                    } else {
+                        proptest::prop_assert!(
+                            [" is not in this file.)", " and ", ", ", " are not in this file.)"].contains(&part),
+                            "{part:?}"
+                        );
+                    }
+                }
+            }
+        }
     }
 }

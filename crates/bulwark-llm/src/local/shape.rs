@@ -78,13 +78,7 @@ fn csv_rows_note(path: &str, question: &str, lines: &[&str]) -> Option<String> {
 
 /// The same word, give or take a plural's `s` or `es`.
 fn same_word(a: &str, b: &str) -> bool {
-    let stem = |w: &str| {
-        w.strip_suffix("es")
-            .filter(|s| s.len() >= 3)
-            .or_else(|| w.strip_suffix('s').filter(|s| s.len() >= 3))
-            .unwrap_or(w)
-            .to_owned()
-    };
+    use super::mentions::stem;
     a == b || stem(a) == stem(b)
 }
 
@@ -263,10 +257,31 @@ mod tests {
     }
 
     proptest! {
+        /// A table of any cells gets its row count and nothing of its
+        /// text; a question naming no column of it.
+        #[test]
+        fn a_tables_note_is_its_row_count_only(
+            rows in proptest::collection::vec(("[a-z<>/ ]{1,10}", "[a-z<>/ ]{1,10}"), 1..20),
+        ) {
+            let body: String = std::iter::once("left,right".to_owned())
+                .chain(rows.iter().map(|(a, b)| format!("{a},{b}")))
+                .collect::<Vec<_>>()
+                .join("\n");
+            let note = shape_note("t.csv", "How many entries?", &wrap(&body));
+            let n = rows.len();
+            let expected = format!(
+                "(Counted by the program: {n} row{} below the header line.)",
+                if n == 1 { "" } else { "s" }
+            );
+            prop_assert_eq!(note.as_deref(), Some(expected.as_str()));
+        }
+    }
+
+    proptest! {
         /// Whatever the file holds, the note is the program's fixed words
         /// and numbers: no byte of the file is copied into it.
         #[test]
-        fn the_note_is_only_fixed_words_and_numbers(body in "[-*+#\\[\\]xX 0-9.)a-z\n]{0,300}") {
+        fn the_note_is_only_fixed_words_and_numbers(body in "[-*+#\\[\\]xX 0-9.,)a-z\n]{0,300}") {
             if let Some(note) = shape_note("file.csv", "How many?", &wrap(&body)) {
                 let words: String = note
                     .chars()
