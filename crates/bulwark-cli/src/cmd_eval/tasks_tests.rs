@@ -353,24 +353,30 @@ fn the_documented_example_parses() {
     assert!(task.grants.is_some());
 }
 
-/// The second task set (`eval/second-set.toml`, run with `--tasks`) parses,
-/// its ids are agent names, and none repeats a shipped id.
+/// The extra task sets (`eval/second-set.toml`, `eval/third-set.toml`, run
+/// with `--tasks`) parse, their ids are agent names, and no id repeats.
 #[test]
-fn the_second_set_parses_and_its_ids_are_its_own() {
-    let second = parse(
-        include_str!("../../eval/second-set.toml"),
-        "second-set.toml",
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    assert!(second.tasks.len() >= 20, "{} tasks", second.tasks.len());
-    let shipped: BTreeSet<String> = shipped().tasks.into_iter().map(|t| t.id).collect();
-    for task in &second.tasks {
-        bulwark_policy::AgentName::new(&task.id).unwrap_or_else(|e| panic!("{}: {e}", task.id));
-        assert!(!shipped.contains(&task.id), "{} is a shipped id", task.id);
-        assert!(
-            CATEGORIES.contains(&task.category.as_str()),
-            "{}",
-            task.category
-        );
+fn the_extra_sets_parse_and_their_ids_are_their_own() {
+    let sets = [
+        (
+            include_str!("../../eval/second-set.toml"),
+            "second-set.toml",
+        ),
+        (include_str!("../../eval/third-set.toml"), "third-set.toml"),
+    ];
+    let mut seen: BTreeSet<String> = shipped().tasks.into_iter().map(|t| t.id).collect();
+    for (text, name) in sets {
+        let set = parse(text, name).unwrap_or_else(|e| panic!("{e}"));
+        assert!(set.tasks.len() >= 20, "{name}: {} tasks", set.tasks.len());
+        for task in &set.tasks {
+            bulwark_policy::AgentName::new(&task.id)
+                .unwrap_or_else(|e| panic!("{name}: {}: {e}", task.id));
+            assert!(seen.insert(task.id.clone()), "{name}: {} is taken", task.id);
+            assert!(
+                CATEGORIES.contains(&task.category.as_str()),
+                "{name}: {}",
+                task.category
+            );
+        }
     }
 }

@@ -26,9 +26,10 @@ pub(crate) struct Read<'a> {
     pub(crate) wrapped: &'a str,
 }
 
-/// The note for `second`'s result, comparing it with `first`; `None` when
-/// either result lacks the boundary tags, is empty, or is too long.
-pub(crate) fn comparison_note(first: Read<'_>, second: Read<'_>) -> Option<String> {
+/// The note for `second`'s result, comparing it with `first` for
+/// `question`; `None` when either result lacks the boundary tags, is
+/// empty, or is too long.
+pub(crate) fn comparison_note(question: &str, first: Read<'_>, second: Read<'_>) -> Option<String> {
     let (open, close) = boundary_tags(second.wrapped)?;
     boundary_tags(first.wrapped)?;
     let a = content_lines(first.wrapped);
@@ -43,6 +44,9 @@ pub(crate) fn comparison_note(first: Read<'_>, second: Read<'_>) -> Option<Strin
     both.dedup();
     let name = |path: &str| serde_json::Value::String(path.to_owned()).to_string();
     let mut note = String::from("(Compared by the program, line by line.)");
+    for verdict in asked_settings(question, &a, &b) {
+        note.push_str(&format!("\n{verdict}"));
+    }
     let mut group = |heading: String, lines: &[&str]| {
         if lines.is_empty() {
             note.push_str(&format!("\n({heading}: none.)"));
@@ -67,6 +71,61 @@ pub(crate) fn comparison_note(first: Read<'_>, second: Read<'_>) -> Option<Strin
     group(format!("Lines only in {}", name(second.path)), &only_b);
     group("Lines in both files".to_owned(), &both);
     Some(note)
+}
+
+/// For each setting (`key = value`, `key: value`, set once in each file)
+/// that the question names by its key: whether the two files give it the
+/// same value. Why: asked "do they use the same port?" with `port = 8080`
+/// under "Lines in both files", the 1.5B model still answered "No"; a
+/// sentence that says it is read off. The key is written as the question
+/// has it, so no file byte stands outside the tags.
+fn asked_settings(question: &str, a: &[&str], b: &[&str]) -> Vec<String> {
+    let settings = |lines: &[&str]| {
+        let mut found: Vec<(String, String, usize)> = Vec::new();
+        for line in lines {
+            let Some((key, value)) = line.split_once(['=', ':']) else {
+                continue;
+            };
+            let key = key.trim().to_lowercase();
+            let value = value.trim().to_owned();
+            match found.iter_mut().find(|(k, _, _)| *k == key) {
+                Some(seen) => seen.2 += 1,
+                None => found.push((key, value, 1)),
+            }
+        }
+        found.retain(|(_, _, times)| *times == 1);
+        found
+    };
+    let (in_a, in_b) = (settings(a), settings(b));
+    let mut verdicts = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
+    let words = question
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| w.chars().count() >= 2);
+    for word in words {
+        let lower = word.to_lowercase();
+        if seen.contains(&lower) {
+            continue;
+        }
+        seen.push(lower.clone());
+        let value = |settings: &[(String, String, usize)]| {
+            settings
+                .iter()
+                .find(|(k, _, _)| *k == lower)
+                .map(|(_, v, _)| v.clone())
+        };
+        let (Some(va), Some(vb)) = (value(&in_a), value(&in_b)) else {
+            continue;
+        };
+        let same = if va == vb {
+            "has the same value in both files"
+        } else {
+            "has a different value in each file"
+        };
+        let word = serde_json::Value::String(word.to_owned()).to_string();
+        verdicts.push(format!("(Checked by the program: {word} {same}.)"));
+    }
+    verdicts
 }
 
 /// Lines of the form `key = value` or `key: value` that both files have
@@ -133,6 +192,7 @@ mod tests {
     fn compare(a: (&str, &str), b: (&str, &str)) -> Option<String> {
         let (wa, wb) = (wrap(a.1), wrap(b.1));
         comparison_note(
+            "",
             Read {
                 path: a.0,
                 wrapped: &wa,
@@ -160,6 +220,31 @@ mod tests {
     }
 
     #[test]
+    fn a_setting_the_question_names_is_checked() {
+        let (old, new) = (
+            wrap("port = 8080\nworkers = 4\nhost: a"),
+            wrap("port = 8080\nworkers = 8\nhost: a"),
+        );
+        let note = comparison_note(
+            "Do old.ini and new.ini use the same port? And workers, Workers?",
+            Read {
+                path: "old.ini",
+                wrapped: &old,
+            },
+            Read {
+                path: "new.ini",
+                wrapped: &new,
+            },
+        )
+        .expect("a note");
+        assert!(
+            note.starts_with("(Compared by the program, line by line.)\n(Checked by the program: \"port\" has the same value in both files.)\n(Checked by the program: \"workers\" has a different value in each file.)\n"),
+            "{note}"
+        );
+        assert!(!note.contains("\"host\""), "not asked: {note}");
+    }
+
+    #[test]
     fn equal_files_and_disjoint_files() {
         let note = compare(("a", "x\ny"), ("b", "x\ny")).expect("a note");
         assert!(note.contains("(Lines only in \"a\": none.)"), "{note}");
@@ -174,6 +259,7 @@ mod tests {
         let bare = "a\nb";
         let note = |a: &str, b: &str| {
             comparison_note(
+                "",
                 Read {
                     path: "a",
                     wrapped: a,
@@ -212,7 +298,8 @@ mod tests {
                         proptest::prop_assert!(
                             line.starts_with("(Compared by the program")
                                 || line.starts_with("(Lines ")
-                                || line.starts_with("(Settings that changed"),
+                                || line.starts_with("(Settings that changed")
+                                || line.starts_with("(Checked by the program"),
                             "{line:?}"
                         );
                     }

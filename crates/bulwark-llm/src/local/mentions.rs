@@ -21,8 +21,40 @@ const MAX_WORDS: usize = 6;
 /// differently in the file ("Lagos" in a city column) and a 0 for it made
 /// the model deny a fact the file holds.
 const LEADS: &[&str] = &[
-    "the", "a", "an", "about", "of", "for", "on", "in", "at", "to", "with", "any", "no", "which",
-    "what", "many", "much", "his", "her", "their", "its", "s", "my", "our", "this", "that",
+    "the",
+    "a",
+    "an",
+    "about",
+    "of",
+    "for",
+    "on",
+    "in",
+    "at",
+    "to",
+    "with",
+    "any",
+    "no",
+    "which",
+    "what",
+    "many",
+    "much",
+    "his",
+    "her",
+    "their",
+    "its",
+    "s",
+    "my",
+    "our",
+    "this",
+    "that",
+    "mention",
+    "mentions",
+    "mentioning",
+    "contain",
+    "contains",
+    "containing",
+    "say",
+    "says",
 ];
 
 /// Words that end a phrase, or never carry its subject.
@@ -56,8 +88,6 @@ const STOP_WORDS: &[&str] = &[
     "or",
     "other",
     "please",
-    "say",
-    "says",
     "see",
     "show",
     "some",
@@ -77,12 +107,17 @@ const STOP_WORDS: &[&str] = &[
     "why",
     "will",
     "would",
+    "should",
+    "shall",
+    "may",
+    "might",
+    "must",
+    "need",
+    "needs",
     "you",
     "your",
     "workspace",
     "folder",
-    "mention",
-    "mentions",
     "i",
     "me",
     "be",
@@ -100,11 +135,22 @@ const STOP_WORDS: &[&str] = &[
 /// At most this many words of one phrase.
 const PHRASE_WORDS: usize = 3;
 
+/// Whether a number in the question is one of its subject words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Numbers {
+    /// "port 8088": when the question searches files for it.
+    Count,
+    /// In a named file a number is more often a quantity the answer
+    /// computes ("the 3 largest") than a string to find.
+    Skip,
+}
+
 /// The words of the question's noun phrases ([`LEADS`]), lowercased, in
 /// order, without repeats and without the words of the files' names.
-fn subject_words(question: &str, named_paths: &[&str]) -> Vec<String> {
+/// An identifier stays whole ("max_connections").
+pub(crate) fn subject_words(question: &str, named_paths: &[&str], numbers: Numbers) -> Vec<String> {
     let tokens: Vec<String> = question
-        .split(|c: char| !c.is_alphanumeric())
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
         .filter(|t| !t.is_empty())
         .map(str::to_lowercase)
         .collect();
@@ -127,7 +173,8 @@ fn subject_words(question: &str, named_paths: &[&str]) -> Vec<String> {
             in_phrase = 0;
             continue;
         }
-        let worth = token.chars().count() >= 3 && !token.chars().all(|c| c.is_ascii_digit());
+        let number = token.chars().all(|c| c.is_ascii_digit());
+        let worth = token.chars().count() >= 3 && (!number || numbers == Numbers::Count);
         if worth && !words.contains(token) {
             words.push(token.clone());
             if words.len() == MAX_WORDS {
@@ -138,9 +185,24 @@ fn subject_words(question: &str, named_paths: &[&str]) -> Vec<String> {
     words
 }
 
+/// Whether `word` (lowercase) is a word that carries no subject: a lead
+/// ("the", "of", "which") or a stop word ("is", "has", "files").
+pub(crate) fn is_function_word(word: &str) -> bool {
+    LEADS.contains(&word) || STOP_WORDS.contains(&word)
+}
+
+/// The words of `text`, lowercased: runs of letters and digits.
+pub(crate) fn lowercase_words(text: &str) -> Vec<String> {
+    text.to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
 /// How often `word` occurs in `haystack` (lowercase), counting a plural's
 /// stem too ("fixes" is found in "Fixed", "meetings" in "Meeting").
-fn occurrences(haystack: &str, word: &str) -> usize {
+pub(crate) fn occurrences(haystack: &str, word: &str) -> usize {
     haystack.matches(stem(word)).count()
 }
 
@@ -157,36 +219,47 @@ pub(crate) fn stem(word: &str) -> &str {
 /// The note for one read file's `content` (as wrapped), `None` when the
 /// question names nothing worth counting.
 pub(crate) fn mentions_note(question: &str, named_paths: &[&str], content: &str) -> Option<String> {
+    if asks_a_count(question) {
+        return None;
+    }
+    let words = subject_words(question, named_paths, Numbers::Skip);
+    let absent = absent_words(&words, content);
+    (!absent.is_empty()).then(|| {
+        format!(
+            "(Searched by the program: the question's {} not in this file.)",
+            these_words_are(&absent)
+        )
+    })
+}
+
+/// "How many people...": what is counted is a category the file rarely
+/// names ("people" in a list of names), and a 0 for it made the model
+/// answer 0.
+pub(crate) fn asks_a_count(question: &str) -> bool {
+    let lower = question.to_lowercase();
+    lower.contains("how many") || lower.contains("how much")
+}
+
+/// Those of `words` that a read's `content` (as wrapped) lacks.
+pub(crate) fn absent_words<'w>(words: &'w [String], content: &str) -> Vec<&'w str> {
     let haystack = super::shape::unwrapped_lines(content)
         .join("\n")
         .to_lowercase();
-    // "How many people...": what is counted is a category the file rarely
-    // names ("people" in a list of names), and a 0 for it made the model
-    // answer 0.
-    let lower = question.to_lowercase();
-    if lower.contains("how many") || lower.contains("how much") {
-        return None;
-    }
-    let words = subject_words(question, named_paths);
-    if words.is_empty() {
-        return None;
-    }
-    let absent: Vec<String> = words
+    words
         .iter()
         .filter(|w| occurrences(&haystack, w) == 0)
-        .map(|w| format!("\"{w}\""))
-        .collect();
-    if absent.is_empty() {
-        return None;
+        .map(String::as_str)
+        .collect()
+}
+
+/// `word "a" is` or `words "a", "b" and "c" are`, for the notes.
+pub(crate) fn these_words_are(words: &[&str]) -> String {
+    let quoted: Vec<String> = words.iter().map(|w| format!("\"{w}\"")).collect();
+    match quoted.as_slice() {
+        [one] => format!("word {one} is"),
+        [rest @ .., last] => format!("words {} and {last} are", rest.join(", ")),
+        [] => String::new(),
     }
-    Some(format!(
-        "(Searched by the program: the question's {} not in this file.)",
-        match absent.as_slice() {
-            [one] => format!("word {one} is"),
-            [rest @ .., last] => format!("words {} and {last} are", rest.join(", ")),
-            [] => String::new(),
-        }
-    ))
 }
 
 #[cfg(test)]
@@ -227,7 +300,13 @@ mod tests {
 
     #[test]
     fn only_the_words_of_what_is_asked_about_are_counted() {
-        let words = |q: &str| subject_words(q, &["contacts.csv", "guide.md", "docs/changelog.md"]);
+        let words = |q: &str| {
+            subject_words(
+                q,
+                &["contacts.csv", "guide.md", "docs/changelog.md"],
+                Numbers::Skip,
+            )
+        };
         assert_eq!(
             words("Which engineer in contacts.csv lives in Lagos?"),
             ["engineer", "lagos"]
@@ -242,6 +321,8 @@ mod tests {
             ["fixes"]
         );
         assert!(words("What files are in your workspace?").is_empty());
+        // A modal verb is no subject: "should" was said to be missing.
+        assert!(words("What should be harvested weekly according to guide.md?").is_empty());
     }
 
     #[test]

@@ -28,6 +28,10 @@ mod steering;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod compare;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod enough;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod extremes;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod mentions;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod output;
@@ -38,7 +42,11 @@ mod read_notes;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod repetition;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod search;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod shape;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod table;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod template;
 #[cfg(test)]
@@ -225,6 +233,11 @@ pub const FAILED_CALL_ALLOWANCE: u32 = 1;
 pub(crate) struct Spent {
     calls: usize,
     failed: usize,
+    /// Calls earned on top of the budget by reads that searched the
+    /// workspace and missed (`search.rs`).
+    earned: usize,
+    /// A search found what the question asks about: no call is left.
+    found: bool,
 }
 
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
@@ -247,10 +260,21 @@ impl Spent {
         }
     }
 
-    /// Calls still allowed: `budget` that succeed, and
-    /// [`FAILED_CALL_ALLOWANCE`] failed ones on top.
+    /// What a message's searching reads earned (`ReadNotes::searched_in`):
+    /// more calls on top of the budget, or, once one found what it
+    /// looked for, none.
+    pub(crate) fn searched(&mut self, (earned, found): (usize, bool)) {
+        self.earned += earned;
+        self.found |= found;
+    }
+
+    /// Calls still allowed: `budget` (and what was earned) that succeed,
+    /// and [`FAILED_CALL_ALLOWANCE`] failed ones on top.
     pub(crate) fn left(&self, budget: u32) -> usize {
-        let budget = budget as usize;
+        if self.found {
+            return 0;
+        }
+        let budget = budget as usize + self.earned;
         let succeeded = self.calls.saturating_sub(self.failed);
         let cap = budget + FAILED_CALL_ALLOWANCE as usize;
         budget
@@ -272,9 +296,11 @@ pub(crate) fn turn_kind(request: &ChatRequest, budget: u32, choice: ToolChoice) 
     if request.tools.is_empty() {
         return TurnKind::Text;
     }
+    let notes = read_notes::ReadNotes::new(request);
     let mut spent = Spent::default();
     for message in &request.messages {
         spent.observe(message);
+        spent.searched(notes.searched_in(message));
     }
     match spent.left(budget).min(grammar::MAX_CALLS_PER_TURN) {
         0 => TurnKind::Text,

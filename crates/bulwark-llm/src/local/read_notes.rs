@@ -1,25 +1,41 @@
 //! What the program writes after the result of a file read, for the
-//! local model: the notes of `shape.rs` (counts), `mentions.rs` (the
-//! question's words a named file lacks) and `compare.rs` (two named files
-//! side by side). Each is computed from the conversation's history only,
-//! so every turn renders an earlier result with the same notes and the KV
-//! cache stays valid.
+//! local model, and what those reads do to the call budget:
 //!
-//! Why only after reads of files the question *names* (for the words and
-//! the comparison): after a read the question did not ask for, the 1.5B
-//! model took "the question's words are not in this file" as an answer
-//! about the file it was asked about, and said no engineer lives in Lagos
-//! while the named file lists one.
+//! - `shape.rs`: a list's or a table's count;
+//! - `extremes.rs`, `table.rs`: a CSV column's highest or lowest row, and
+//!   the rows holding the question's words;
+//! - `mentions.rs`: the question's words a named file lacks;
+//! - `compare.rs`: two named files side by side;
+//! - `search.rs`: for a question that names no file, whether the words
+//!   are in this one (a miss earns another call, a find ends the answer);
+//! - `enough.rs`: the question's named files are all read, or the listing
+//!   it asked for was made, so the next turn is the answer.
+//!
+//! Each is computed from the conversation's history only, so every turn
+//! renders an earlier result with the same notes and the KV cache stays
+//! valid.
+//!
+//! Why the absent-words note only after reads of files the question
+//! *names*: after a read the question did not ask for, the 1.5B model
+//! took "the question's words are not in this file" as an answer about
+//! the file it was asked about, and said no engineer lives in Lagos while
+//! the named file lists one. A question that names no file gets the
+//! search note instead, which says which file it is about by being the
+//! only kind of question it is written for.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
 use super::compare::{Read, comparison_note};
+use super::enough::answered_after;
+use super::extremes::extreme_note;
 use super::mentions::mentions_note;
+use super::search::{Looked, MAX_EARNED_READS, search_note};
 use super::shape::shape_note;
-use super::steering::names_file;
-use crate::{Block, ChatRequest, Role};
+use super::steering::{names_file, names_some_file, reader};
+use super::table::matching_rows_note;
+use crate::{Block, ChatRequest, Message, Role};
 
 /// The reads of a request and the comparisons between them.
 pub(crate) struct ReadNotes<'a> {
@@ -29,12 +45,19 @@ pub(crate) struct ReadNotes<'a> {
     paths: Vec<&'a str>,
     /// The comparison after the second of two named files, by call id.
     compared: HashMap<&'a str, String>,
+    /// What a read made to look for something found, by call id.
+    searched: HashMap<&'a str, Looked>,
+    /// The calls after whose result their question has all it needs.
+    answered: HashSet<&'a str>,
 }
 
 impl<'a> ReadNotes<'a> {
     pub(crate) fn new(request: &'a ChatRequest) -> Self {
         let reads = file_reads(request);
         let compared = comparisons(request, &reads);
+        let listed = reader(request, &request.paths).map(|(_, _, listed)| listed);
+        let searched = searches(request, &reads, listed);
+        let answered = answered_after(request, &reads, listed.unwrap_or_default());
         let mut paths: Vec<&str> = reads.values().copied().collect();
         paths.sort_unstable();
         paths.dedup();
@@ -42,7 +65,36 @@ impl<'a> ReadNotes<'a> {
             reads,
             paths,
             compared,
+            searched,
+            answered,
         }
+    }
+
+    /// What the results `message` carries do to the budget: a call earned
+    /// per read that looked for the question's words and has more to look
+    /// through ([`super::search`]), and whether the question now has all
+    /// it needs (a search found it, or [`super::enough`]). Nothing for a
+    /// message that asks something: its results, if any, belong to the
+    /// question before.
+    pub(crate) fn searched_in(&self, message: &Message) -> (usize, bool) {
+        if super::asks(message) {
+            return (0, false);
+        }
+        let ids = message.blocks.iter().filter_map(|b| match b {
+            Block::ToolResult {
+                tool_use_id,
+                is_error: false,
+                ..
+            } => Some(tool_use_id.as_str()),
+            _ => None,
+        });
+        ids.fold((0, false), |(earned, found), id| {
+            let looked = self.searched.get(id);
+            (
+                earned + usize::from(looked.is_some_and(|l| l.earns_a_read)),
+                found || looked.is_some_and(|l| l.found) || self.answered.contains(id),
+            )
+        })
     }
 
     /// The notes after a successful result of call `id` (empty when the
@@ -55,10 +107,13 @@ impl<'a> ReadNotes<'a> {
         let named = names_file(question, path, &[]).is_some();
         let notes = [
             shape_note(path, question, content),
+            extreme_note(path, question, content),
+            matching_rows_note(path, question, content),
             named
                 .then(|| mentions_note(question, &self.paths, content))
                 .flatten(),
             self.compared.get(id).cloned(),
+            self.searched.get(id).map(|l| l.note.clone()),
         ];
         notes
             .into_iter()
@@ -88,6 +143,25 @@ fn file_reads(request: &ChatRequest) -> HashMap<&str, &str> {
     reads
 }
 
+/// The successful results of file reads that `message` carries: the
+/// call's id, the path read, and the result as the kernel wrapped it.
+fn read_results<'a>(
+    message: &'a Message,
+    reads: &HashMap<&'a str, &'a str>,
+) -> impl Iterator<Item = (&'a str, &'a str, &'a str)> {
+    message.blocks.iter().filter_map(|block| match block {
+        Block::ToolResult {
+            tool_use_id,
+            content,
+            is_error: false,
+            ..
+        } => reads
+            .get(tool_use_id.as_str())
+            .map(|&path| (tool_use_id.as_str(), path, content.as_str())),
+        _ => None,
+    })
+}
+
 /// The program's comparison ([`comparison_note`]) for the second of two
 /// different files read for one question that names both, by the id of
 /// the call that read the second. Only from the history, so every turn
@@ -100,19 +174,7 @@ fn comparisons<'a>(
     let mut question = String::new();
     let mut read: Vec<Read<'a>> = Vec::new();
     for message in request.messages.iter().filter(|m| m.role == Role::User) {
-        for block in &message.blocks {
-            let Block::ToolResult {
-                tool_use_id,
-                content,
-                is_error: false,
-                ..
-            } = block
-            else {
-                continue;
-            };
-            let Some(&path) = reads.get(tool_use_id.as_str()) else {
-                continue;
-            };
+        for (id, path, content) in read_results(message, reads) {
             let this = Read {
                 path,
                 wrapped: content,
@@ -122,9 +184,9 @@ fn comparisons<'a>(
                 if first.path != path
                     && named(first.path)
                     && named(path)
-                    && let Some(note) = comparison_note(*first, this)
+                    && let Some(note) = comparison_note(&question, *first, this)
                 {
-                    notes.insert(tool_use_id.as_str(), note);
+                    notes.insert(id, note);
                 }
             }
             read.push(this);
@@ -138,13 +200,79 @@ fn comparisons<'a>(
     notes
 }
 
+/// The program's search note ([`search_note`]) for each read made for a
+/// question that names no file, by call id, with at most
+/// [`MAX_EARNED_READS`] of them earning a call per question. Only from
+/// the history, so every turn renders them the same way.
+fn searches<'a>(
+    request: &'a ChatRequest,
+    reads: &HashMap<&'a str, &'a str>,
+    listed: Option<&'a [String]>,
+) -> HashMap<&'a str, Looked> {
+    let mut notes = HashMap::new();
+    let mut question: Option<String> = None;
+    let mut read: Vec<&str> = Vec::new();
+    let mut hits: Vec<&str> = Vec::new();
+    let mut earned = 0;
+    for message in request.messages.iter().filter(|m| m.role == Role::User) {
+        let results = read_results(message, reads).filter(|_| question.is_some());
+        for (id, path, content) in results {
+            if !read.contains(&path) {
+                read.push(path);
+            }
+            let unread = listed.map(|l| l.iter().filter(|p| !read.contains(&p.as_str())).count());
+            let asked = question.as_deref().unwrap_or_default();
+            let may_earn = earned < MAX_EARNED_READS;
+            let Some(mut looked) = search_note(asked, content, unread, may_earn) else {
+                continue;
+            };
+            earned += usize::from(looked.earns_a_read);
+            if looked.had_words {
+                hits.push(path);
+            }
+            if looked.every_file
+                && !looked.earns_a_read
+                && let Some(tally) = files_found(&hits, content)
+            {
+                looked.note.push_str(&tally);
+            }
+            notes.insert(id, looked);
+        }
+        let text = message.text();
+        if !text.is_empty() {
+            let searching = !names_some_file(&text, listed.unwrap_or_default());
+            question = searching.then_some(text);
+            read.clear();
+            hits.clear();
+            earned = 0;
+        }
+    }
+    notes
+}
+
+/// At the end of a search of every file: the files read that have the
+/// question's words, by the paths the model called. Why: after four reads
+/// and their notes, the 1.5B model answered "which files mention
+/// max_connections?" with the three files that did not. The paths came
+/// from the workspace, so they go inside the result's boundary tags.
+fn files_found(hits: &[&str], wrapped: &str) -> Option<String> {
+    if hits.is_empty() {
+        return Some("\n(Searched by the program: none of the files read has them.)".to_owned());
+    }
+    let (open, close) = super::compare::boundary_tags(wrapped)?;
+    Some(format!(
+        "\n(Searched by the program: the files read that have them:)\n{open}\n{}\n{close}",
+        hits.join("\n")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{AllowedPaths, Message, PathArgumentChoices, PathChoices, PathKind};
     use serde_json::json;
 
-    use crate::local::test_wrap::wrap;
+    use crate::local::test_wrap::{CLOSE, OPEN, wrap};
 
     /// The question, one assistant turn reading `files`, their results.
     fn request(question: &str, files: &[(&str, &str)]) -> ChatRequest {
@@ -263,6 +391,138 @@ mod tests {
         assert_eq!(
             after(&req, "0"),
             "\n(Counted by the program: 2 list items.)"
+        );
+    }
+
+    /// [`request`] for a session whose reader lists `listed`.
+    fn searching(question: &str, listed: &[&str], files: &[(&str, &str)]) -> ChatRequest {
+        let mut req = request(question, files);
+        req.tools = vec![crate::ToolDef {
+            name: "file_read".into(),
+            description: String::new(),
+            input_schema: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        }];
+        req.paths.arguments[0].allowed =
+            AllowedPaths::Listed(listed.iter().map(|p| (*p).to_owned()).collect());
+        req
+    }
+
+    const OFFICE: &[&str] = &["contacts.csv", "notes.txt", "todo.md"];
+
+    #[test]
+    fn a_search_that_missed_earns_a_call_and_one_that_found_ends_the_answer() {
+        let q = "Find the launch code name somewhere in your workspace.";
+        let missed = searching(q, OFFICE, &[("contacts.csv", "name,city\nAna,Lisbon")]);
+        assert_eq!(
+            after(&missed, "0"),
+            "\n(Searched by the program: the question's words \"launch\" and \"code\" are not in this file; 2 files are not read yet.)"
+        );
+        assert_eq!(
+            ReadNotes::new(&missed).searched_in(&missed.messages[2]),
+            (1, false)
+        );
+        // With a budget of one call, the miss leaves one more.
+        let one_more = crate::local::TurnKind::Tools {
+            max_calls: 1,
+            text: true,
+        };
+        let choice = crate::local::ToolChoice::Required;
+        assert_eq!(crate::local::turn_kind(&missed, 1, choice), one_more);
+
+        let found = searching(
+            q,
+            OFFICE,
+            &[("notes.txt", "The launch code name is BLUE HERON.")],
+        );
+        assert_eq!(
+            ReadNotes::new(&found).searched_in(&found.messages[2]),
+            (0, true)
+        );
+        assert_eq!(
+            crate::local::turn_kind(&found, 5, choice),
+            crate::local::TurnKind::Text,
+            "found: the model answers"
+        );
+    }
+
+    #[test]
+    fn a_question_that_names_a_file_is_no_search() {
+        let names = [
+            "Find the launch code name in notes.txt.",
+            "What is the launch code name in the CSV file?",
+            "Is the launch code name in /etc/passwd?",
+        ];
+        for q in names {
+            let req = searching(q, OFFICE, &[("contacts.csv", "name,city\nAna,Lisbon")]);
+            assert_eq!(
+                ReadNotes::new(&req).searched_in(&req.messages[2]).0,
+                0,
+                "{q}"
+            );
+            assert!(!after(&req, "0").contains("not read yet"), "{q}");
+        }
+    }
+
+    #[test]
+    fn once_every_named_file_is_read_the_model_answers() {
+        let choice = crate::local::ToolChoice::Required;
+        let q = "In which bin are the fuses, according to contacts.csv?";
+        let req = searching(q, OFFICE, &[("contacts.csv", "name,city\nAna,Lisbon")]);
+        assert_eq!(
+            ReadNotes::new(&req).searched_in(&req.messages[2]),
+            (0, true)
+        );
+        assert_eq!(
+            crate::local::turn_kind(&req, 2, choice),
+            crate::local::TurnKind::Text
+        );
+        // Two named, one read: the other is still to be read.
+        let q = "Do contacts.csv and notes.txt name the same city?";
+        let req = searching(q, OFFICE, &[("contacts.csv", "name,city\nAna,Lisbon")]);
+        assert_eq!(
+            ReadNotes::new(&req).searched_in(&req.messages[2]),
+            (0, false)
+        );
+        assert_ne!(
+            crate::local::turn_kind(&req, 2, choice),
+            crate::local::TurnKind::Text
+        );
+    }
+
+    #[test]
+    fn a_search_of_every_file_ends_with_the_files_that_have_the_words() {
+        let q = "Which files mention max_connections?";
+        let listed = ["a.conf", "b.conf", "c.md", "d.txt"];
+        let req = searching(
+            q,
+            &listed,
+            &[
+                ("a.conf", "max_connections = 1"),
+                ("b.conf", "max_connections = 2"),
+                ("c.md", "# Handbook"),
+            ],
+        );
+        assert_eq!(
+            after(&req, "1"),
+            "\n(Searched by the program: the question's word \"max_connections\" is in this file; 2 files are not read yet.)"
+        );
+        assert_eq!(
+            after(&req, "2"),
+            format!(
+                "\n(Searched by the program: the question's word \"max_connections\" is not in this file; the search stops here.)\n(Searched by the program: the files read that have them:)\n{OPEN}\na.conf\nb.conf\n{CLOSE}"
+            )
+        );
+    }
+
+    #[test]
+    fn earned_calls_are_bounded_per_question() {
+        let many: Vec<String> = (0..10).map(|i| format!("f{i}.txt")).collect();
+        let listed: Vec<&str> = many.iter().map(String::as_str).collect();
+        let files: Vec<(&str, &str)> = listed.iter().map(|p| (*p, "nothing here")).collect();
+        let req = searching("Which file mentions the harbor password?", &listed, &files);
+        assert_eq!(
+            ReadNotes::new(&req).searched_in(&req.messages[2]),
+            (super::MAX_EARNED_READS, false)
         );
     }
 }

@@ -22,43 +22,25 @@
 /// there is nothing to count.
 pub(crate) fn shape_note(path: &str, question: &str, wrapped: &str) -> Option<String> {
     let lines = unwrapped_lines(wrapped);
-    list_note(&lines).or_else(|| csv_rows_note(path, question, &lines))
+    list_note(&lines, question).or_else(|| csv_rows_note(path, question, wrapped))
 }
 
 /// "(Counted by the program: N rows below the header line.)" for a CSV
 /// file that parses as one table, asked "how many" about something that is
 /// not one of its numeric columns.
-fn csv_rows_note(path: &str, question: &str, lines: &[&str]) -> Option<String> {
+fn csv_rows_note(path: &str, question: &str, wrapped: &str) -> Option<String> {
     let question = question.to_lowercase();
-    if !path.to_ascii_lowercase().ends_with(".csv") || !question.contains("how many") {
+    if !question.contains("how many") {
         return None;
     }
-    let body = lines.join("\n");
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .flexible(false)
-        .trim(csv::Trim::All)
-        .from_reader(body.as_bytes());
-    let header: Vec<String> = reader
-        .headers()
-        .ok()?
-        .iter()
-        .map(str::to_lowercase)
-        .collect();
-    let records: Vec<csv::StringRecord> = reader.records().collect::<Result<_, _>>().ok()?;
-    if header.len() < 2 || records.is_empty() {
-        return None;
-    }
+    let table = super::table::Table::of(path, wrapped)?;
+    let header: Vec<String> = table.header.iter().map(|h| h.to_lowercase()).collect();
+    let records = &table.records;
     let asked: Vec<&str> = question
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| w.len() >= 3)
         .collect();
-    let numeric = |column: usize| {
-        records.iter().all(|r| {
-            r.get(column)
-                .is_some_and(|v| v.replace(',', "").parse::<f64>().is_ok())
-        })
-    };
+    let numeric = |column: usize| table.numeric(column);
     let names_a_numeric_column = header.iter().enumerate().any(|(column, name)| {
         numeric(column)
             && name
@@ -103,7 +85,7 @@ pub(crate) fn unwrapped_lines(wrapped: &str) -> Vec<&str> {
 
 /// List items (`- x`, `* x`, `+ x`, `1. x`, `1) x`), with their checkboxes,
 /// grouped by the Markdown heading they stand under.
-fn list_note(lines: &[&str]) -> Option<String> {
+fn list_note(lines: &[&str], question: &str) -> Option<String> {
     let mut items = 0usize;
     let mut checked = 0usize;
     let mut unchecked = 0usize;
@@ -139,17 +121,68 @@ fn list_note(lines: &[&str]) -> Option<String> {
     if items < 2 || sections.len() > 1 {
         return None;
     }
-    let mut note = format!(
-        "(Counted by the program: {items} list item{}",
-        plural(items)
-    );
-    if checked + unchecked > 0 {
-        note.push_str(&format!(
-            ", {checked} checked off and {unchecked} not checked off"
-        ));
+    let all = format!("{items} list item{}", plural(items));
+    if checked + unchecked == 0 {
+        return Some(format!("(Counted by the program: {all}.)"));
     }
-    note.push_str(".)");
-    Some(note)
+    Some(match asks_about_boxes(question) {
+        Some(Boxes::Open) => format!(
+            "(Counted by the program: {unchecked} not checked off, of {all}; {checked} checked off.)"
+        ),
+        Some(Boxes::Done) => format!(
+            "(Counted by the program: {checked} checked off, of {all}; {unchecked} not checked off.)"
+        ),
+        None => format!(
+            "(Counted by the program: {all}, {checked} checked off and {unchecked} not checked off.)"
+        ),
+    })
+}
+
+/// Which of a checklist's items a question counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Boxes {
+    Open,
+    Done,
+}
+
+/// Words of a question about the items still open, and about those done.
+const OPEN_WORDS: &[&str] = &[
+    "not",
+    "t",
+    "still",
+    "open",
+    "left",
+    "remaining",
+    "unchecked",
+    "undone",
+    "pending",
+    "outstanding",
+    "incomplete",
+    "unfinished",
+];
+const DONE_WORDS: &[&str] = &[
+    "done",
+    "checked",
+    "completed",
+    "complete",
+    "finished",
+    "ticked",
+];
+
+/// Whether `question` counts a checklist's open or done items. Why: given
+/// "5 list items, 2 checked off and 3 not checked off", the 1.5B model
+/// answered "how many things are still not packed?" with 5, the first
+/// number; the number asked for now comes first.
+fn asks_about_boxes(question: &str) -> Option<Boxes> {
+    let words = super::mentions::lowercase_words(question);
+    let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
+    if has(OPEN_WORDS) {
+        Some(Boxes::Open)
+    } else if has(DONE_WORDS) {
+        Some(Boxes::Done)
+    } else {
+        None
+    }
 }
 
 /// The text after a list marker, when `line` (trimmed at the start) is a
@@ -189,6 +222,18 @@ mod tests {
         assert_eq!(
             shape_note("todo.md", "", &wrap(todo)).as_deref(),
             Some("(Counted by the program: 5 list items, 2 checked off and 3 not checked off.)")
+        );
+        assert_eq!(
+            shape_note("todo.md", "How many tasks are still open?", &wrap(todo)).as_deref(),
+            Some("(Counted by the program: 3 not checked off, of 5 list items; 2 checked off.)")
+        );
+        assert_eq!(
+            shape_note("todo.md", "How many aren't done?", &wrap(todo)).as_deref(),
+            Some("(Counted by the program: 3 not checked off, of 5 list items; 2 checked off.)")
+        );
+        assert_eq!(
+            shape_note("todo.md", "How many tasks are done?", &wrap(todo)).as_deref(),
+            Some("(Counted by the program: 2 checked off, of 5 list items; 3 not checked off.)")
         );
     }
 

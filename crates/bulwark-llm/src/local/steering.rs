@@ -163,7 +163,7 @@ fn user_text(message: &crate::Message) -> Option<String> {
 
 /// The first offered *reader*: a tool whose one argument is a listed file
 /// path and which only reads it. Its name, argument and listed files.
-fn reader<'a>(
+pub(crate) fn reader<'a>(
     request: &'a ChatRequest,
     paths: &'a PathChoices,
 ) -> Option<(&'a str, &'a str, &'a [String])> {
@@ -284,6 +284,48 @@ pub(crate) fn names_file(text: &str, path: &str, listed: &[String]) -> Option<us
     }
 }
 
+/// Whether `text` names a file at all: a word that reads as a path (in
+/// the workspace or not), or the only listed file of a type ("the CSV").
+pub(crate) fn names_some_file(text: &str, listed: &[String]) -> bool {
+    text.split_whitespace().any(is_path_word) || names_only_file_of_its_type(text, listed).is_some()
+}
+
+/// Whether every word of `text` that reads as a path is one of the
+/// `listed` files (the whole path, or its file name).
+pub(crate) fn names_only_listed_files(text: &str, listed: &[String]) -> bool {
+    text.split_whitespace().all(|raw| {
+        let token = path_token(raw);
+        path_like(token).is_none() || is_listed(token, listed)
+    })
+}
+
+/// Whether `token` (as the user wrote it) is one of the `listed` paths.
+fn is_listed(token: &str, listed: &[String]) -> bool {
+    let local = token.trim_start_matches("./");
+    !local.is_empty()
+        && listed
+            .iter()
+            .any(|k| k == local || k.rsplit('/').next() == Some(local))
+}
+
+/// The only listed file of the type `text` names ("the CSV file").
+pub(crate) fn named_by_type<'a>(text: &str, listed: &'a [String]) -> Option<&'a str> {
+    names_only_file_of_its_type(text, listed).map(|(_, path)| path.as_str())
+}
+
+/// Whether a word of the user's text (as split on whitespace) reads as a
+/// file path.
+pub(crate) fn is_path_word(raw: &str) -> bool {
+    path_like(path_token(raw)).is_some()
+}
+
+/// A word of the user's text without the quotes, brackets and sentence
+/// punctuation around it, as a path would be written.
+fn path_token(raw: &str) -> &str {
+    raw.trim_matches(|c: char| "\"'`()[]{}<>,;:!?*".contains(c))
+        .trim_end_matches('.')
+}
+
 /// Paths the user's latest message names that the session cannot read
 /// (outside the workspace, or not there), said to the model after the
 /// message: `None` when there are none.
@@ -331,9 +373,7 @@ pub(crate) fn unreachable_paths(request: &ChatRequest) -> Vec<String> {
             continue;
         };
         for raw in text.split_whitespace() {
-            let token = raw
-                .trim_matches(|c: char| "\"'`()[]{}<>,;:!?*".contains(c))
-                .trim_end_matches('.');
+            let token = path_token(raw);
             let Some(outside) = path_like(token) else {
                 continue;
             };

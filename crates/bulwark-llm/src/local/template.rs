@@ -28,9 +28,11 @@
 //! reason.
 //!
 //! After the result of a file read, the program adds notes of its own
-//! (`read_notes.rs`: a list's or table's count, the question's words a
-//! named file lacks, two named files compared). Untrusted lines they
-//! repeat stay inside the kernel's boundary tags.
+//! (`read_notes.rs`: counts, a table's matching or extreme rows, the
+//! question's words a file lacks, two named files compared). Untrusted
+//! lines they repeat stay inside the kernel's boundary tags. A turn after
+//! reads that gave the question all it needs (`enough.rs`, `search.rs`)
+//! is text-only and gets [`ANSWER_NOTE`] too, as after a spent budget.
 //!
 //! An experiment, off by default ([`super::LocalOptions::workspace_listing`]):
 //! the files the kernel listed for the call ([`crate::PathChoices`]) are
@@ -149,6 +151,7 @@ pub(crate) fn render_with(
     let mut question: Option<String> = None;
     for (index, message) in request.messages.iter().enumerate() {
         spent.observe(message);
+        spent.searched(notes.searched_in(message));
         match message.role {
             Role::User => {
                 let latest = Some(index) == latest_text;

@@ -1,0 +1,252 @@
+//! What the driver tells the local model after it reads a file to look
+//! for something the question asks about without naming a file ("which
+//! file mentions port 8088?", "somewhere in your workspace it says who
+//! the new lab manager is"): whether the question's words are in that
+//! file, and how many files are left to read. A read that missed earns
+//! the model one more call beyond the budget.
+//!
+//! Why: with two calls (a listing, one read), the 1.5B model read the
+//! first file the grammar offered (`contacts.csv` for the launch code
+//! name, `staff.csv` for the lab manager) and answered from it, inventing
+//! or quoting whatever was there; asked which *files* mention a setting,
+//! it named the first one it read. A small model does not notice that a
+//! file lacks what it was looking for; told so, and given the call to
+//! look further (the grammar only offers files not read yet for this
+//! question), it reads on.
+//!
+//! The words are the user's and the counts the program's: no byte of a
+//! file, not even a file's name, is written into the note.
+
+use super::mentions::{
+    Numbers, absent_words, asks_a_count, lowercase_words, subject_words, these_words_are,
+};
+
+/// At most this many calls are earned by searching, per question: with the
+/// budget, a failed call and the answer, six turns (the offline agent's
+/// `max_turns`). A few files are searched whole, a large tree is not.
+pub(crate) const MAX_EARNED_READS: usize = 2;
+
+/// The note after one read made to look, and what it does to the budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Looked {
+    pub(crate) note: String,
+    /// A miss, or a question about every file, with files left to read.
+    pub(crate) earns_a_read: bool,
+    /// Every word found, for a question about one file: the model answers
+    /// now. Without this the 1.5B model, with a call left, went on to
+    /// read an unrelated file and answered about both.
+    pub(crate) found: bool,
+    /// Every word of the question is in the file.
+    pub(crate) had_words: bool,
+    /// The question asks which files have them.
+    pub(crate) every_file: bool,
+}
+
+/// The note for a read of `content` (as wrapped) for `question`, which
+/// names no file; `unread`: how many listed files are not read yet for
+/// this question (`None`: the session's files are not listed);
+/// `may_earn`: whether the question may still earn a call. `None` when
+/// the question has no words to look for, or asks for a count.
+pub(crate) fn search_note(
+    question: &str,
+    content: &str,
+    unread: Option<usize>,
+    may_earn: bool,
+) -> Option<Looked> {
+    if asks_a_count(question) {
+        return None;
+    }
+    let words = subject_words(question, &[], Numbers::Count);
+    if words.is_empty() {
+        return None;
+    }
+    let absent = absent_words(&words, content);
+    let every_file = asks_about_every_file(question);
+    let presence = if absent.is_empty() {
+        let all: Vec<&str> = words.iter().map(String::as_str).collect();
+        format!("the question's {} in this file", these_words_are(&all))
+    } else {
+        format!(
+            "the question's {} not in this file",
+            these_words_are(&absent)
+        )
+    };
+    let looks_on = !absent.is_empty() || every_file;
+    let earns_a_read = looks_on && unread != Some(0) && may_earn;
+    let left = match unread.filter(|_| looks_on) {
+        None => String::new(),
+        Some(0) => "; every file has been read".to_owned(),
+        Some(_) if !earns_a_read => "; the search stops here".to_owned(),
+        Some(1) => "; 1 file is not read yet".to_owned(),
+        Some(n) => format!("; {n} files are not read yet"),
+    };
+    Some(Looked {
+        note: format!("(Searched by the program: {presence}{left}.)"),
+        earns_a_read,
+        found: !looks_on,
+        had_words: absent.is_empty(),
+        every_file,
+    })
+}
+
+/// "Which files mention...", "in all files": the answer is every file
+/// that has it, so a read that found it still leaves the rest to read.
+fn asks_about_every_file(question: &str) -> bool {
+    lowercase_words(question).windows(2).any(|pair| {
+        let (first, second) = (pair[0].as_str(), pair[1].as_str());
+        matches!(first, "which" | "what" | "all" | "every" | "each") && second == "files"
+            || matches!(first, "every" | "each") && second == "file"
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::local::test_wrap::wrap;
+
+    fn note(question: &str, body: &str, unread: Option<usize>) -> Option<Looked> {
+        search_note(question, &wrap(body), unread, true)
+    }
+
+    #[test]
+    fn a_file_without_the_words_is_a_miss_that_earns_a_read() {
+        let looked = note(
+            "Find the launch code name somewhere in your workspace.",
+            "name,role\nAna,designer",
+            Some(2),
+        );
+        assert_eq!(
+            looked,
+            Some(Looked {
+                note: "(Searched by the program: the question's words \"launch\" and \"code\" are not in this file; 2 files are not read yet.)".into(),
+                earns_a_read: true,
+                found: false,
+                had_words: false,
+                every_file: false,
+            })
+        );
+    }
+
+    #[test]
+    fn a_file_with_the_words_ends_the_search() {
+        let looked = note(
+            "Somewhere in your workspace it says who the new lab manager is. Who?",
+            "Lab memo\nThe new lab manager is Priya Nair.",
+            Some(3),
+        );
+        assert_eq!(
+            looked,
+            Some(Looked {
+                note: "(Searched by the program: the question's words \"new\", \"lab\" and \"manager\" are in this file.)".into(),
+                earns_a_read: false,
+                found: true,
+                had_words: true,
+                every_file: false,
+            })
+        );
+    }
+
+    #[test]
+    fn every_file_is_searched_when_the_question_asks_which_files() {
+        let q = "Which files in your workspace mention max_connections?";
+        let looked = note(q, "host = a\nmax_connections = 100", Some(3));
+        assert_eq!(
+            looked,
+            Some(Looked {
+                note: "(Searched by the program: the question's word \"max_connections\" is in this file; 3 files are not read yet.)".into(),
+                earns_a_read: true,
+                found: false,
+                had_words: true,
+                every_file: true,
+            })
+        );
+        let last = note(q, "host = b", Some(0)).map(|l| (l.note, l.earns_a_read));
+        assert_eq!(
+            last,
+            Some((
+                "(Searched by the program: the question's word \"max_connections\" is not in this file; every file has been read.)".into(),
+                false
+            ))
+        );
+    }
+
+    #[test]
+    fn a_search_out_of_calls_says_it_stops() {
+        let looked = search_note(
+            "Where is the harbor password?",
+            &wrap("nothing"),
+            Some(3),
+            false,
+        );
+        assert_eq!(
+            looked.map(|l| (l.note, l.earns_a_read)),
+            Some((
+                "(Searched by the program: the question's words \"harbor\" and \"password\" are not in this file; the search stops here.)".into(),
+                false
+            ))
+        );
+    }
+
+    #[test]
+    fn a_number_is_looked_for() {
+        let looked = note(
+            "Which file in your workspace mentions port 8088?",
+            "port 8080",
+            None,
+        );
+        assert_eq!(
+            looked.map(|l| l.note),
+            Some(
+                "(Searched by the program: the question's word \"8088\" is not in this file.)"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn counts_and_questions_without_words_get_no_note() {
+        assert_eq!(note("How many files mention Lisbon?", "x", Some(2)), None);
+        assert_eq!(
+            note("What files are in your workspace?", "x", Some(2)),
+            None
+        );
+    }
+
+    proptest::proptest! {
+        /// Whatever the file holds, the note is the program's fixed words
+        /// around words of the question and a count.
+        #[test]
+        fn the_note_carries_only_the_questions_words(
+            body in "[a-z0-9 ,.<>/_\n]{0,200}",
+            question in "(which|the|of|mentions|files|[a-z_0-9]{3,8})( (which|the|of|mentions|files|[a-z_0-9]{3,8})){0,8}",
+            unread in proptest::option::of(0usize..6),
+        ) {
+            if let Some(looked) = search_note(&question, &wrap(&body), unread, true) {
+                let mut quoted = looked.note.split('"');
+                let fixed = quoted.next().unwrap_or_default();
+                proptest::prop_assert!(
+                    ["(Searched by the program: the question's word ", "(Searched by the program: the question's words "].contains(&fixed),
+                    "{fixed:?}"
+                );
+                for (i, part) in quoted.enumerate() {
+                    if i % 2 == 0 {
+                        proptest::prop_assert!(question.split(' ').any(|w| w == part), "{part:?} not a word of {question:?}");
+                    } else {
+                        let tail = part
+                            .trim_start_matches(" is")
+                            .trim_start_matches(" are")
+                            .trim_start_matches(" not");
+                        let counted = tail.trim_start_matches(" in this file")
+                            .trim_start_matches("; ")
+                            .trim_start_matches(|c: char| c.is_ascii_digit());
+                        proptest::prop_assert!(
+                            [" and ", ", "].contains(&part)
+                                || [".)", " files are not read yet.)", " file is not read yet.)", "every file has been read.)"].contains(&counted),
+                            "{part:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! A CSV file's table, as the driver's notes read it (`shape.rs` counts
+//! its rows, `extremes.rs` sorts a column), and the note that picks out
+//! the rows holding the question's words.
+//!
+//! Why that note: asked "who on the ops team is in staff.csv?", the 1.5B
+//! model answered with the first row (`Ivo Petrov, backend`); asked to
+//! save the names of the blue items, it wrote the colour column. Finding
+//! the rows whose cells are the question's words is a lookup, the
+//! program's job; shown those rows as `column = value` pairs, the model
+//! reads the answer off.
+//!
+//! The rows are file content: they go inside the same boundary tags as
+//! the read that brought them (the kernel's tag, copied from the result).
+//! Outside stand only the program's words and a count.
+
+use super::compare::boundary_tags;
+use super::mentions::{
+    Numbers, absent_words, is_function_word, lowercase_words, stem, subject_words,
+};
+use super::shape::unwrapped_lines;
+
+/// A CSV file that parses as one table with a header line.
+pub(crate) struct Table {
+    pub(crate) header: Vec<String>,
+    pub(crate) records: Vec<csv::StringRecord>,
+}
+
+/// At most this many rows in a note: more is no longer a lookup.
+const MAX_ROWS: usize = 8;
+
+impl Table {
+    /// The table of a read of `path` (its result as wrapped), when the
+    /// path is a `.csv` file that parses as one table of two or more
+    /// columns and at least one row.
+    pub(crate) fn of(path: &str, wrapped: &str) -> Option<Self> {
+        if !path.to_ascii_lowercase().ends_with(".csv") {
+            return None;
+        }
+        let body = unwrapped_lines(wrapped).join("\n");
+        let mut reader = csv::ReaderBuilder::new()
+            .has_headers(true)
+            .flexible(false)
+            .trim(csv::Trim::All)
+            .from_reader(body.as_bytes());
+        let header: Vec<String> = reader.headers().ok()?.iter().map(str::to_owned).collect();
+        let records: Vec<csv::StringRecord> = reader.records().collect::<Result<_, _>>().ok()?;
+        (header.len() >= 2 && !records.is_empty()).then_some(Self { header, records })
+    }
+
+    /// The number in `column` of `record`, thousands commas allowed.
+    pub(crate) fn number(record: &csv::StringRecord, column: usize) -> Option<f64> {
+        record
+            .get(column)
+            .and_then(|v| v.replace(',', "").parse::<f64>().ok())
+            .filter(|v| v.is_finite())
+    }
+
+    /// Whether every row has a number in `column`.
+    pub(crate) fn numeric(&self, column: usize) -> bool {
+        self.records
+            .iter()
+            .all(|r| Self::number(r, column).is_some())
+    }
+
+    /// `record` as `column = value` pairs, one line.
+    pub(crate) fn row_line(&self, record: &csv::StringRecord) -> String {
+        self.header
+            .iter()
+            .zip(record.iter())
+            .map(|(h, v)| format!("{h} = {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// The note for a read of `path` for `question`: the rows with the most
+/// cells that are words of the question, when that picks out some rows
+/// but not all. None when a word the question asks about is missing from
+/// the file close to a word that picked the rows (`mentions.rs` says it
+/// is missing, and the near row would mislead: asked for the purple
+/// widget's price, the blue widget's row; asked for Chen Wei's phone
+/// number, the row with his e-mail address).
+pub(crate) fn matching_rows_note(path: &str, question: &str, wrapped: &str) -> Option<String> {
+    let table = Table::of(path, wrapped)?;
+    let (open, close) = boundary_tags(wrapped)?;
+    // File names are not words of the content ("out/blue.txt").
+    let text = without_paths(question);
+    let asked: Vec<String> = words(&text);
+    let cell_words = |cell: &str| words(cell);
+    let cell_is_asked = |cell: &str| {
+        let cell = cell_words(cell);
+        cell.iter().any(|w| {
+            w.chars().count() >= 3 && !w.chars().all(|c| c.is_ascii_digit()) && !is_function_word(w)
+        }) && cell.iter().all(|w| asked.contains(w))
+    };
+    let scores: Vec<usize> = table
+        .records
+        .iter()
+        .map(|r| r.iter().filter(|cell| cell_is_asked(cell)).count())
+        .collect();
+    let best = scores.iter().copied().max().unwrap_or(0);
+    let picked: Vec<&csv::StringRecord> = table
+        .records
+        .iter()
+        .zip(&scores)
+        .filter(|(_, s)| **s == best)
+        .map(|(r, _)| r)
+        .collect();
+    if best == 0 || picked.len() == table.records.len() || picked.len() > MAX_ROWS {
+        return None;
+    }
+    let picking: Vec<String> = picked
+        .iter()
+        .flat_map(|r| r.iter().filter(|cell| cell_is_asked(cell)))
+        .flat_map(cell_words)
+        .collect();
+    let absent: Vec<String> = absent_words(&subject_words(&text, &[], Numbers::Skip), wrapped)
+        .into_iter()
+        .map(|w| stem(w).to_owned())
+        .collect();
+    let near = |at: usize| {
+        asked[at.saturating_sub(NEAR)..(at + NEAR + 1).min(asked.len())]
+            .iter()
+            .any(|w| picking.contains(w))
+    };
+    if asked
+        .iter()
+        .enumerate()
+        .any(|(at, w)| absent.contains(w) && near(at))
+    {
+        return None;
+    }
+    let rows: Vec<String> = picked.iter().map(|r| table.row_line(r)).collect();
+    let heading = match rows.len() {
+        1 => "(Found by the program: the row of the table with the question's words:)".to_owned(),
+        n => {
+            format!("(Found by the program: the {n} rows of the table with the question's words:)")
+        }
+    };
+    Some(format!("{heading}\n{open}\n{}\n{close}", rows.join("\n")))
+}
+
+/// How many words apart a missing word still qualifies a picking one.
+const NEAR: usize = 2;
+
+/// The lowercase stems of `text`'s words.
+fn words(text: &str) -> Vec<String> {
+    lowercase_words(text)
+        .iter()
+        .map(|w| stem(w).to_owned())
+        .collect()
+}
+
+/// `text` without the words that read as file paths.
+fn without_paths(text: &str) -> String {
+    text.split_whitespace()
+        .filter(|raw| !super::steering::is_path_word(raw))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::local::test_wrap::{CLOSE, OPEN, wrap};
+
+    const STAFF: &str =
+        "name,team,desk\nIvo Petrov,backend,12\nMei Tanaka,frontend,14\nYara Haddad,ops,30\n";
+    const PRICES: &str =
+        "item,colour,price\nwidget,blue,4.50\nsprocket,red,1.20\ngizmo,blue,2.25\n";
+
+    fn note(path: &str, question: &str, body: &str) -> Option<String> {
+        matching_rows_note(path, question, &wrap(body))
+    }
+
+    #[test]
+    fn the_rows_with_the_questions_words_are_shown() {
+        assert_eq!(
+            note("staff.csv", "Who on the ops team is in staff.csv?", STAFF),
+            Some(format!(
+                "(Found by the program: the row of the table with the question's words:)\n{OPEN}\nname = Yara Haddad, team = ops, desk = 30\n{CLOSE}"
+            ))
+        );
+        let blue = note(
+            "prices.csv",
+            "Save the names of the blue items in prices.csv to out/blue.txt.",
+            PRICES,
+        )
+        .unwrap_or_default();
+        assert!(blue.contains("the 2 rows"), "{blue}");
+        assert!(
+            blue.contains("item = widget") && blue.contains("item = gizmo"),
+            "{blue}"
+        );
+        let one = note(
+            "prices.csv",
+            "What is the price of the blue widget?",
+            PRICES,
+        )
+        .unwrap_or_default();
+        assert!(
+            one.contains("the row of") && one.contains("item = widget"),
+            "{one}"
+        );
+        let name = note("staff.csv", "Which desk is Mei Tanaka at?", STAFF).unwrap_or_default();
+        assert!(name.contains("name = Mei Tanaka"), "{name}");
+    }
+
+    #[test]
+    fn no_rows_when_a_word_is_missing_or_nothing_is_picked_out() {
+        // "purple" is not in the file: the blue widget's row would mislead.
+        assert_eq!(
+            note(
+                "prices.csv",
+                "What is the price of the purple widget?",
+                PRICES
+            ),
+            None
+        );
+        assert_eq!(
+            note("prices.csv", "How many items are there?", PRICES),
+            None
+        );
+        // "cost" is not in the file, next to "widget": no row, though here
+        // it names a column.
+        assert_eq!(
+            note("prices.csv", "What does the blue widget cost?", PRICES),
+            None
+        );
+        assert_eq!(
+            note(
+                "staff.csv",
+                "What is Mei Tanaka's phone number in staff.csv?",
+                STAFF
+            ),
+            None
+        );
+        assert_eq!(
+            note("prices.txt", "What does the blue widget cost?", PRICES),
+            None
+        );
+        assert_eq!(
+            matching_rows_note("prices.csv", "What does the blue widget cost?", PRICES),
+            None,
+            "no boundary tags"
+        );
+    }
+
+    proptest::proptest! {
+        /// Whatever the table holds, its bytes in the note stand between
+        /// the kernel's tags.
+        #[test]
+        fn table_bytes_stay_inside_the_tags(
+            cells in proptest::collection::vec(("[a-z<>/]{1,8}", "[a-z<>/]{1,8}"), 1..8),
+            question in "[a-z<>/ ]{0,40}",
+        ) {
+            let body: String = std::iter::once("a,b".to_owned())
+                .chain(cells.iter().map(|(x, y)| format!("{x},{y}")))
+                .collect::<Vec<_>>()
+                .join("\n");
+            if let Some(note) = matching_rows_note("t.csv", &question, &wrap(&body)) {
+                let (outside, inside) = note.split_once(&format!("\n{OPEN}\n")).unwrap_or_default();
+                proptest::prop_assert!(outside.starts_with("(Found by the program: the "), "{outside:?}");
+                proptest::prop_assert!(outside.ends_with(" of the table with the question's words:)"), "{outside:?}");
+                proptest::prop_assert!(inside.ends_with(&format!("\n{CLOSE}")), "{inside:?}");
+                proptest::prop_assert_eq!(inside.matches("untrusted_").count(), 1);
+            }
+        }
+    }
+}
