@@ -353,8 +353,9 @@ fn the_documented_example_parses() {
     assert!(task.grants.is_some());
 }
 
-/// The extra task sets (`eval/second-set.toml`, `eval/third-set.toml`, run
-/// with `--tasks`) parse, their ids are agent names, and no id repeats.
+/// The extra task sets (`eval/second-set.toml`, `eval/third-set.toml`,
+/// `eval/fourth-set.toml`, `eval/fifth-set.toml`, run with `--tasks`) parse,
+/// their ids are agent names, and no id repeats.
 #[test]
 fn the_extra_sets_parse_and_their_ids_are_their_own() {
     let sets = [
@@ -363,6 +364,11 @@ fn the_extra_sets_parse_and_their_ids_are_their_own() {
             "second-set.toml",
         ),
         (include_str!("../../eval/third-set.toml"), "third-set.toml"),
+        (
+            include_str!("../../eval/fourth-set.toml"),
+            "fourth-set.toml",
+        ),
+        (include_str!("../../eval/fifth-set.toml"), "fifth-set.toml"),
     ];
     let mut seen: BTreeSet<String> = shipped().tasks.into_iter().map(|t| t.id).collect();
     for (text, name) in sets {

@@ -44,7 +44,8 @@ pub(crate) fn comparison_note(question: &str, first: Read<'_>, second: Read<'_>)
     both.dedup();
     let name = |path: &str| serde_json::Value::String(path.to_owned()).to_string();
     let mut note = String::from("(Compared by the program, line by line.)");
-    for verdict in asked_settings(question, &a, &b) {
+    let files = (name(first.path), name(second.path));
+    for verdict in asked_settings(question, &a, &b, &files, (open, close)) {
         note.push_str(&format!("\n{verdict}"));
     }
     let mut group = |heading: String, lines: &[&str]| {
@@ -79,24 +80,31 @@ pub(crate) fn comparison_note(question: &str, first: Read<'_>, second: Read<'_>)
 /// under "Lines in both files", the 1.5B model still answered "No"; a
 /// sentence that says it is read off. The key is written as the question
 /// has it, so no file byte stands outside the tags.
-fn asked_settings(question: &str, a: &[&str], b: &[&str]) -> Vec<String> {
+fn asked_settings(
+    question: &str,
+    a: &[&str],
+    b: &[&str],
+    files: &(String, String),
+    (open, close): (&str, &str),
+) -> Vec<String> {
     let settings = |lines: &[&str]| {
-        let mut found: Vec<(String, String, usize)> = Vec::new();
+        let mut found: Vec<(String, String, usize, String)> = Vec::new();
         for line in lines {
             let Some((key, value)) = line.split_once(['=', ':']) else {
                 continue;
             };
             let key = key.trim().to_lowercase();
             let value = value.trim().to_owned();
-            match found.iter_mut().find(|(k, _, _)| *k == key) {
+            match found.iter_mut().find(|(k, _, _, _)| *k == key) {
                 Some(seen) => seen.2 += 1,
-                None => found.push((key, value, 1)),
+                None => found.push((key, value, 1, (*line).to_owned())),
             }
         }
-        found.retain(|(_, _, times)| *times == 1);
+        found.retain(|(_, _, times, _)| *times == 1);
         found
     };
     let (in_a, in_b) = (settings(a), settings(b));
+    let asks = YesNo::of(question);
     let mut verdicts = Vec::new();
     let mut seen: Vec<String> = Vec::new();
     let words = question
@@ -108,24 +116,75 @@ fn asked_settings(question: &str, a: &[&str], b: &[&str]) -> Vec<String> {
             continue;
         }
         seen.push(lower.clone());
-        let value = |settings: &[(String, String, usize)]| {
+        let setting = |settings: &[(String, String, usize, String)]| {
             settings
                 .iter()
-                .find(|(k, _, _)| *k == lower)
-                .map(|(_, v, _)| v.clone())
+                .find(|(k, _, _, _)| *k == lower)
+                .map(|(_, v, _, line)| (v.clone(), line.clone()))
         };
-        let (Some(va), Some(vb)) = (value(&in_a), value(&in_b)) else {
+        let (Some((va, line_a)), Some((vb, line_b))) = (setting(&in_a), setting(&in_b)) else {
             continue;
         };
-        let same = if va == vb {
-            "has the same value in both files"
-        } else {
-            "has a different value in each file"
-        };
+        let same = va == vb;
         let word = serde_json::Value::String(word.to_owned()).to_string();
-        verdicts.push(format!("(Checked by the program: {word} {same}.)"));
+        let answer = asks.map(|asks| asks.answer(same)).unwrap_or_default();
+        if same {
+            verdicts.push(format!(
+                "(Checked by the program: {word} has the same value in both files{answer}.)"
+            ));
+        } else {
+            // Which file has which value, each line under its file's name
+            // (the user's words): asked "which of api.toml and worker.toml
+            // has debug turned on?", the 1.5B model misread the arrow of
+            // the changed settings and named the wrong file.
+            verdicts.push(format!(
+                "(Checked by the program: {word} has a different value in each file{answer}:)\n{open}\n{}: {line_a}\n{}: {line_b}\n{close}",
+                files.0, files.1
+            ));
+        }
     }
     verdicts
+}
+
+/// A question that asks whether a setting is the same, or differs: the
+/// program's check answers it, so the note says the answer in words.
+/// Why: shown "port has the same value in both files", the 1.5B model
+/// still answered "Do they use the same port?" with "No".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum YesNo {
+    Same,
+    Different,
+}
+
+impl YesNo {
+    fn of(question: &str) -> Option<Self> {
+        let words = super::mentions::lowercase_words(question);
+        let yes_no = words.first().is_some_and(|w| {
+            matches!(
+                w.as_str(),
+                "is" | "are" | "do" | "does" | "did" | "has" | "have" | "was" | "were"
+            )
+        });
+        let has = |options: &[&str]| words.iter().any(|w| options.contains(&w.as_str()));
+        if !yes_no {
+            None
+        } else if has(&["same", "identical", "equal", "match"]) {
+            Some(Self::Same)
+        } else if has(&["different", "differ", "differs", "change", "changed"]) {
+            Some(Self::Different)
+        } else {
+            None
+        }
+    }
+
+    fn answer(self, same: bool) -> &'static str {
+        match (self, same) {
+            (Self::Same, true) => ", so yes, it is the same",
+            (Self::Same, false) => ", so no, it is not the same",
+            (Self::Different, true) => ", so no, it does not differ",
+            (Self::Different, false) => ", so yes, it differs",
+        }
+    }
 }
 
 /// Lines of the form `key = value` or `key: value` that both files have
@@ -238,7 +297,7 @@ mod tests {
         )
         .expect("a note");
         assert!(
-            note.starts_with("(Compared by the program, line by line.)\n(Checked by the program: \"port\" has the same value in both files.)\n(Checked by the program: \"workers\" has a different value in each file.)\n"),
+            note.starts_with(&format!("(Compared by the program, line by line.)\n(Checked by the program: \"port\" has the same value in both files, so yes, it is the same.)\n(Checked by the program: \"workers\" has a different value in each file, so no, it is not the same:)\n{OPEN}\n\"old.ini\": workers = 4\n\"new.ini\": workers = 8\n{CLOSE}\n")),
             "{note}"
         );
         assert!(!note.contains("\"host\""), "not asked: {note}");

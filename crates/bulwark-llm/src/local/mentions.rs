@@ -145,44 +145,144 @@ pub(crate) enum Numbers {
     Skip,
 }
 
-/// The words of the question's noun phrases ([`LEADS`]), lowercased, in
-/// order, without repeats and without the words of the files' names.
-/// An identifier stays whole ("max_connections").
+/// The words of the question's noun phrases ([`LEADS`]), of a phrase
+/// after a question word and its auxiliary ("where *should* olive oil be
+/// ordered"), and its names (a capitalised word inside a sentence: "who
+/// wrote Hamlet"), lowercased, in order, without repeats and without the
+/// words of the files' names. An identifier stays whole
+/// ("max_connections"). What a count counts ("how many *people*") is left
+/// out: it is a category the file rarely names, and a 0 for it made the
+/// model answer 0.
 pub(crate) fn subject_words(question: &str, named_paths: &[&str], numbers: Numbers) -> Vec<String> {
-    let tokens: Vec<String> = question
-        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .filter(|t| !t.is_empty())
-        .map(str::to_lowercase)
-        .collect();
+    let tokens = question_tokens(question);
     let names: Vec<String> = named_paths.iter().map(|p| p.to_lowercase()).collect();
     let mut words: Vec<String> = Vec::new();
     let mut in_phrase = 0usize;
+    let mut counted = false;
+    let mut previous = String::new();
     for token in &tokens {
-        let lead = LEADS.contains(&token.as_str());
-        let stop = STOP_WORDS.contains(&token.as_str());
+        let Some(text) = token.text else {
+            // A path ends the phrase: what follows is about the file.
+            in_phrase = 0;
+            previous.clear();
+            continue;
+        };
+        let lower = text.to_lowercase();
+        let lead = LEADS.contains(&lower.as_str())
+            || QUESTION_WORDS.contains(&previous.as_str()) && AUXILIARIES.contains(&lower.as_str());
+        let stop = STOP_WORDS.contains(&lower.as_str());
         if lead || stop {
             in_phrase = if lead { PHRASE_WORDS } else { 0 };
+            counted = previous == "how" && matches!(lower.as_str(), "many" | "much");
+            previous = lower;
             continue;
         }
-        if in_phrase == 0 {
+        previous = lower.clone();
+        if FILE_TYPE_WORDS.contains(&lower.as_str()) {
             continue;
         }
-        in_phrase -= 1;
+        let a_name = token.is_name();
+        if in_phrase == 0 && !a_name {
+            continue;
+        }
+        in_phrase = in_phrase.saturating_sub(1);
         // A file's name ends the phrase: what follows is about the file.
-        if names.iter().any(|n| n.contains(token.as_str())) {
+        if names.iter().any(|n| n.contains(lower.as_str())) {
             in_phrase = 0;
             continue;
         }
-        let number = token.chars().all(|c| c.is_ascii_digit());
-        let worth = token.chars().count() >= 3 && (!number || numbers == Numbers::Count);
-        if worth && !words.contains(token) {
-            words.push(token.clone());
+        if counted && !a_name {
+            continue;
+        }
+        let number = lower.chars().all(|c| c.is_ascii_digit());
+        let worth = lower.chars().count() >= 3 && (!number || numbers == Numbers::Count);
+        if worth && !words.contains(&lower) {
+            words.push(lower);
             if words.len() == MAX_WORDS {
                 break;
             }
         }
     }
     words
+}
+
+/// Words that ask ("where", "who"); after one, an auxiliary verb leads
+/// the phrase of what is asked about ("when *does* the room close").
+const QUESTION_WORDS: &[&str] = &["who", "where", "when", "why", "how"];
+
+/// The auxiliary and modal verbs that follow a [`QUESTION_WORDS`] word.
+const AUXILIARIES: &[&str] = &[
+    "is", "are", "was", "were", "does", "do", "did", "should", "can", "could", "will", "would",
+    "may", "must", "shall", "might",
+];
+
+/// Words that name a kind of file ("the CSV", "the README"): what they
+/// name is the file, not a word its text would hold.
+const FILE_TYPE_WORDS: &[&str] = &[
+    "csv",
+    "tsv",
+    "md",
+    "markdown",
+    "txt",
+    "json",
+    "yaml",
+    "yml",
+    "toml",
+    "ini",
+    "xml",
+    "html",
+    "pdf",
+    "readme",
+    "changelog",
+    "log",
+];
+
+/// One word of the question as typed: a run of letters, digits and `_`
+/// (`None` for a word that reads as a path), and whether it begins a
+/// sentence (a capital there is no name).
+struct Token<'q> {
+    text: Option<&'q str>,
+    starts_sentence: bool,
+}
+
+impl Token<'_> {
+    /// A capitalised word inside a sentence ("Hamlet", "RAM"), not "I".
+    fn is_name(&self) -> bool {
+        !self.starts_sentence
+            && self
+                .text
+                .is_some_and(|t| t != "I" && t.chars().next().is_some_and(char::is_uppercase))
+    }
+}
+
+/// The words of `question`; a path ("notes.txt") is one token without
+/// text, so a capital in "README.md" is no name.
+fn question_tokens(question: &str) -> Vec<Token<'_>> {
+    let mut tokens = Vec::new();
+    let mut sentence_ended = true;
+    for raw in question.split_whitespace() {
+        let starts_sentence = sentence_ended;
+        sentence_ended = raw.ends_with(['.', '?', '!', ':']);
+        if super::steering::is_path_word(raw) {
+            tokens.push(Token {
+                text: None,
+                starts_sentence,
+            });
+            continue;
+        }
+        let mut first = true;
+        for text in raw
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .filter(|t| !t.is_empty())
+        {
+            tokens.push(Token {
+                text: Some(text),
+                starts_sentence: starts_sentence && first,
+            });
+            first = false;
+        }
+    }
+    tokens
 }
 
 /// Whether `word` (lowercase) is a word that carries no subject: a lead
@@ -200,10 +300,22 @@ pub(crate) fn lowercase_words(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// How often `word` occurs in `haystack` (lowercase), counting a plural's
-/// stem too ("fixes" is found in "Fixed", "meetings" in "Meeting").
+/// How often `word` occurs in `haystack` (lowercase), counting its root
+/// too ("fixes" is found in "Fixed", "meetings" in "Meeting", "ordered"
+/// in "Order"): a word said to be missing that the file has in another
+/// form made the model deny what the file says.
 pub(crate) fn occurrences(haystack: &str, word: &str) -> usize {
-    haystack.matches(stem(word)).count()
+    haystack.matches(root(word)).count()
+}
+
+/// `word`'s [`stem`] without a past's `ed` or a gerund's `ing`, when at
+/// least four letters are left ("ordered" → "order", "red" stays).
+fn root(word: &str) -> &str {
+    let long_enough = |s: &&str| s.chars().count() >= 4;
+    word.strip_suffix("ing")
+        .filter(long_enough)
+        .or_else(|| word.strip_suffix("ed").filter(long_enough))
+        .unwrap_or_else(|| stem(word))
 }
 
 /// `word` without a plural's `es` or `s`, when at least three letters
@@ -219,9 +331,6 @@ pub(crate) fn stem(word: &str) -> &str {
 /// The note for one read file's `content` (as wrapped), `None` when the
 /// question names nothing worth counting.
 pub(crate) fn mentions_note(question: &str, named_paths: &[&str], content: &str) -> Option<String> {
-    if asks_a_count(question) {
-        return None;
-    }
     let words = subject_words(question, named_paths, Numbers::Skip);
     let absent = absent_words(&words, content);
     (!absent.is_empty()).then(|| {
@@ -230,14 +339,6 @@ pub(crate) fn mentions_note(question: &str, named_paths: &[&str], content: &str)
             these_words_are(&absent)
         )
     })
-}
-
-/// "How many people...": what is counted is a category the file rarely
-/// names ("people" in a list of names), and a 0 for it made the model
-/// answer 0.
-pub(crate) fn asks_a_count(question: &str) -> bool {
-    let lower = question.to_lowercase();
-    lower.contains("how many") || lower.contains("how much")
 }
 
 /// Those of `words` that a read's `content` (as wrapped) lacks.
@@ -314,12 +415,30 @@ mod tests {
         assert_eq!(words("What does guide.md say about parking?"), ["parking"]);
         assert_eq!(
             words("What is Chen Wei's phone number in contacts.csv?"),
-            ["phone", "number"]
+            ["chen", "wei", "phone", "number"]
+        );
+        // What a count counts is left out; what it is counted of is not.
+        assert!(words("How many fixes are listed in docs/changelog.md?").is_empty());
+        assert_eq!(
+            words("How many copies of Hamlet are in books.csv?"),
+            ["hamlet"]
+        );
+        // A name inside a sentence, and the phrase after a question word's
+        // auxiliary.
+        assert_eq!(
+            words("Who wrote Hamlet, according to books.csv?"),
+            ["hamlet"]
         );
         assert_eq!(
-            words("How many fixes are listed in docs/changelog.md?"),
-            ["fixes"]
+            words("Where should olive oil be ordered from?"),
+            ["olive", "oil"]
         );
+        // A capital that begins a sentence, or names a kind of file, is no name.
+        assert_eq!(
+            words("Look in the CSV. Which city is Ana in?"),
+            ["city", "ana"]
+        );
+        assert_eq!(words("What does the README say about Docker?"), ["docker"]);
         assert!(words("What files are in your workspace?").is_empty());
         // A modal verb is no subject: "should" was said to be missing.
         assert!(words("What should be harvested weekly according to guide.md?").is_empty());

@@ -105,15 +105,26 @@ impl<'a> ReadNotes<'a> {
             return String::new();
         };
         let named = names_file(question, path, &[]).is_some();
+        // A file a search found the question's words missing from is not
+        // the one asked about: its counts and rows would be read as the
+        // answer (a loan list's "2 not checked off" for a late fee).
+        let searched = self.searched.get(id);
+        let asked_about = searched.is_none_or(|l| l.had_words);
         let notes = [
-            shape_note(path, question, content),
-            extreme_note(path, question, content),
-            matching_rows_note(path, question, content),
+            asked_about
+                .then(|| shape_note(path, question, content))
+                .flatten(),
+            asked_about
+                .then(|| extreme_note(path, question, content))
+                .flatten(),
+            asked_about
+                .then(|| matching_rows_note(path, question, content))
+                .flatten(),
             named
                 .then(|| mentions_note(question, &self.paths, content))
                 .flatten(),
             self.compared.get(id).cloned(),
-            self.searched.get(id).map(|l| l.note.clone()),
+            searched.map(|l| l.note.clone()),
         ];
         notes
             .into_iter()
@@ -492,7 +503,7 @@ mod tests {
     #[test]
     fn a_search_of_every_file_ends_with_the_files_that_have_the_words() {
         let q = "Which files mention max_connections?";
-        let listed = ["a.conf", "b.conf", "c.md", "d.txt"];
+        let listed = ["a.conf", "b.conf", "c.md", "d.txt", "e.txt"];
         let req = searching(
             q,
             &listed,
@@ -500,14 +511,15 @@ mod tests {
                 ("a.conf", "max_connections = 1"),
                 ("b.conf", "max_connections = 2"),
                 ("c.md", "# Handbook"),
+                ("d.txt", "nothing"),
             ],
         );
         assert_eq!(
             after(&req, "1"),
-            "\n(Searched by the program: the question's word \"max_connections\" is in this file; 2 files are not read yet.)"
+            "\n(Searched by the program: the question's word \"max_connections\" is in this file; 3 files are not read yet.)"
         );
         assert_eq!(
-            after(&req, "2"),
+            after(&req, "3"),
             format!(
                 "\n(Searched by the program: the question's word \"max_connections\" is not in this file; the search stops here.)\n(Searched by the program: the files read that have them:)\n{OPEN}\na.conf\nb.conf\n{CLOSE}"
             )

@@ -17,14 +17,14 @@
 //! The words are the user's and the counts the program's: no byte of a
 //! file, not even a file's name, is written into the note.
 
-use super::mentions::{
-    Numbers, absent_words, asks_a_count, lowercase_words, subject_words, these_words_are,
-};
+use super::mentions::{Numbers, absent_words, lowercase_words, subject_words, these_words_are};
 
 /// At most this many calls are earned by searching, per question: with the
-/// budget, a failed call and the answer, six turns (the offline agent's
-/// `max_turns`). A few files are searched whole, a large tree is not.
-pub(crate) const MAX_EARNED_READS: usize = 2;
+/// budget, a failed call and the answer, seven turns (the offline agent's
+/// `max_turns`). A listing and four files are searched whole, a large
+/// tree is not; with two, "which files mention gamma?" stopped before the
+/// fourth file, which had it.
+pub(crate) const MAX_EARNED_READS: usize = 3;
 
 /// The note after one read made to look, and what it does to the budget.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,16 +46,13 @@ pub(crate) struct Looked {
 /// names no file; `unread`: how many listed files are not read yet for
 /// this question (`None`: the session's files are not listed);
 /// `may_earn`: whether the question may still earn a call. `None` when
-/// the question has no words to look for, or asks for a count.
+/// the question has no words to look for.
 pub(crate) fn search_note(
     question: &str,
     content: &str,
     unread: Option<usize>,
     may_earn: bool,
 ) -> Option<Looked> {
-    if asks_a_count(question) {
-        return None;
-    }
     let words = subject_words(question, &[], Numbers::Count);
     if words.is_empty() {
         return None;
@@ -89,12 +86,13 @@ pub(crate) fn search_note(
     })
 }
 
-/// "Which files mention...", "in all files": the answer is every file
+/// "Which files mention...", "in all files", "how many files": the
+/// answer is every file
 /// that has it, so a read that found it still leaves the rest to read.
 fn asks_about_every_file(question: &str) -> bool {
     lowercase_words(question).windows(2).any(|pair| {
         let (first, second) = (pair[0].as_str(), pair[1].as_str());
-        matches!(first, "which" | "what" | "all" | "every" | "each") && second == "files"
+        matches!(first, "which" | "what" | "all" | "every" | "each" | "many") && second == "files"
             || matches!(first, "every" | "each") && second == "file"
     })
 }
@@ -204,8 +202,9 @@ mod tests {
     }
 
     #[test]
-    fn counts_and_questions_without_words_get_no_note() {
-        assert_eq!(note("How many files mention Lisbon?", "x", Some(2)), None);
+    fn questions_without_words_get_no_note_and_a_count_of_files_reads_them_all() {
+        let looked = note("How many files mention Lisbon?", "Lisbon", Some(2));
+        assert!(looked.is_some_and(|l| l.every_file && l.earns_a_read && !l.found));
         assert_eq!(
             note("What files are in your workspace?", "x", Some(2)),
             None
