@@ -130,6 +130,8 @@ const STOP_WORDS: &[&str] = &[
     "between",
     "other",
     "another",
+    "one",
+    "ones",
 ];
 
 /// At most this many words of one phrase.
@@ -177,7 +179,16 @@ pub(crate) fn subject_words(question: &str, named_paths: &[&str], numbers: Numbe
             previous = lower;
             continue;
         }
+        // "What happened", "which changed": a past verb, not a subject.
+        let past_verb = matches!(previous.as_str(), "what" | "which" | "who")
+            && lower.chars().count() >= 6
+            && lower.ends_with("ed")
+            && !lower.ends_with("eed");
         previous = lower.clone();
+        if past_verb {
+            in_phrase = 0;
+            continue;
+        }
         if FILE_TYPE_WORDS.contains(&lower.as_str()) {
             continue;
         }
@@ -289,6 +300,11 @@ fn question_tokens(question: &str) -> Vec<Token<'_>> {
 /// ("the", "of", "which") or a stop word ("is", "has", "files").
 pub(crate) fn is_function_word(word: &str) -> bool {
     LEADS.contains(&word) || STOP_WORDS.contains(&word)
+}
+
+/// Whether `word` (lowercase) names a kind of file ("csv", "readme").
+pub(crate) fn is_file_type_word(word: &str) -> bool {
+    FILE_TYPE_WORDS.contains(&word)
 }
 
 /// The words of `text`, lowercased: runs of letters and digits.
@@ -439,6 +455,7 @@ mod tests {
             ["city", "ana"]
         );
         assert_eq!(words("What does the README say about Docker?"), ["docker"]);
+        assert_eq!(words("What happened in April?"), ["april"]);
         assert!(words("What files are in your workspace?").is_empty());
         // A modal verb is no subject: "should" was said to be missing.
         assert!(words("What should be harvested weekly according to guide.md?").is_empty());

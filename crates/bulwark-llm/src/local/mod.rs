@@ -32,6 +32,8 @@ mod enough;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod extremes;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod lines;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod mentions;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod output;

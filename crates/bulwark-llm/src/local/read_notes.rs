@@ -4,6 +4,7 @@
 //! - `shape.rs`: a list's or a table's count;
 //! - `extremes.rs`, `table.rs`: a CSV column's highest or lowest row, and
 //!   the rows holding the question's words;
+//! - `lines.rs`: in a text file, the lines holding the question's words;
 //! - `mentions.rs`: the question's words a named file lacks;
 //! - `compare.rs`: two named files side by side;
 //! - `search.rs`: for a question that names no file, whether the words
@@ -30,6 +31,7 @@ use serde_json::Value;
 use super::compare::{Read, comparison_note};
 use super::enough::answered_after;
 use super::extremes::extreme_note;
+use super::lines::matching_lines_note;
 use super::mentions::mentions_note;
 use super::search::{Looked, MAX_EARNED_READS, search_note};
 use super::shape::shape_note;
@@ -119,6 +121,9 @@ impl<'a> ReadNotes<'a> {
                 .flatten(),
             asked_about
                 .then(|| matching_rows_note(path, question, content))
+                .flatten(),
+            asked_about
+                .then(|| matching_lines_note(path, question, content))
                 .flatten(),
             named
                 .then(|| mentions_note(question, &self.paths, content))

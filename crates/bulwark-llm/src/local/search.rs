@@ -36,7 +36,8 @@ pub(crate) struct Looked {
     /// now. Without this the 1.5B model, with a call left, went on to
     /// read an unrelated file and answered about both.
     pub(crate) found: bool,
-    /// Every word of the question is in the file.
+    /// Every word of the question is in the file, or all but one of
+    /// three or more.
     pub(crate) had_words: bool,
     /// The question asks which files have them.
     pub(crate) every_file: bool,
@@ -59,16 +60,32 @@ pub(crate) fn search_note(
     }
     let absent = absent_words(&words, content);
     let every_file = asks_about_every_file(question);
+    // All but one of three or more words: the file is about the thing
+    // asked, and the missing word is the question's own ("the *date* of
+    // the museum trip" in a file that says "14 May"). Read on from it and
+    // the 1.5B model answered from the next file instead.
+    let mostly = words.len() >= 3 && absent.len() == 1;
+    let present: Vec<&str> = words
+        .iter()
+        .map(String::as_str)
+        .filter(|w| !absent.contains(w))
+        .collect();
     let presence = if absent.is_empty() {
-        let all: Vec<&str> = words.iter().map(String::as_str).collect();
-        format!("the question's {} in this file", these_words_are(&all))
+        format!("the question's {} in this file", these_words_are(&present))
+    } else if mostly {
+        format!(
+            "the question's {} in this file, but not \"{}\"",
+            these_words_are(&present),
+            absent.join("")
+        )
     } else {
         format!(
             "the question's {} not in this file",
             these_words_are(&absent)
         )
     };
-    let looks_on = !absent.is_empty() || every_file;
+    let had_words = absent.is_empty() || mostly;
+    let looks_on = !had_words || every_file;
     let earns_a_read = looks_on && unread != Some(0) && may_earn;
     let left = match unread.filter(|_| looks_on) {
         None => String::new(),
@@ -81,7 +98,7 @@ pub(crate) fn search_note(
         note: format!("(Searched by the program: {presence}{left}.)"),
         earns_a_read,
         found: !looks_on,
-        had_words: absent.is_empty(),
+        had_words,
         every_file,
     })
 }
@@ -123,6 +140,25 @@ mod tests {
                 every_file: false,
             })
         );
+    }
+
+    #[test]
+    fn all_but_one_of_three_words_is_a_find() {
+        let looked = note(
+            "When is the museum trip? The date is in one of the files.",
+            "School trip to the science museum on 14 May.",
+            Some(2),
+        )
+        .expect("a note");
+        assert_eq!(
+            looked.note,
+            "(Searched by the program: the question's words \"museum\" and \"trip\" are in this file, but not \"date\".)"
+        );
+        assert!(looked.found && looked.had_words && !looked.earns_a_read);
+        // Two words of two, one missing: a miss.
+        let looked =
+            note("Find the launch code.", "code review on Monday", Some(2)).expect("a note");
+        assert!(!looked.found && looked.earns_a_read);
     }
 
     #[test]
@@ -239,7 +275,7 @@ mod tests {
                             .trim_start_matches("; ")
                             .trim_start_matches(|c: char| c.is_ascii_digit());
                         proptest::prop_assert!(
-                            [" and ", ", "].contains(&part)
+                            [" and ", ", ", " in this file, but not "].contains(&part)
                                 || [".)", " files are not read yet.)", " file is not read yet.)", "every file has been read.)"].contains(&counted),
                             "{part:?}"
                         );

@@ -126,10 +126,14 @@ fn list_note(lines: &[&str], question: &str) -> Option<String> {
         return Some(format!("(Counted by the program: {all}.)"));
     }
     Some(match asks_about_boxes(question) {
-        Some(Boxes::Open) => {
-            format!("(Counted by the program: {unchecked} not checked off, of {all}.)")
-        }
-        Some(Boxes::Done) => format!("(Counted by the program: {checked} checked off, of {all}.)"),
+        Some(Boxes::Open) => format!(
+            "(Counted by the program: {unchecked} list item{} not checked off.)",
+            plural(unchecked)
+        ),
+        Some(Boxes::Done) => format!(
+            "(Counted by the program: {checked} list item{} checked off.)",
+            plural(checked)
+        ),
         None => format!(
             "(Counted by the program: {all}, {checked} checked off and {unchecked} not checked off.)"
         ),
@@ -171,8 +175,9 @@ const DONE_WORDS: &[&str] = &[
 /// "5 list items, 2 checked off and 3 not checked off", the 1.5B model
 /// answered "how many things are still not packed?" with 5, the first
 /// number; with the other count after it ("3 not checked off, of 5; 2
-/// checked off") it answered 2, the last. Only the number asked for and
-/// the total are given.
+/// checked off") it answered 2, the last; given "3 not checked off, of 5
+/// list items" it answered "3 not checked off, of 5", which a reader
+/// could take either way. Only the number asked for is given.
 fn asks_about_boxes(question: &str) -> Option<Boxes> {
     let words = super::mentions::lowercase_words(question);
     let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
@@ -225,15 +230,15 @@ mod tests {
         );
         assert_eq!(
             shape_note("todo.md", "How many tasks are still open?", &wrap(todo)).as_deref(),
-            Some("(Counted by the program: 3 not checked off, of 5 list items.)")
+            Some("(Counted by the program: 3 list items not checked off.)")
         );
         assert_eq!(
             shape_note("todo.md", "How many aren't done?", &wrap(todo)).as_deref(),
-            Some("(Counted by the program: 3 not checked off, of 5 list items.)")
+            Some("(Counted by the program: 3 list items not checked off.)")
         );
         assert_eq!(
             shape_note("todo.md", "How many tasks are done?", &wrap(todo)).as_deref(),
-            Some("(Counted by the program: 2 checked off, of 5 list items.)")
+            Some("(Counted by the program: 2 list items checked off.)")
         );
     }
 

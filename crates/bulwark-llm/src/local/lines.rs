@@ -1,0 +1,273 @@
+//! What the driver shows the local model after it reads a text file
+//! (Markdown, notes, a config) for a question that looks something up:
+//! the line or two that hold the question's words, or the section under
+//! a heading that does.
+//!
+//! Why: with the whole file in front of it, the 1.5B model answered "What
+//! is the extension of the IT help desk in guide.md?" with ".md", "What
+//! should be harvested weekly?" with a sentence about the schedule, and
+//! "What happened in April?" from the wrong month. Finding the line is
+//! the program's job, as finding a table's row is (`table.rs`); the model
+//! then reads the answer off one line.
+//!
+//! Left out on purpose:
+//! - a question a word of whose subject the file lacks ("the wifi
+//!   password" in a file of kitchen notes): a line that shares some other
+//!   word would be read as the answer, and the absent-words note
+//!   (`mentions.rs`) says what is missing instead;
+//! - counts ("how many fixes"): the lines that share a word are not the
+//!   things counted, and `shape.rs` counts;
+//! - tables (`table.rs`) and questions naming two files (`compare.rs`).
+//!
+//! The lines are file content, so they stand inside the kernel's boundary
+//! tags, copied from the read's result; outside is the program's heading.
+
+use super::compare::boundary_tags;
+use super::mentions::{
+    Numbers, absent_words, is_file_type_word, is_function_word, lowercase_words, occurrences,
+    subject_words,
+};
+use super::shape::unwrapped_lines;
+use super::steering::is_path_word;
+use super::table::Table;
+
+/// A file this short is read whole at a glance: no note.
+const MIN_FILE_LINES: usize = 4;
+
+/// More best lines than this and the question's words do not pick one.
+const MAX_PICKED: usize = 2;
+
+/// At most this many lines of a section under a heading that matched.
+const MAX_SECTION_LINES: usize = 4;
+
+/// Verbs of the request itself ("read notes.txt and tell me"), not of
+/// what it asks about.
+const REQUEST_WORDS: &[&str] = &[
+    "read",
+    "find",
+    "look",
+    "check",
+    "give",
+    "write",
+    "answer",
+    "question",
+    "please",
+    "according",
+    "line",
+    "lines",
+    "text",
+    "says",
+    "said",
+];
+
+/// The note after a read of `path` (its result as wrapped) for
+/// `question`; `None` when it is not a lookup in a text file, or no line
+/// stands out.
+pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> Option<String> {
+    let lower = question.to_lowercase();
+    if lower.contains("how many") || lower.contains("how much") {
+        return None;
+    }
+    if question
+        .split_whitespace()
+        .filter(|w| is_path_word(w))
+        .count()
+        > 1
+    {
+        return None;
+    }
+    if Table::of(path, wrapped).is_some() {
+        return None;
+    }
+    let (open, close) = boundary_tags(wrapped)?;
+    let lines: Vec<&str> = unwrapped_lines(wrapped)
+        .into_iter()
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    if lines.len() < MIN_FILE_LINES {
+        return None;
+    }
+    let subject = subject_words(question, &[path], Numbers::Skip);
+    if !absent_words(&subject, wrapped).is_empty() {
+        return None;
+    }
+    let words = asked_words(question, path);
+    if words.is_empty() {
+        return None;
+    }
+    let scores: Vec<usize> = lines
+        .iter()
+        .map(|line| {
+            let line = line.to_lowercase();
+            words.iter().filter(|w| occurrences(&line, w) > 0).count()
+        })
+        .collect();
+    let best = scores.iter().copied().max().unwrap_or(0);
+    let picked: Vec<usize> = (0..lines.len()).filter(|&i| scores[i] == best).collect();
+    if best == 0 || picked.len() > MAX_PICKED {
+        return None;
+    }
+    let mut shown: Vec<usize> = Vec::new();
+    for &at in &picked {
+        push_new(&mut shown, at);
+        if is_heading(lines[at]) {
+            (at + 1..lines.len())
+                .take_while(|&i| !is_heading(lines[i]))
+                .take(MAX_SECTION_LINES)
+                .for_each(|i| push_new(&mut shown, i));
+        }
+    }
+    if shown.len() + 1 >= lines.len() {
+        return None;
+    }
+    let heading = match shown.len() {
+        1 => "(Found by the program: the line of the file with the question's words:)".to_owned(),
+        n => {
+            format!("(Found by the program: the {n} lines of the file with the question's words:)")
+        }
+    };
+    let body: Vec<&str> = shown.iter().map(|&i| lines[i].trim()).collect();
+    Some(format!("{heading}\n{open}\n{}\n{close}", body.join("\n")))
+}
+
+/// The question's words worth finding in a line: not function words,
+/// not the request's own verbs, not the file's name or kind.
+fn asked_words(question: &str, path: &str) -> Vec<String> {
+    let name = path.to_lowercase();
+    let text: Vec<&str> = question
+        .split_whitespace()
+        .filter(|w| !is_path_word(w))
+        .collect();
+    let mut words: Vec<String> = Vec::new();
+    for word in lowercase_words(&text.join(" ")) {
+        let worth = word.chars().count() >= 3
+            && !is_function_word(&word)
+            && !is_file_type_word(&word)
+            && !REQUEST_WORDS.contains(&word.as_str())
+            && !name.contains(word.as_str());
+        if worth && !words.contains(&word) {
+            words.push(word);
+        }
+    }
+    words
+}
+
+fn is_heading(line: &str) -> bool {
+    line.trim_start().starts_with('#')
+}
+
+fn push_new(shown: &mut Vec<usize>, at: usize) {
+    if !shown.contains(&at) {
+        shown.push(at);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::local::test_wrap::{CLOSE, OPEN, wrap};
+
+    const GUIDE: &str = "# Team guide\n\n## Hours\nThe office is open from 08:00 to 18:00.\n\n## Contacts\n- Facilities: room 214\n- IT help desk: extension 4410\n";
+
+    #[test]
+    fn the_line_with_the_questions_words_is_shown_inside_the_tags() {
+        let note = matching_lines_note(
+            "guide.md",
+            "What is the extension of the IT help desk in guide.md?",
+            &wrap(GUIDE),
+        );
+        assert_eq!(
+            note.as_deref(),
+            Some(
+                format!("(Found by the program: the line of the file with the question's words:)\n{OPEN}\n- IT help desk: extension 4410\n{CLOSE}")
+                    .as_str()
+            )
+        );
+    }
+
+    #[test]
+    fn a_heading_brings_its_section() {
+        let body = "# Incidents\n\n## March\n- Disk full on gamma\n- Certificate expired\n\n## April\n- beta lost power for an hour\n";
+        let note = matching_lines_note(
+            "incidents.md",
+            "What happened in April? See incidents.md.",
+            &wrap(body),
+        );
+        assert_eq!(
+            note.as_deref(),
+            Some(
+                format!("(Found by the program: the 2 lines of the file with the question's words:)\n{OPEN}\n## April\n- beta lost power for an hour\n{CLOSE}")
+                    .as_str()
+            )
+        );
+    }
+
+    #[test]
+    fn no_note_for_a_missing_subject_a_count_a_table_or_a_short_file() {
+        let notes = "The oven runs 10 degrees hot.\nOrder more olive oil.\nThe wifi router is in the hall.\nBins out on Monday.";
+        assert_eq!(
+            matching_lines_note(
+                "notes.txt",
+                "What is the wifi password in notes.txt?",
+                &wrap(notes)
+            ),
+            None,
+            "\"password\" is not in the file: the router's line is no answer"
+        );
+        assert_eq!(
+            matching_lines_note(
+                "guide.md",
+                "How many contacts are in guide.md?",
+                &wrap(GUIDE)
+            ),
+            None
+        );
+        let csv = "item,shelf\nrice,bottom\nflour,top\noats,middle\nsugar,top";
+        assert_eq!(
+            matching_lines_note(
+                "pantry.csv",
+                "Which shelf is the rice on in pantry.csv?",
+                &wrap(csv)
+            ),
+            None
+        );
+        assert_eq!(
+            matching_lines_note(
+                "a.txt",
+                "Who has the key?",
+                &wrap("The key is with Ana.\nBye.")
+            ),
+            None
+        );
+        // Words that pick no line, or too many, pick nothing.
+        assert_eq!(
+            matching_lines_note("guide.md", "Summarize guide.md.", &wrap(GUIDE)),
+            None
+        );
+        let same = "- room A\n- room B\n- room C\n- room D";
+        assert_eq!(
+            matching_lines_note("rooms.md", "Which room is free?", &wrap(same)),
+            None
+        );
+    }
+
+    proptest::proptest! {
+        /// Whatever the file holds, outside the tags is only the
+        /// program's heading.
+        #[test]
+        fn file_bytes_only_appear_inside_the_tags(
+            body in "[a-z #\n]{0,200}",
+            question in "(what|which|the|of|in|[a-z]{3,8})( (what|which|the|of|in|[a-z]{3,8})){0,8}",
+        ) {
+            if let Some(note) = matching_lines_note("f.md", &question, &wrap(&body)) {
+                let mut parts = note.lines();
+                let heading = parts.next().unwrap_or_default();
+                proptest::prop_assert!(heading.starts_with("(Found by the program: the "), "{heading:?}");
+                proptest::prop_assert_eq!(parts.next(), Some(OPEN));
+                proptest::prop_assert_eq!(note.lines().last(), Some(CLOSE));
+                proptest::prop_assert_eq!(note.matches(CLOSE).count(), 1);
+            }
+        }
+    }
+}
