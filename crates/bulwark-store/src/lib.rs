@@ -157,6 +157,8 @@ pub struct MessageRow {
 #[derive(Clone)]
 pub struct Store {
     conn: Arc<Mutex<Connection>>,
+    /// Shared by every clone; the last one dropped stops and joins it.
+    _checkpointer: Option<Arc<checkpoint::Checkpointer>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -220,12 +222,13 @@ impl Store {
         let mut conn = Connection::open(path).map_err(sqlite("opening database"))?;
         schema::configure(&conn, true)?;
         schema::migrate(&mut conn)?;
-        let store = Store::from_connection(conn);
-        if checkpoint::spawn(path, Arc::downgrade(&store.conn)) {
+        let mut store = Store::from_connection(conn);
+        if let Some(checkpointer) = checkpoint::spawn(path) {
             store
                 .lock()?
                 .pragma_update(None, "wal_autocheckpoint", 0)
                 .map_err(sqlite("disabling automatic checkpoints"))?;
+            store._checkpointer = Some(Arc::new(checkpointer));
         }
         Ok(store)
     }
@@ -246,6 +249,7 @@ impl Store {
         conn.set_prepared_statement_cache_capacity(64);
         Store {
             conn: Arc::new(Mutex::new(conn)),
+            _checkpointer: None,
         }
     }
 

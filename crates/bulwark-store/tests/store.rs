@@ -204,6 +204,39 @@ fn resume_after_reopen() {
     store.append_message("s2", "user", "{}").unwrap();
 }
 
+/// Once the last handle (and clones of it) is dropped, every connection the
+/// store opened is closed: the WAL is folded back and the database file alone
+/// holds everything, so copying or backing it up right away loses nothing.
+/// A background thread that outlived the store kept a connection open and
+/// made this depend on timing. The store lives past a few of that thread's
+/// checkpoints (it opens its connection lazily, at the first one).
+#[test]
+fn dropping_the_last_handle_leaves_a_complete_file() {
+    for round in 0..2 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bulwark.db");
+        {
+            let store = Store::open(&path).unwrap();
+            let clone = store.clone();
+            store.create_session(&new_session("s1", "coder")).unwrap();
+            drop(store);
+            for i in 0..30 {
+                clone
+                    .append_message("s1", "user", &format!("{{\"n\":{i}}}"))
+                    .unwrap();
+                if i % 10 == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(150));
+                }
+            }
+        }
+        let wal = dir.path().join("bulwark.db-wal");
+        assert!(!wal.exists(), "round {round}: the WAL outlived the store");
+        let copy = dir.path().join("copy.db");
+        std::fs::copy(&path, &copy).unwrap();
+        assert_eq!(count_rows(&copy, "messages"), 30, "round {round}");
+    }
+}
+
 #[cfg(unix)]
 #[test]
 fn database_files_are_owner_only() {
