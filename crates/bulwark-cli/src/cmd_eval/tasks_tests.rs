@@ -353,9 +353,8 @@ fn the_documented_example_parses() {
     assert!(task.grants.is_some());
 }
 
-/// The extra task sets (`eval/second-set.toml`, `eval/third-set.toml`,
-/// `eval/fourth-set.toml`, `eval/fifth-set.toml`, run with `--tasks`) parse,
-/// their ids are agent names, and no id repeats.
+/// The extra task sets (`eval/second-set.toml` to `eval/seventh-set.toml`,
+/// run with `--tasks`) parse, their ids are agent names, and no id repeats.
 #[test]
 fn the_extra_sets_parse_and_their_ids_are_their_own() {
     let sets = [
@@ -369,6 +368,11 @@ fn the_extra_sets_parse_and_their_ids_are_their_own() {
             "fourth-set.toml",
         ),
         (include_str!("../../eval/fifth-set.toml"), "fifth-set.toml"),
+        (include_str!("../../eval/sixth-set.toml"), "sixth-set.toml"),
+        (
+            include_str!("../../eval/seventh-set.toml"),
+            "seventh-set.toml",
+        ),
     ];
     let mut seen: BTreeSet<String> = shipped().tasks.into_iter().map(|t| t.id).collect();
     for (text, name) in sets {

@@ -37,15 +37,20 @@ pub(crate) fn comparison_note(question: &str, first: Read<'_>, second: Read<'_>)
     if a.is_empty() || b.is_empty() || a.len() > MAX_LINES || b.len() > MAX_LINES {
         return None;
     }
-    let mut only_a: Vec<&str> = a.iter().copied().filter(|l| !b.contains(l)).collect();
-    let mut only_b: Vec<&str> = b.iter().copied().filter(|l| !a.contains(l)).collect();
+    let in_other =
+        |line: &str, other: &[&str]| other.iter().any(|o| item_text(o) == item_text(line));
+    let mut only_a: Vec<&str> = a.iter().copied().filter(|l| !in_other(l, &b)).collect();
+    let mut only_b: Vec<&str> = b.iter().copied().filter(|l| !in_other(l, &a)).collect();
     let changed = changed_settings(&mut only_a, &mut only_b);
-    let mut both: Vec<&str> = a.iter().copied().filter(|l| b.contains(l)).collect();
+    let mut both: Vec<&str> = a.iter().copied().filter(|l| in_other(l, &b)).collect();
     both.dedup();
     let name = |path: &str| serde_json::Value::String(path.to_owned()).to_string();
     let mut note = String::from("(Compared by the program, line by line.)");
     let files = (name(first.path), name(second.path));
     for verdict in asked_settings(question, &a, &b, &files, (open, close)) {
+        note.push_str(&format!("\n{verdict}"));
+    }
+    if let Some(verdict) = asked_end(question, &a, &b, &files, (open, close)) {
         note.push_str(&format!("\n{verdict}"));
     }
     let mut group = |heading: String, lines: &[&str]| {
@@ -146,6 +151,60 @@ fn asked_settings(
     verdicts
 }
 
+/// For a yes/no question about how two files begin or end ("do they
+/// *open with* the same song?"): whether their first (or last) items are
+/// the same, list items if both have any, else lines. Why: with "1. Neon
+/// Rain" under "Lines in both files", the 1.5B model answered "No".
+fn asked_end(
+    question: &str,
+    a: &[&str],
+    b: &[&str],
+    files: &(String, String),
+    (open, close): (&str, &str),
+) -> Option<String> {
+    let asks = YesNo::of(question)?;
+    let words = super::mentions::lowercase_words(question);
+    let has = |options: &[&str]| words.iter().any(|w| options.contains(&w.as_str()));
+    let first = has(&[
+        "first", "open", "opens", "start", "starts", "begin", "begins", "top",
+    ]);
+    let last = has(&["last", "end", "ends", "finish", "finishes", "bottom"]);
+    if first == last {
+        return None;
+    }
+    let items = |lines: &[&str]| -> Vec<String> {
+        let listed: Vec<&str> = lines
+            .iter()
+            .copied()
+            .filter(|l| super::shape::list_item(l).is_some())
+            .collect();
+        let from = if listed.is_empty() { lines } else { &listed };
+        from.iter().map(|l| (*l).to_owned()).collect()
+    };
+    let (ia, ib) = (items(a), items(b));
+    let pick = |lines: &[String]| {
+        if first {
+            lines.first().cloned()
+        } else {
+            lines.last().cloned()
+        }
+    };
+    let (ea, eb) = (pick(&ia)?, pick(&ib)?);
+    let which = if first { "first" } else { "last" };
+    let same = item_text(&ea) == item_text(&eb);
+    let answer = asks.answer(same);
+    Some(if same {
+        format!(
+            "(Checked by the program: the {which} item is the same in both files{answer}:)\n{open}\n{ea}\n{close}"
+        )
+    } else {
+        format!(
+            "(Checked by the program: the {which} item differs{answer}:)\n{open}\n{}: {ea}\n{}: {eb}\n{close}",
+            files.0, files.1
+        )
+    })
+}
+
 /// A question that asks whether a setting is the same, or differs: the
 /// program's check answers it, so the note says the answer in words.
 /// Why: shown "port has the same value in both files", the 1.5B model
@@ -218,6 +277,14 @@ fn changed_settings(only_a: &mut Vec<&str>, only_b: &mut Vec<&str>) -> Vec<Strin
     changed
 }
 
+/// A line without its list marker: an item moved to another place of a
+/// numbered list ("2. Paper Moon", "5. Paper Moon") is in both files.
+/// Why: listed as only in each file under its two numbers, the moved song
+/// was named as the one the second list added.
+fn item_text(line: &str) -> &str {
+    super::shape::list_item(line).map_or(line, str::trim)
+}
+
 /// The kernel's opening and closing tag lines around a result.
 pub(crate) fn boundary_tags(wrapped: &str) -> Option<(&str, &str)> {
     let open = wrapped
@@ -261,6 +328,57 @@ mod tests {
                 wrapped: &wb,
             },
         )
+    }
+
+    #[test]
+    fn a_question_about_how_two_lists_open_is_answered() {
+        let (fri, sat) = (
+            wrap("Friday\n1. Neon Rain\n2. Paper Moon\n"),
+            wrap("Saturday\n1. Neon Rain\n2. Glass Hearts\n"),
+        );
+        let note = |question: &str| {
+            comparison_note(
+                question,
+                Read {
+                    path: "fri.txt",
+                    wrapped: &fri,
+                },
+                Read {
+                    path: "sat.txt",
+                    wrapped: &sat,
+                },
+            )
+            .expect("a note")
+        };
+        let opens = note("Do fri.txt and sat.txt open with the same song?");
+        assert!(
+            opens.contains(&format!("(Checked by the program: the first item is the same in both files, so yes, it is the same:)\n{OPEN}\n1. Neon Rain\n{CLOSE}")),
+            "{opens}"
+        );
+        let ends = note("Do fri.txt and sat.txt end with the same song?");
+        assert!(
+            ends.contains(&format!("(Checked by the program: the last item differs, so no, it is not the same:)\n{OPEN}\n\"fri.txt\": 2. Paper Moon\n\"sat.txt\": 2. Glass Hearts\n{CLOSE}")),
+            "{ends}"
+        );
+        // Not a yes/no question, or no end named: no verdict.
+        assert!(!note("Which songs are in fri.txt and sat.txt?").contains("Checked"));
+        assert!(!note("Do fri.txt and sat.txt have the same songs?").contains("item"));
+    }
+
+    #[test]
+    fn a_moved_list_item_is_in_both_files() {
+        let note = compare(
+            ("fri.txt", "1. Neon Rain\n2. Paper Moon\n3. Last Train\n"),
+            (
+                "sat.txt",
+                "1. Neon Rain\n2. Glass Hearts\n3. Last Train\n4. Paper Moon\n",
+            ),
+        )
+        .expect("a note");
+        assert!(
+            note.contains(&format!("(Lines only in \"fri.txt\": none.)\n(Lines only in \"sat.txt\":)\n{OPEN}\n2. Glass Hearts\n{CLOSE}")),
+            "{note}"
+        );
     }
 
     #[test]

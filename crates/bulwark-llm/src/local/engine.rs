@@ -26,6 +26,7 @@ use super::prefix_cache::{Lookup, PrefixCache, RebuildReason, model_identity};
 use super::repetition::degenerate_loop;
 use super::steering::{
     model_calls_this_turn, named_file_reads, typed_file_read, uncalled_paths, unreachable_paths,
+    without_repeated_reads,
 };
 use super::stream::{Utf8Stream, call_blocks, decided_calls, emit};
 use super::template::{self, IM_END, IM_START, Segment};
@@ -342,7 +343,10 @@ impl<'m> Engine<'m> {
         })?;
         let (blocks, stop) = match output {
             Output::Text(text) => (vec![Block::Text { text }], stop),
-            Output::Calls(calls) => (call_blocks(request, calls, sink), StopReason::ToolUse),
+            Output::Calls(calls) => (
+                call_blocks(request, without_repeated_reads(request, calls), sink),
+                StopReason::ToolUse,
+            ),
         };
         let response = ChatResponse {
             message: Message {

@@ -16,7 +16,7 @@
 //!   word would be read as the answer, and the absent-words note
 //!   (`mentions.rs`) says what is missing instead;
 //! - counts ("how many fixes"): the lines that share a word are not the
-//!   things counted, and `shape.rs` counts;
+//!   things counted, and `shape.rs` counts ("how much milk" is a lookup);
 //! - tables (`table.rs`) and questions naming two files (`compare.rs`).
 //!
 //! The lines are file content, so they stand inside the kernel's boundary
@@ -65,7 +65,7 @@ const REQUEST_WORDS: &[&str] = &[
 /// stands out.
 pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> Option<String> {
     let lower = question.to_lowercase();
-    if lower.contains("how many") || lower.contains("how much") {
+    if lower.contains("how many") {
         return None;
     }
     if question
@@ -96,27 +96,41 @@ pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> 
     if words.is_empty() {
         return None;
     }
-    let scores: Vec<usize> = lines
-        .iter()
-        .map(|line| {
-            let line = line.to_lowercase();
-            words.iter().filter(|w| occurrences(&line, w) > 0).count()
+    let lower: Vec<String> = lines.iter().map(|l| l.to_lowercase()).collect();
+    let has = |at: usize, w: &str| occurrences(&lower[at], w) > 0;
+    let parents: Vec<Option<usize>> = (0..lines.len()).map(|at| parent(&lines, at)).collect();
+    // A line's score counts the words of its parent too ("Dr Lind
+    // (paediatrics)" under "## Doctors" for "the paediatrics doctor"), so
+    // a question that names a section and an item picks the item.
+    let scores: Vec<usize> = (0..lines.len())
+        .map(|at| {
+            words
+                .iter()
+                .filter(|w| has(at, w) || parents[at].is_some_and(|p| has(p, w)))
+                .count()
         })
         .collect();
     let best = scores.iter().copied().max().unwrap_or(0);
     let picked: Vec<usize> = (0..lines.len()).filter(|&i| scores[i] == best).collect();
+    // An item picked only with its picked parent is shown in the parent's
+    // section.
+    let picked: Vec<usize> = picked
+        .iter()
+        .copied()
+        .filter(|&at| parents[at].is_none_or(|p| !picked.contains(&p)))
+        .collect();
     if best == 0 || picked.len() > MAX_PICKED {
         return None;
     }
     let mut shown: Vec<usize> = Vec::new();
+    // The parent that helped pick a line is not shown: under "## Reception"
+    // the 1.5B model answered "who works reception in the afternoons?"
+    // with the section's first item instead of the picked one.
     for &at in &picked {
         push_new(&mut shown, at);
-        if is_heading(lines[at]) {
-            (at + 1..lines.len())
-                .take_while(|&i| !is_heading(lines[i]))
-                .take(MAX_SECTION_LINES)
-                .for_each(|i| push_new(&mut shown, i));
-        }
+        children(&lines, at)
+            .take(MAX_SECTION_LINES)
+            .for_each(|i| push_new(&mut shown, i));
     }
     if shown.len() + 1 >= lines.len() {
         return None;
@@ -133,7 +147,7 @@ pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> 
 
 /// The question's words worth finding in a line: not function words,
 /// not the request's own verbs, not the file's name or kind.
-fn asked_words(question: &str, path: &str) -> Vec<String> {
+pub(crate) fn asked_words(question: &str, path: &str) -> Vec<String> {
     let name = path.to_lowercase();
     let text: Vec<&str> = question
         .split_whitespace()
@@ -155,6 +169,48 @@ fn asked_words(question: &str, path: &str) -> Vec<String> {
 
 fn is_heading(line: &str) -> bool {
     line.trim_start().starts_with('#')
+}
+
+/// An INI file's `[section]` line.
+fn is_section(line: &str) -> bool {
+    let line = line.trim();
+    line.starts_with('[') && line.ends_with(']')
+}
+
+fn indent(line: &str) -> usize {
+    line.len() - line.trim_start().len()
+}
+
+/// The line `at` stands under: for an indented line the nearest line
+/// above it indented less (a YAML key, a list's item); else the nearest
+/// Markdown heading or INI section above. A heading has none.
+fn parent(lines: &[&str], at: usize) -> Option<usize> {
+    let line = lines[at];
+    if is_heading(line) || is_section(line) {
+        return None;
+    }
+    let own = indent(line);
+    if own > 0 {
+        return (0..at).rev().find(|&i| indent(lines[i]) < own);
+    }
+    (0..at)
+        .rev()
+        .find(|&i| is_heading(lines[i]) || is_section(lines[i]))
+}
+
+/// The lines that stand under line `at`: a heading's or section's up to
+/// the next one, or the lines indented deeper right after it.
+fn children<'l>(lines: &'l [&str], at: usize) -> impl Iterator<Item = usize> + 'l {
+    let line = lines[at];
+    let header = is_heading(line) || is_section(line);
+    let own = indent(line);
+    (at + 1..lines.len()).take_while(move |&i| {
+        if header {
+            !is_heading(lines[i]) && !is_section(lines[i])
+        } else {
+            indent(lines[i]) > own
+        }
+    })
 }
 
 fn push_new(shown: &mut Vec<usize>, at: usize) {
@@ -200,6 +256,66 @@ mod tests {
                 format!("(Found by the program: the 2 lines of the file with the question's words:)\n{OPEN}\n## April\n- beta lost power for an hour\n{CLOSE}")
                     .as_str()
             )
+        );
+    }
+
+    #[test]
+    fn an_item_is_picked_by_its_own_words_and_its_sections() {
+        let staff = "# Staff\n\n## Doctors\n- Dr Berg (general practice)\n- Dr Lind (paediatrics)\n\n## Reception\n- Sara Holm, mornings\n- Ken Aoki, afternoons\n";
+        let shown = |question: &str, body: &str, path: &str| {
+            matching_lines_note(path, question, &wrap(body)).map(|n| {
+                n.lines()
+                    .skip(2)
+                    .take_while(|l| *l != CLOSE)
+                    .collect::<Vec<_>>()
+                    .join("|")
+            })
+        };
+        assert_eq!(
+            shown(
+                "Who is the paediatrics doctor, according to staff.md?",
+                staff,
+                "staff.md"
+            )
+            .as_deref(),
+            Some("- Dr Lind (paediatrics)")
+        );
+        assert_eq!(
+            shown(
+                "Who works reception in the afternoons? staff.md lists it.",
+                staff,
+                "staff.md"
+            )
+            .as_deref(),
+            Some("- Ken Aoki, afternoons")
+        );
+        // A YAML key picked by its parent's word too.
+        let gear = "drums:\n  kit: Ludwig Classic\nguitar:\n  amp: Vox AC30\n  pedals: 6\nbass:\n  amp: Ampeg SVT\n";
+        assert_eq!(
+            shown(
+                "Which amp does the guitar use in gear.yaml?",
+                gear,
+                "gear.yaml"
+            )
+            .as_deref(),
+            Some("amp: Vox AC30")
+        );
+        // A JSON key in another form of the question's word.
+        let config = "{\n  \"clinic_name\": \"Riverside\",\n  \"opening_hour\": 8,\n  \"closing_hour\": 18,\n  \"sms\": true\n}\n";
+        assert_eq!(
+            shown(
+                "At what hour does the clinic close, per config.json?",
+                config,
+                "config.json"
+            )
+            .as_deref(),
+            Some("\"closing_hour\": 18,")
+        );
+        // An INI section names the setting's group.
+        let ini = "[server]\nport = 80\nhost = a\n[backup]\nport = 9000\nhost = b\n";
+        assert_eq!(
+            shown("Which port does the backup use?", ini, "app.ini").as_deref(),
+            Some("port = 9000")
         );
     }
 

@@ -87,6 +87,7 @@ const STOP_WORDS: &[&str] = &[
     "now",
     "or",
     "other",
+    "per",
     "please",
     "see",
     "show",
@@ -132,12 +133,69 @@ const STOP_WORDS: &[&str] = &[
     "another",
     "one",
     "ones",
+    // The request's own verbs ("*check* your files", "*look* through").
+    "check",
+    "look",
+    "search",
+    "find",
+    "give",
+];
+
+/// Verbs too common to be what a question asks about a named file
+/// ("which amp does the guitar *use*", "how much milk *goes* in", "what
+/// did the tower entry *cost*?" of a table whose column is `amount_eur`),
+/// and nouns that name a part of any file ("the *names* of the blue
+/// *items*"): the file names the thing, not these, and one said to be
+/// missing hid the line with the answer, or was repeated as "not listed".
+/// A search keeps them: a word one file has and another lacks tells the
+/// two apart.
+const COMMON_VERBS: &[&str] = &[
+    "use",
+    "uses",
+    "used",
+    "using",
+    "get",
+    "gets",
+    "got",
+    "make",
+    "makes",
+    "made",
+    "take",
+    "takes",
+    "took",
+    "go",
+    "goes",
+    "went",
+    "want",
+    "wants",
+    "keep",
+    "keeps",
+    "cost",
+    "costs",
+    "pay",
+    "paid",
+    "spend",
+    "spent",
+    "name",
+    "names",
+    "value",
+    "values",
+    "details",
+    "information",
+    "info",
+    "item",
+    "items",
+    "thing",
+    "things",
+    "row",
+    "rows",
 ];
 
 /// At most this many words of one phrase.
 const PHRASE_WORDS: usize = 3;
 
-/// Whether a number in the question is one of its subject words.
+/// Whether a number (or a [`COMMON_VERBS`] verb) in the question is one
+/// of its subject words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Numbers {
     /// "port 8088": when the question searches files for it.
@@ -172,15 +230,19 @@ pub(crate) fn subject_words(question: &str, named_paths: &[&str], numbers: Numbe
         let lower = text.to_lowercase();
         let lead = LEADS.contains(&lower.as_str())
             || QUESTION_WORDS.contains(&previous.as_str()) && AUXILIARIES.contains(&lower.as_str());
-        let stop = STOP_WORDS.contains(&lower.as_str());
+        let stop = STOP_WORDS.contains(&lower.as_str())
+            || numbers == Numbers::Skip && COMMON_VERBS.contains(&lower.as_str());
         if lead || stop {
             in_phrase = if lead { PHRASE_WORDS } else { 0 };
-            counted = previous == "how" && matches!(lower.as_str(), "many" | "much");
+            // "How much *sugar*" names a substance the file would hold;
+            // "how many *people*" a category it rarely names.
+            counted = previous == "how" && lower == "many";
             previous = lower;
             continue;
         }
-        // "What happened", "which changed": a past verb, not a subject.
-        let past_verb = matches!(previous.as_str(), "what" | "which" | "who")
+        // "What happened", "which changed", "what's planned": a past
+        // verb, not a subject.
+        let past_verb = matches!(previous.as_str(), "what" | "which" | "who" | "s")
             && lower.chars().count() >= 6
             && lower.ends_with("ed")
             && !lower.ends_with("eed");
@@ -189,7 +251,7 @@ pub(crate) fn subject_words(question: &str, named_paths: &[&str], numbers: Numbe
             in_phrase = 0;
             continue;
         }
-        if FILE_TYPE_WORDS.contains(&lower.as_str()) {
+        if FILE_TYPE_WORDS.contains(&lower.as_str()) || RANKING_WORDS.contains(&lower.as_str()) {
             continue;
         }
         let a_name = token.is_name();
@@ -225,6 +287,15 @@ const QUESTION_WORDS: &[&str] = &["who", "where", "when", "why", "how"];
 const AUXILIARIES: &[&str] = &[
     "is", "are", "was", "were", "does", "do", "did", "should", "can", "could", "will", "would",
     "may", "must", "shall", "might",
+];
+
+/// Words that rank what the file holds ("the *largest* order"): the
+/// program or the model computes them, a file rarely spells them out,
+/// and said to be missing they read as "the file does not say".
+const RANKING_WORDS: &[&str] = &[
+    "largest", "biggest", "smallest", "highest", "lowest", "newest", "oldest", "latest",
+    "earliest", "cheapest", "dearest", "longest", "shortest", "greatest", "fewest", "least",
+    "best", "worst", "first", "last", "next", "previous", "top", "bottom", "total",
 ];
 
 /// Words that name a kind of file ("the CSV", "the README"): what they
@@ -325,13 +396,16 @@ pub(crate) fn occurrences(haystack: &str, word: &str) -> usize {
 }
 
 /// `word`'s [`stem`] without a past's `ed` or a gerund's `ing`, when at
-/// least four letters are left ("ordered" → "order", "red" stays).
+/// least four letters are left ("ordered" → "order", "red" stays), and
+/// without a silent `e` then ("close" is found in "closing_hour").
 fn root(word: &str) -> &str {
     let long_enough = |s: &&str| s.chars().count() >= 4;
-    word.strip_suffix("ing")
+    let root = word
+        .strip_suffix("ing")
         .filter(long_enough)
         .or_else(|| word.strip_suffix("ed").filter(long_enough))
-        .unwrap_or_else(|| stem(word))
+        .unwrap_or_else(|| stem(word));
+    root.strip_suffix('e').filter(long_enough).unwrap_or(root)
 }
 
 /// `word` without a plural's `es` or `s`, when at least three letters
@@ -344,14 +418,26 @@ pub(crate) fn stem(word: &str) -> &str {
         .unwrap_or(word)
 }
 
-/// The note for one read file's `content` (as wrapped), `None` when the
-/// question names nothing worth counting.
-pub(crate) fn mentions_note(question: &str, named_paths: &[&str], content: &str) -> Option<String> {
+/// The note for one read file's `content` (as wrapped, `table` when it
+/// is a CSV table), `None` when the question names nothing the file
+/// lacks. It says in plain words that no row (or line) has them: told
+/// only that "fuses" was not in the file, the 1.5B model named the bin
+/// of another part. Tried and dropped: ", so the file does not say",
+/// which it took over where the missing word was only the question's own
+/// ("what's *planned* for day 2").
+pub(crate) fn mentions_note(
+    question: &str,
+    named_paths: &[&str],
+    content: &str,
+    table: bool,
+) -> Option<String> {
     let words = subject_words(question, named_paths, Numbers::Skip);
     let absent = absent_words(&words, content);
     (!absent.is_empty()).then(|| {
+        let unit = if table { "row" } else { "line" };
+        let them = if absent.len() == 1 { "it" } else { "them" };
         format!(
-            "(Searched by the program: the question's {} not in this file.)",
+            "(Searched by the program: the question's {} not in this file; there is no {unit} with {them}.)",
             these_words_are(&absent)
         )
     })
@@ -394,23 +480,46 @@ mod tests {
             mentions_note(
                 "What is the price of the purple widget in prices.csv?",
                 &["prices.csv"],
-                &csv
+                &csv,
+                true
             )
             .as_deref(),
-            Some("(Searched by the program: the question's word \"purple\" is not in this file.)")
+            Some(
+                "(Searched by the program: the question's word \"purple\" is not in this file; there is no row with it.)"
+            )
         );
+    }
+
+    #[test]
+    fn common_verbs_are_subject_words_of_a_search_only() {
+        let named = |q: &str| subject_words(q, &[], Numbers::Skip);
+        let searched = |q: &str| subject_words(q, &[], Numbers::Count);
+        assert_eq!(named("What did the tower entry cost?"), ["tower", "entry"]);
+        assert_eq!(named("Which amp does the guitar use?"), ["amp", "guitar"]);
+        assert_eq!(
+            searched("Which file says what the guitar uses?"),
+            ["guitar", "uses"]
+        );
+        assert_eq!(named("Which file says what the guitar uses?"), ["guitar"]);
+        // Ranking words are computed, never looked for.
+        assert_eq!(
+            named("Which customer placed the largest order?"),
+            ["customer", "placed", "order"]
+        );
+        // "What's planned": a past verb after "what's".
+        assert_eq!(named("What's planned for day 2?"), ["day"]);
     }
 
     #[test]
     fn no_note_when_every_word_is_there() {
         let csv = wrap("name,role,city\nBen Okafor,engineer,Lagos\n");
         let q = "Which engineer in contacts.csv lives in Lagos?";
-        assert_eq!(mentions_note(q, &["contacts.csv"], &csv), None);
+        assert_eq!(mentions_note(q, &["contacts.csv"], &csv, true), None);
         let q = "What is the phone number of the engineer?";
         assert_eq!(
-            mentions_note(q, &["contacts.csv"], &csv).as_deref(),
+            mentions_note(q, &["contacts.csv"], &csv, true).as_deref(),
             Some(
-                "(Searched by the program: the question's words \"phone\" and \"number\" are not in this file.)"
+                "(Searched by the program: the question's words \"phone\" and \"number\" are not in this file; there is no row with them.)"
             )
         );
     }
@@ -476,7 +585,7 @@ mod tests {
             body in "[a-z ,.<>/\n]{0,200}",
             question in "(what|which|the|of|about|in|[a-z]{3,8})( (what|which|the|of|about|in|[a-z]{3,8})){0,8}",
         ) {
-            if let Some(note) = mentions_note(&question, &[], &wrap(&body)) {
+            if let Some(note) = mentions_note(&question, &[], &wrap(&body), false) {
                 let mut quoted = note.split('"');
                 let fixed = quoted.next().unwrap_or_default();
                 proptest::prop_assert!(
@@ -488,7 +597,7 @@ mod tests {
                         proptest::prop_assert!(question.split(' ').any(|w| w == part), "{part:?} not a word of {question:?}");
                     } else {
                         proptest::prop_assert!(
-                            [" is not in this file.)", " and ", ", ", " are not in this file.)"].contains(&part),
+                            [" is not in this file; there is no line with it.)", " and ", ", ", " are not in this file; there is no line with them.)"].contains(&part),
                             "{part:?}"
                         );
                     }

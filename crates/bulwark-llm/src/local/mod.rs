@@ -28,6 +28,8 @@ mod steering;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod compare;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod counted;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod enough;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod extremes;
@@ -300,15 +302,25 @@ pub(crate) fn turn_kind(request: &ChatRequest, budget: u32, choice: ToolChoice) 
     }
     let notes = read_notes::ReadNotes::new(request);
     let mut spent = Spent::default();
+    // The latest results were a search that missed with files left: the
+    // next turn reads on. Why: told "the question's words "call" and
+    // "engineer" are not in this file; 2 files are not read yet", the
+    // 1.5B model answered "who is the on-call engineer?" from the one
+    // file it had read, with a definition of the job.
+    let mut missed = false;
     for message in &request.messages {
         spent.observe(message);
-        spent.searched(notes.searched_in(message));
+        let (earned, found) = notes.searched_in(message);
+        spent.searched((earned, found));
+        if message.role == Role::User {
+            missed = earned > 0 && !found;
+        }
     }
     match spent.left(budget).min(grammar::MAX_CALLS_PER_TURN) {
         0 => TurnKind::Text,
         max_calls => TurnKind::Tools {
             max_calls,
-            text: spent.calls() > 0 || choice == ToolChoice::Auto,
+            text: !missed && (spent.calls() > 0 || choice == ToolChoice::Auto),
         },
     }
 }

@@ -1,7 +1,8 @@
 //! What the program writes after the result of a file read, for the
 //! local model, and what those reads do to the call budget:
 //!
-//! - `shape.rs`: a list's or a table's count;
+//! - `shape.rs`: a list's or a table's count, or its checked boxes;
+//! - `counted.rs`: the lines or rows a "how many" question narrows to;
 //! - `extremes.rs`, `table.rs`: a CSV column's highest or lowest row, and
 //!   the rows holding the question's words;
 //! - `lines.rs`: in a text file, the lines holding the question's words;
@@ -126,7 +127,10 @@ impl<'a> ReadNotes<'a> {
                 .then(|| matching_lines_note(path, question, content))
                 .flatten(),
             named
-                .then(|| mentions_note(question, &self.paths, content))
+                .then(|| {
+                    let table = super::table::Table::of(path, content).is_some();
+                    mentions_note(question, &self.paths, content, table)
+                })
                 .flatten(),
             self.compared.get(id).cloned(),
             searched.map(|l| l.note.clone()),
@@ -368,7 +372,7 @@ mod tests {
         );
         assert_eq!(
             after(&req, "0"),
-            "\n(Searched by the program: the question's word \"purple\" is not in this file.)"
+            "\n(Searched by the program: the question's word \"purple\" is not in this file; there is no row with it.)"
         );
     }
 
@@ -423,6 +427,30 @@ mod tests {
         req
     }
 
+    #[test]
+    fn a_search_that_missed_with_files_left_reads_on() {
+        use crate::ToolChoice;
+        use crate::local::{TurnKind, turn_kind};
+        let env = "APP_PORT=8443\nDB_HOST=db.internal";
+        let listed = ["app.env", "errors.log", "runbook.md"];
+        let missed = searching("Who is the on-call engineer?", &listed, &[("app.env", env)]);
+        assert!(matches!(
+            turn_kind(&missed, 2, ToolChoice::Auto),
+            TurnKind::Tools { text: false, .. }
+        ));
+        // A find answers; so may a turn after a read that searched nothing.
+        let found = searching("What is the DB host?", &listed, &[("app.env", env)]);
+        assert_eq!(turn_kind(&found, 2, ToolChoice::Auto), TurnKind::Text);
+        let named = request(
+            "Who is the on-call engineer in app.env?",
+            &[("app.env", env)],
+        );
+        assert!(!matches!(
+            turn_kind(&named, 2, ToolChoice::Auto),
+            TurnKind::Tools { text: false, .. }
+        ));
+    }
+
     const OFFICE: &[&str] = &["contacts.csv", "notes.txt", "todo.md"];
 
     #[test]
@@ -437,10 +465,11 @@ mod tests {
             ReadNotes::new(&missed).searched_in(&missed.messages[2]),
             (1, false)
         );
-        // With a budget of one call, the miss leaves one more.
+        // With a budget of one call, the miss leaves one more, and the
+        // next turn must make it.
         let one_more = crate::local::TurnKind::Tools {
             max_calls: 1,
-            text: true,
+            text: false,
         };
         let choice = crate::local::ToolChoice::Required;
         assert_eq!(crate::local::turn_kind(&missed, 1, choice), one_more);

@@ -13,55 +13,38 @@
 //! numeric columns. Why that condition: given the row count with every
 //! read, the model answered "how many red widgets are in stock?" with the
 //! number of rows; a question that names a numeric column (`stock`) reads
-//! its answer from that column. Left out: per-heading counts of a
+//! its answer from that column. Left out: per-heading totals of a
 //! changelog (asked how many fixes it lists, the model answered with the
-//! total of all items).
+//! total of all items); `counted.rs` counts the lines with "fix" instead.
 
 /// The note for a read of `path`, its content as a reader returned it
 /// (wrapped in the kernel's boundary tags), for `question`; `None` when
 /// there is nothing to count.
 pub(crate) fn shape_note(path: &str, question: &str, wrapped: &str) -> Option<String> {
     let lines = unwrapped_lines(wrapped);
-    list_note(&lines, question).or_else(|| csv_rows_note(path, question, wrapped))
+    let list = ListShape::of(&lines);
+    list.boxes_note(question)
+        .or_else(|| super::counted::narrowed_count_note(path, question, &lines))
+        .or_else(|| list.note())
+        .or_else(|| csv_rows_note(path, question, &lines))
 }
 
 /// "(Counted by the program: N rows below the header line.)" for a CSV
 /// file that parses as one table, asked "how many" about something that is
 /// not one of its numeric columns.
-fn csv_rows_note(path: &str, question: &str, wrapped: &str) -> Option<String> {
-    let question = question.to_lowercase();
-    if !question.contains("how many") {
+fn csv_rows_note(path: &str, question: &str, lines: &[&str]) -> Option<String> {
+    if !question.to_lowercase().contains("how many") {
         return None;
     }
-    let table = super::table::Table::of(path, wrapped)?;
-    let header: Vec<String> = table.header.iter().map(|h| h.to_lowercase()).collect();
-    let records = &table.records;
-    let asked: Vec<&str> = question
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| w.len() >= 3)
-        .collect();
-    let numeric = |column: usize| table.numeric(column);
-    let names_a_numeric_column = header.iter().enumerate().any(|(column, name)| {
-        numeric(column)
-            && name
-                .split(|c: char| !c.is_alphanumeric())
-                .filter(|w| w.len() >= 3)
-                .any(|w| asked.iter().any(|a| same_word(a, w)))
-    });
-    if names_a_numeric_column {
+    let table = super::table::Table::of_lines(path, lines)?;
+    if table.names_a_numeric_column(question) {
         return None;
     }
-    let rows = records.len();
+    let rows = table.records.len();
     Some(format!(
         "(Counted by the program: {rows} row{} below the header line.)",
         plural(rows)
     ))
-}
-
-/// The same word, give or take a plural's `s` or `es`.
-fn same_word(a: &str, b: &str) -> bool {
-    use super::mentions::stem;
-    a == b || stem(a) == stem(b)
 }
 
 /// The file's lines without the boundary's opening and closing tag lines.
@@ -83,61 +66,86 @@ pub(crate) fn unwrapped_lines(wrapped: &str) -> Vec<&str> {
     lines
 }
 
-/// List items (`- x`, `* x`, `+ x`, `1. x`, `1) x`), with their checkboxes,
-/// grouped by the Markdown heading they stand under.
-fn list_note(lines: &[&str], question: &str) -> Option<String> {
-    let mut items = 0usize;
-    let mut checked = 0usize;
-    let mut unchecked = 0usize;
-    // Items per section that has any, in order.
-    let mut sections: Vec<usize> = Vec::new();
-    let mut in_new_section = true;
-    for line in lines {
-        let trimmed = line.trim_start();
-        if trimmed.starts_with('#') {
-            in_new_section = true;
-            continue;
-        }
-        let Some(rest) = list_item(trimmed) else {
-            continue;
+/// A file's list items (`- x`, `* x`, `+ x`, `1. x`, `1) x`) and their
+/// checkboxes, with the number of Markdown sections that hold items.
+struct ListShape {
+    items: usize,
+    checked: usize,
+    unchecked: usize,
+    sections: usize,
+}
+
+impl ListShape {
+    fn of(lines: &[&str]) -> Self {
+        let mut shape = Self {
+            items: 0,
+            checked: 0,
+            unchecked: 0,
+            sections: 0,
         };
-        items += 1;
-        if in_new_section {
-            sections.push(0);
-            in_new_section = false;
+        let mut in_new_section = true;
+        for line in lines {
+            let trimmed = line.trim_start();
+            if trimmed.starts_with('#') {
+                in_new_section = true;
+                continue;
+            }
+            let Some(rest) = list_item(trimmed) else {
+                continue;
+            };
+            shape.items += 1;
+            if in_new_section {
+                shape.sections += 1;
+                in_new_section = false;
+            }
+            let rest = rest.trim_start();
+            if rest.starts_with("[x]") || rest.starts_with("[X]") {
+                shape.checked += 1;
+            } else if rest.starts_with("[ ]") {
+                shape.unchecked += 1;
+            }
         }
-        if let Some(last) = sections.last_mut() {
-            *last += 1;
+        shape
+    }
+
+    /// The count of the boxes a question asks about (open or done). A
+    /// checkbox says what it counts wherever it stands, so this holds
+    /// across headings too ("jobs still to do" in a journal by month).
+    fn boxes_note(&self, question: &str) -> Option<String> {
+        if self.checked + self.unchecked == 0 {
+            return None;
         }
-        let rest = rest.trim_start();
-        if rest.starts_with("[x]") || rest.starts_with("[X]") {
-            checked += 1;
-        } else if rest.starts_with("[ ]") {
-            unchecked += 1;
+        Some(match asks_about_boxes(question)? {
+            Boxes::Open => format!(
+                "(Counted by the program: {} list item{} not checked off.)",
+                self.unchecked,
+                plural(self.unchecked)
+            ),
+            Boxes::Done => format!(
+                "(Counted by the program: {} list item{} checked off.)",
+                self.checked,
+                plural(self.checked)
+            ),
+        })
+    }
+
+    /// The count of one flat list, with its checkboxes if any. Lists
+    /// under several headings get none: which items the question means
+    /// is the model's call, and a total misleads it.
+    fn note(&self) -> Option<String> {
+        let (items, checked, unchecked) = (self.items, self.checked, self.unchecked);
+        if items < 2 || self.sections > 1 {
+            return None;
         }
+        let all = format!("{items} list item{}", plural(items));
+        Some(if checked + unchecked == 0 {
+            format!("(Counted by the program: {all}.)")
+        } else {
+            format!(
+                "(Counted by the program: {all}, {checked} checked off and {unchecked} not checked off.)"
+            )
+        })
     }
-    // Lists under several headings: which items the question means is
-    // the model's call, and a total misleads it.
-    if items < 2 || sections.len() > 1 {
-        return None;
-    }
-    let all = format!("{items} list item{}", plural(items));
-    if checked + unchecked == 0 {
-        return Some(format!("(Counted by the program: {all}.)"));
-    }
-    Some(match asks_about_boxes(question) {
-        Some(Boxes::Open) => format!(
-            "(Counted by the program: {unchecked} list item{} not checked off.)",
-            plural(unchecked)
-        ),
-        Some(Boxes::Done) => format!(
-            "(Counted by the program: {checked} list item{} checked off.)",
-            plural(checked)
-        ),
-        None => format!(
-            "(Counted by the program: {all}, {checked} checked off and {unchecked} not checked off.)"
-        ),
-    })
 }
 
 /// Which of a checklist's items a question counts.
@@ -192,7 +200,7 @@ fn asks_about_boxes(question: &str) -> Option<Boxes> {
 
 /// The text after a list marker, when `line` (trimmed at the start) is a
 /// list item.
-fn list_item(line: &str) -> Option<&str> {
+pub(crate) fn list_item(line: &str) -> Option<&str> {
     for marker in ["- ", "* ", "+ "] {
         if let Some(rest) = line.strip_prefix(marker) {
             return Some(rest);
@@ -243,6 +251,25 @@ mod tests {
     }
 
     #[test]
+    fn checkboxes_are_counted_across_headings() {
+        let journal = "# Journal\n\n## April\n- Slugs ate the lettuce.\n- [x] Put up the poles\n- [ ] Fix the door\n- [ ] Order compost\n\n## May\n- Tomatoes flowering.\n";
+        assert_eq!(
+            shape_note(
+                "journal.md",
+                "How many jobs are still to do in journal.md?",
+                &wrap(journal)
+            )
+            .as_deref(),
+            Some("(Counted by the program: 2 list items not checked off.)")
+        );
+        // No total for lists under several headings, boxes or not.
+        assert_eq!(
+            shape_note("journal.md", "How long is it?", &wrap(journal)),
+            None
+        );
+    }
+
+    #[test]
     fn a_csv_files_rows_are_counted_for_a_how_many_question() {
         let csv = wrap("name,role\nAna,designer\nBen,engineer\n\nChen,manager\n");
         assert_eq!(
@@ -276,7 +303,7 @@ mod tests {
     fn lists_under_several_headings_and_ragged_csv_get_no_note() {
         let log = "# Changelog\n\n## 2.3.0\n- Added CSV export.\n- Fixed the login timeout.\n\n## 2.2.1\n1. Fixed a crash.\n";
         assert_eq!(
-            shape_note("changelog.md", "How many fixes?", &wrap(log)),
+            shape_note("changelog.md", "How many are there?", &wrap(log)),
             None
         );
         let ragged = "name,role\nAna,designer,extra\nBen\n";

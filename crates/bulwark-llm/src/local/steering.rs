@@ -54,6 +54,26 @@ pub(crate) fn uncalled_paths(request: &ChatRequest) -> PathChoices {
     choices
 }
 
+/// `calls` without a repeat of an earlier call of the same turn to a tool
+/// that only reads (the same file read twice). Why: asked who the on-call
+/// engineer is, the 1.5B model wrote `app.env` twice in one turn, then
+/// `errors.log` twice, and ran out of calls before the runbook; the grammar
+/// cannot forbid a repeat within a turn, and a repeated read tells nothing
+/// new. A tool that can change something keeps every call it was given.
+pub(crate) fn without_repeated_reads(request: &ChatRequest, calls: Vec<Call>) -> Vec<Call> {
+    let reads_only = |tool: &str| {
+        let mut choices = request.paths.for_tool(tool).peekable();
+        choices.peek().is_some() && choices.all(|c| c.reads_only)
+    };
+    let mut kept: Vec<Call> = Vec::with_capacity(calls.len());
+    for call in calls {
+        if !(reads_only(&call.0) && kept.contains(&call)) {
+            kept.push(call);
+        }
+    }
+    kept
+}
+
 /// The calls that open an answer when the user's message names files the
 /// session can read: one call to a *reader* (a read-only tool whose one
 /// argument is a listed file path, like `file_read`) per named file, in
@@ -497,6 +517,38 @@ mod tests {
             Some(AllowedPaths::Listed(list)) => list,
             other => panic!("{tool}: {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_read_repeated_within_a_turn_is_made_once_an_edit_is_not() {
+        let req = request(vec![Message::user_text("go")]);
+        let args = |path: &str| {
+            json!({"path": path})
+                .as_object()
+                .cloned()
+                .unwrap_or_default()
+        };
+        let read = |p: &str| ("file_read".to_owned(), args(p));
+        let edit = ("file_edit".to_owned(), args("notes.txt"));
+        assert_eq!(
+            without_repeated_reads(
+                &req,
+                vec![
+                    read("a.csv"),
+                    read("a.csv"),
+                    read("notes.txt"),
+                    edit.clone(),
+                    edit.clone()
+                ]
+            ),
+            vec![read("a.csv"), read("notes.txt"), edit.clone(), edit]
+        );
+        // A tool without path choices is no known reader: kept as called.
+        let other = ("web_fetch".to_owned(), args("x"));
+        assert_eq!(
+            without_repeated_reads(&req, vec![other.clone(), other.clone()]).len(),
+            2
+        );
     }
 
     #[test]

@@ -33,10 +33,15 @@ impl Table {
     /// path is a `.csv` file that parses as one table of two or more
     /// columns and at least one row.
     pub(crate) fn of(path: &str, wrapped: &str) -> Option<Self> {
+        Self::of_lines(path, &unwrapped_lines(wrapped))
+    }
+
+    /// [`Table::of`] for the file's lines, already unwrapped.
+    pub(crate) fn of_lines(path: &str, lines: &[&str]) -> Option<Self> {
         if !path.to_ascii_lowercase().ends_with(".csv") {
             return None;
         }
-        let body = unwrapped_lines(wrapped).join("\n");
+        let body = lines.join("\n");
         let mut reader = csv::ReaderBuilder::new()
             .has_headers(true)
             .flexible(false)
@@ -60,6 +65,25 @@ impl Table {
         self.records
             .iter()
             .all(|r| Self::number(r, column).is_some())
+    }
+
+    /// Whether `question` names one of the numeric columns ("how many
+    /// red widgets are in *stock*"): its answer is a value there, not a
+    /// count of rows.
+    pub(crate) fn names_a_numeric_column(&self, question: &str) -> bool {
+        let question = question.to_lowercase();
+        let asked: Vec<&str> = question
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| w.len() >= 3)
+            .collect();
+        self.header.iter().enumerate().any(|(column, name)| {
+            self.numeric(column)
+                && name
+                    .to_lowercase()
+                    .split(|c: char| !c.is_alphanumeric())
+                    .filter(|w| w.len() >= 3)
+                    .any(|w| asked.iter().any(|a| a == &w || stem(a) == stem(w)))
+        })
     }
 
     /// `record` as `column = value` pairs, one line.
@@ -221,11 +245,10 @@ mod tests {
             note("prices.csv", "How many items are there?", PRICES),
             None
         );
-        // "cost" is not in the file, next to "widget": no row, though here
-        // it names a column.
-        assert_eq!(
-            note("prices.csv", "What does the blue widget cost?", PRICES),
-            None
+        // "cost" is a verb no file spells out: the blue widget's row.
+        assert!(
+            note("prices.csv", "What does the blue widget cost?", PRICES)
+                .is_some_and(|n| n.contains("item = widget, colour = blue"))
         );
         assert_eq!(
             note(

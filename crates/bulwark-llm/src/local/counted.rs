@@ -1,0 +1,226 @@
+//! A count of the lines or rows that hold what a "how many" question
+//! narrows to: "how many appointments does *Dr Berg* have", "how many
+//! times did the pump *start*", "how many *fixes*" in a changelog.
+//!
+//! Why: given the table's row count (or nothing, for a log), the 1.5B
+//! model answered with the total: 5 appointments for Dr Berg's 3, and it
+//! guessed at how often a log line repeats. Picking the lines is a
+//! lookup and counting them is arithmetic: the program's job.
+//!
+//! Only the question's words that some line holds narrow the count ("how
+//! many *songs* are on the setlist" names no word of the file, and the
+//! list's own count answers it); a word in every line narrows nothing,
+//! and a question that names a numeric column ("how many red widgets are
+//! in *stock*") reads its answer from that column, so it gets no count.
+//! The note quotes the question's words, never the file's.
+
+use super::lines::asked_words;
+use super::mentions::occurrences;
+use super::table::Table;
+
+/// Words of a count question that name the act of counting or a
+/// generic unit, not what is counted.
+const COUNTING_WORDS: &[&str] = &[
+    "times",
+    "time",
+    "items",
+    "item",
+    "things",
+    "thing",
+    "entries",
+    "entry",
+    "rows",
+    "row",
+    "number",
+    "total",
+    "distinct",
+    "unique",
+    "yet",
+    "still",
+    "altogether",
+    "listed",
+    "mentioned",
+];
+
+/// The note for a read of `path` (its unwrapped `lines`) for `question`,
+/// `None` when the question counts nothing the file's lines narrow.
+pub(crate) fn narrowed_count_note(path: &str, question: &str, lines: &[&str]) -> Option<String> {
+    if !question.to_lowercase().contains("how many") {
+        return None;
+    }
+    let words = counted_words(question, path);
+    let (units, unit): (Vec<String>, &str) = match Table::of_lines(path, lines) {
+        Some(table) => {
+            if table.names_a_numeric_column(question) {
+                return None;
+            }
+            let rows = table
+                .records
+                .iter()
+                .map(|r| r.iter().collect::<Vec<_>>().join(" ").to_lowercase());
+            (rows.collect(), "row")
+        }
+        None => {
+            let text = lines
+                .iter()
+                .map(|l| l.trim())
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(str::to_lowercase);
+            (text.collect(), "line")
+        }
+    };
+    let present: Vec<&String> = words
+        .iter()
+        .filter(|w| units.iter().any(|u| occurrences(u, w) > 0))
+        .collect();
+    if present.is_empty() {
+        return None;
+    }
+    let matched = units
+        .iter()
+        .filter(|u| present.iter().all(|w| occurrences(u, w) > 0))
+        .count();
+    if matched == 0 || matched == units.len() {
+        return None;
+    }
+    let quoted: Vec<String> = present.iter().map(|w| format!("\"{w}\"")).collect();
+    let with = match quoted.as_slice() {
+        [rest @ .., last] if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => quoted.join(""),
+    };
+    Some(format!(
+        "(Counted by the program: {matched} {unit}{} with {with}.)",
+        if matched == 1 { "" } else { "s" }
+    ))
+}
+
+/// The question's words that may narrow a count: those a line is
+/// searched for ([`asked_words`]), less numbers and counting words.
+fn counted_words(question: &str, path: &str) -> Vec<String> {
+    asked_words(question, path)
+        .into_iter()
+        .filter(|w| !w.chars().all(|c| c.is_ascii_digit()))
+        .filter(|w| !COUNTING_WORDS.contains(&w.as_str()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn note(path: &str, question: &str, body: &str) -> Option<String> {
+        let lines: Vec<&str> = body.lines().collect();
+        narrowed_count_note(path, question, &lines)
+    }
+
+    const APPOINTMENTS: &str = "patient,doctor,day\nHana Ito,Dr Berg,Monday\nOmar Said,Dr Lind,Monday\nEva Rossi,Dr Berg,Wednesday\nLea Vogel,Dr Berg,Friday\n";
+
+    #[test]
+    fn the_rows_a_name_narrows_to_are_counted() {
+        assert_eq!(
+            note(
+                "appointments.csv",
+                "How many appointments does Dr Berg have in appointments.csv?",
+                APPOINTMENTS
+            )
+            .as_deref(),
+            Some("(Counted by the program: 3 rows with \"berg\".)")
+        );
+        assert_eq!(
+            note(
+                "a.csv",
+                "How many appointments are on Monday and with Dr Lind?",
+                APPOINTMENTS
+            )
+            .as_deref(),
+            Some("(Counted by the program: 1 row with \"monday\" and \"lind\".)")
+        );
+    }
+
+    #[test]
+    fn a_logs_lines_are_counted_by_the_questions_verb() {
+        let log = "06:00 INFO pump started\n06:20 INFO pump stopped\n07:00 INFO pump started\n07:03 ERROR pressure low\n";
+        assert_eq!(
+            note(
+                "pump.log",
+                "How many times did the pump start, according to pump.log?",
+                log
+            )
+            .as_deref(),
+            Some("(Counted by the program: 2 lines with \"start\".)")
+        );
+        let changelog = "# Changelog\n\n## 2.3.0\n- Added CSV export.\n- Fixed the login timeout.\n\n## 2.2.1\n- Fixed a crash.\n\n## 2.2.0\n- New dark theme.\n";
+        assert_eq!(
+            note(
+                "docs/changelog.md",
+                "How many fixes are listed in docs/changelog.md?",
+                changelog
+            )
+            .as_deref(),
+            Some("(Counted by the program: 2 lines with \"fixes\".)")
+        );
+    }
+
+    #[test]
+    fn no_count_when_nothing_narrows_or_a_numeric_column_answers() {
+        let setlist = "1. Neon Rain\n2. Glass Hearts\n3. Wild Harbour\n";
+        // The counted thing is not a word of the file; the file's name is
+        // no narrowing word.
+        assert_eq!(
+            note(
+                "setlist-saturday.txt",
+                "How many songs are on the Saturday setlist?",
+                setlist
+            ),
+            None
+        );
+        assert_eq!(
+            note("a.csv", "How many appointments are there?", APPOINTMENTS),
+            None
+        );
+        // A word in every row narrows nothing.
+        assert_eq!(
+            note(
+                "a.csv",
+                "How many appointments with a doctor?",
+                APPOINTMENTS
+            ),
+            None
+        );
+        // Not a count.
+        assert_eq!(
+            note("a.csv", "Which patients does Dr Berg see?", APPOINTMENTS),
+            None
+        );
+        let stock = "item,colour,stock\nwidget,red,0\nwidget,blue,3\ngadget,red,2\n";
+        assert_eq!(
+            note("p.csv", "How many red widgets are in stock?", stock),
+            None
+        );
+        assert_eq!(
+            note("p.csv", "How many red items are there?", stock).as_deref(),
+            Some("(Counted by the program: 2 rows with \"red\".)")
+        );
+    }
+
+    proptest::proptest! {
+        /// Whatever the file holds, the note is fixed words, a number and
+        /// the question's own words: nothing of the file is copied.
+        #[test]
+        fn the_note_quotes_only_the_question(body in "[a-z ,\n#-]{0,200}") {
+            if let Some(n) = note("f.txt", "How many zebras start here?", &body) {
+                let rest = n
+                    .trim_start_matches("(Counted by the program: ")
+                    .trim_start_matches(|c: char| c.is_ascii_digit());
+                proptest::prop_assert!(
+                    [" line with ", " lines with "].iter().any(|p| rest.starts_with(p)),
+                    "{n}"
+                );
+                let quoted = rest.split('"').skip(1).step_by(2);
+                for word in quoted {
+                    proptest::prop_assert!(["zebras", "start"].contains(&word), "{n}");
+                }
+            }
+        }
+    }
+}
