@@ -353,7 +353,7 @@ fn the_documented_example_parses() {
     assert!(task.grants.is_some());
 }
 
-/// The extra task sets (`eval/second-set.toml` to `eval/seventh-set.toml`,
+/// The extra task sets (`eval/second-set.toml` to `eval/ninth-set.toml`,
 /// run with `--tasks`) parse, their ids are agent names, and no id repeats.
 #[test]
 fn the_extra_sets_parse_and_their_ids_are_their_own() {
@@ -373,6 +373,11 @@ fn the_extra_sets_parse_and_their_ids_are_their_own() {
             include_str!("../../eval/seventh-set.toml"),
             "seventh-set.toml",
         ),
+        (
+            include_str!("../../eval/eighth-set.toml"),
+            "eighth-set.toml",
+        ),
+        (include_str!("../../eval/ninth-set.toml"), "ninth-set.toml"),
     ];
     let mut seen: BTreeSet<String> = shipped().tasks.into_iter().map(|t| t.id).collect();
     for (text, name) in sets {

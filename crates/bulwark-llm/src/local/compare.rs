@@ -53,6 +53,31 @@ pub(crate) fn comparison_note(question: &str, first: Read<'_>, second: Read<'_>)
     if let Some(verdict) = asked_end(question, &a, &b, &files, (open, close)) {
         note.push_str(&format!("\n{verdict}"));
     }
+    if both.is_empty() && changed.is_empty() {
+        // No line in common: each file would be listed again whole, and
+        // "Lines in both files: none" read as "nothing in common" where
+        // a name stands in both ("Northwind - pizza" and
+        // "Lena Fischer,Northwind,speaker").
+        let shared = shared_values(&a, &b);
+        let verdicts = note.split_once('\n').map(|(_, rest)| rest.to_owned());
+        // Nothing in common is no answer to "which quarter had the higher
+        // revenue?": told so, the 1.5B model named the wrong quarter.
+        if shared.is_empty() && verdicts.is_none() {
+            return None;
+        }
+        let mut note = if shared.is_empty() {
+            "(Compared by the program: no line and no value is in both files.)".to_owned()
+        } else {
+            format!(
+                "(Compared by the program: the values in both files:)\n{open}\n{}\n{close}",
+                shared.join("\n")
+            )
+        };
+        if let Some(verdicts) = verdicts {
+            note.push_str(&format!("\n{verdicts}"));
+        }
+        return Some(note);
+    }
     let mut group = |heading: String, lines: &[&str]| {
         if lines.is_empty() {
             note.push_str(&format!("\n({heading}: none.)"));
@@ -277,6 +302,52 @@ fn changed_settings(only_a: &mut Vec<&str>, only_b: &mut Vec<&str>) -> Vec<Strin
     changed
 }
 
+/// At most this many values in common are shown.
+const MAX_SHARED: usize = 8;
+
+/// The values both files hold, in `a`'s order: a line's parts between
+/// separators (a CSV line's cells, the two sides of `key = value` or
+/// `name: role`, a heading's text), compared without case; only parts
+/// with a letter and at least three characters.
+fn shared_values(a: &[&str], b: &[&str]) -> Vec<String> {
+    let b_values: Vec<String> = b
+        .iter()
+        .flat_map(|l| values_of(l))
+        .map(|v| v.to_lowercase())
+        .collect();
+    let mut shared: Vec<String> = Vec::new();
+    for value in a.iter().flat_map(|l| values_of(l)) {
+        let lower = value.to_lowercase();
+        if b_values.contains(&lower) && !shared.iter().any(|s| s.to_lowercase() == lower) {
+            shared.push(value.to_owned());
+            if shared.len() == MAX_SHARED {
+                break;
+            }
+        }
+    }
+    shared
+}
+
+/// The parts of one line that [`shared_values`] compares.
+fn values_of(line: &str) -> Vec<&str> {
+    let line = item_text(line.trim_start_matches('#').trim());
+    let mut parts = vec![line];
+    for separator in [
+        ",", ";", " | ", "|", " - ", " = ", "=", ": ", " vs. ", " vs ",
+    ] {
+        parts = parts
+            .into_iter()
+            .flat_map(|p| p.split(separator))
+            .map(str::trim)
+            .collect();
+    }
+    parts
+        .into_iter()
+        .map(|p| p.trim_matches(|c: char| "\"'`()[]".contains(c)))
+        .filter(|p| p.chars().count() >= 3 && p.chars().any(char::is_alphabetic))
+        .collect()
+}
+
 /// A line without its list marker: an item moved to another place of a
 /// numbered list ("2. Paper Moon", "5. Paper Moon") is in both files.
 /// Why: listed as only in each file under its two numbers, the moved song
@@ -426,8 +497,27 @@ mod tests {
         let note = compare(("a", "x\ny"), ("b", "x\ny")).expect("a note");
         assert!(note.contains("(Lines only in \"a\": none.)"), "{note}");
         assert!(note.contains("(Lines only in \"b\": none.)"), "{note}");
-        let note = compare(("a", "x\ny"), ("b", "z")).expect("a note");
-        assert!(note.ends_with("(Lines in both files: none.)"), "{note}");
+        assert_eq!(compare(("a", "x\ny"), ("b", "z")), None);
+    }
+
+    #[test]
+    fn a_value_two_disjoint_files_share_is_named() {
+        let sponsors = "Sponsors\nNorthwind - pizza and drinks\nUmbrella Labs - projector";
+        let rsvps = "name,company\nLena Fischer,Northwind\nRaj Patel,Contoso";
+        let note = compare(("sponsors.txt", sponsors), ("rsvps.csv", rsvps)).expect("a note");
+        assert!(
+            note.ends_with(&format!(
+                "(Compared by the program: the values in both files:)\n{OPEN}\nNorthwind\n{CLOSE}"
+            )),
+            "{note}"
+        );
+        let rota = "## Wednesday\n- Chloe: dog walking";
+        let vet = "[vet]\nvisit_day = Wednesday";
+        let note = compare(("rota.md", rota), ("vet.ini", vet)).expect("a note");
+        assert!(
+            note.contains(&format!("{OPEN}\nWednesday\n{CLOSE}")),
+            "{note}"
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@
 //! The note quotes the question's words, never the file's.
 
 use super::lines::asked_words;
-use super::mentions::occurrences;
+use super::mentions::{mentioned, occurrences};
 use super::table::Table;
 
 /// Words of a count question that name the act of counting or a
@@ -45,7 +45,7 @@ const COUNTING_WORDS: &[&str] = &[
 /// The note for a read of `path` (its unwrapped `lines`) for `question`,
 /// `None` when the question counts nothing the file's lines narrow.
 pub(crate) fn narrowed_count_note(path: &str, question: &str, lines: &[&str]) -> Option<String> {
-    if !question.to_lowercase().contains("how many") {
+    if !question.to_lowercase().contains("how many") || counts_a_measure(question) {
         return None;
     }
     let words = counted_words(question, path);
@@ -71,16 +71,17 @@ pub(crate) fn narrowed_count_note(path: &str, question: &str, lines: &[&str]) ->
     };
     let present: Vec<&String> = words
         .iter()
-        .filter(|w| units.iter().any(|u| occurrences(u, w) > 0))
+        .filter(|w| units.iter().any(|u| mentioned(u, w)))
         .collect();
     if present.is_empty() {
         return None;
     }
     let matched = units
         .iter()
-        .filter(|u| present.iter().all(|w| occurrences(u, w) > 0))
+        .filter(|u| present.iter().all(|w| mentioned(u, w)))
         .count();
-    if matched == 0 || matched == units.len() {
+    if matched == 0 || matched == units.len() || unit == "line" && states_a_count(&units, &present)
+    {
         return None;
     }
     let quoted: Vec<String> = present.iter().map(|w| format!("\"{w}\"")).collect();
@@ -96,6 +97,103 @@ pub(crate) fn narrowed_count_note(path: &str, question: &str, lines: &[&str]) ->
 
 /// The question's words that may narrow a count: those a line is
 /// searched for ([`asked_words`]), less numbers and counting words.
+/// Units of measure: "how many *grams* of food" asks for a quantity the
+/// file states, not for lines to count (the 1.5B model answered with the
+/// count of lines holding "food").
+const MEASURES: &[&str] = &[
+    "grams",
+    "g",
+    "kg",
+    "kilos",
+    "kilograms",
+    "litres",
+    "liters",
+    "ml",
+    "millilitres",
+    "cups",
+    "minutes",
+    "mins",
+    "hours",
+    "seconds",
+    "days",
+    "weeks",
+    "months",
+    "years",
+    "euros",
+    "eur",
+    "dollars",
+    "pounds",
+    "percent",
+    "miles",
+    "km",
+    "kilometres",
+    "metres",
+    "meters",
+    "calories",
+    "points",
+    "degrees",
+    "bytes",
+    "mb",
+    "gb",
+    "cm",
+    "mm",
+    "inches",
+    "feet",
+];
+
+/// Whether `question` asks "how many" of a unit of measure.
+pub(crate) fn counts_a_measure(question: &str) -> bool {
+    let words = super::mentions::lowercase_words(question);
+    words
+        .windows(3)
+        .any(|w| w[0] == "how" && w[1] == "many" && MEASURES.contains(&w[2].as_str()))
+}
+
+/// Whether a line already states the count of one of `present`'s words
+/// ("142 passed, 2 failed", "errors: 3", "failed=2"): counting the lines
+/// that hold the word would count that summary too, and the file's own
+/// number is the answer.
+fn states_a_count(units: &[String], present: &[&String]) -> bool {
+    let number = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_digit());
+    let counts = |w: &str| present.iter().any(|p| occurrences(w, p) > 0);
+    units.iter().any(|unit| {
+        let words: Vec<&str> = unit
+            .split(|c: char| c.is_whitespace() || c == ',' || c == ';')
+            .filter(|w| !w.is_empty())
+            .collect();
+        words.windows(2).any(|pair| {
+            let labelled = pair[0].ends_with([':', '=']) && counts(pair[0]) && number(pair[1]);
+            number(pair[0]) && counts(pair[1]) || labelled
+        }) || words.iter().any(|w| {
+            w.split_once('=')
+                .or_else(|| w.split_once(':'))
+                .is_some_and(|(key, value)| counts(key) && number(value))
+        })
+    })
+}
+
+/// The words of a "how many" question that narrow what it counts, past
+/// the thing counted ("how many *bookings* are still *waiting* on a
+/// *deposit*": waiting, deposit): none for "how many people are listed".
+pub(crate) fn condition_words(question: &str, path: &str) -> Vec<String> {
+    let words = super::mentions::lowercase_words(question);
+    // The first word after "how many" that names a thing ("how many
+    // *different* parts": parts).
+    let counted = words
+        .windows(2)
+        .position(|w| w[0] == "how" && w[1] == "many")
+        .and_then(|at| {
+            words[at + 2..].iter().find(|w| {
+                !super::mentions::is_function_word(w) && !COUNTING_WORDS.contains(&w.as_str())
+            })
+        })
+        .cloned();
+    counted_words(question, path)
+        .into_iter()
+        .filter(|w| Some(w) != counted.as_ref())
+        .collect()
+}
+
 fn counted_words(question: &str, path: &str) -> Vec<String> {
     asked_words(question, path)
         .into_iter()
@@ -200,6 +298,41 @@ mod tests {
         assert_eq!(
             note("p.csv", "How many red items are there?", stock).as_deref(),
             Some("(Counted by the program: 2 rows with \"red\".)")
+        );
+    }
+
+    #[test]
+    fn conditions_are_the_words_past_the_thing_counted() {
+        let words = |q: &str, path: &str| condition_words(q, path);
+        assert!(
+            words(
+                "How many different parts are listed in inventory.csv?",
+                "inventory.csv"
+            )
+            .is_empty()
+        );
+        assert!(words("How many of the dogs in dogs.csv are there?", "dogs.csv").is_empty());
+        assert_eq!(
+            words(
+                "How many bookings in clients.csv are still waiting on a deposit?",
+                "clients.csv"
+            ),
+            ["waiting", "deposit"]
+        );
+        assert!(counts_a_measure(
+            "How many grams of food does each cat get?"
+        ));
+        assert!(!counts_a_measure("How many cats get food?"));
+    }
+
+    #[test]
+    fn a_log_that_states_its_count_gets_none() {
+        let log = "[test] FAILED parser\n[test] FAILED cache\n[test] 142 passed, 2 failed\n[lint] passed\n";
+        assert_eq!(note("build.log", "How many tests failed?", log), None);
+        let log = "[test] FAILED parser\n[test] FAILED cache\n[lint] passed\n";
+        assert_eq!(
+            note("build.log", "How many tests failed?", log).as_deref(),
+            Some("(Counted by the program: 2 lines with \"tests\" and \"failed\".)")
         );
     }
 

@@ -25,8 +25,8 @@ use super::output::{self, Output};
 use super::prefix_cache::{Lookup, PrefixCache, RebuildReason, model_identity};
 use super::repetition::degenerate_loop;
 use super::steering::{
-    model_calls_this_turn, named_file_reads, typed_file_read, uncalled_paths, unreachable_paths,
-    without_repeated_reads,
+    model_calls_this_turn, named_file_reads, pending_write, typed_file_read, uncalled_paths,
+    unreachable_paths, without_repeated_reads, write_turn,
 };
 use super::stream::{Utf8Stream, call_blocks, decided_calls, emit};
 use super::template::{self, IM_END, IM_START, Segment};
@@ -228,7 +228,11 @@ impl<'m> Engine<'m> {
                 max_calls,
                 text: false,
             } => {
-                if unreachable_paths(request).is_empty() {
+                let targets = pending_write(request);
+                if !targets.is_empty() {
+                    let (tools, paths) = write_turn(request, &targets);
+                    call_grammar_with_paths(&tools, &paths, 1)?
+                } else if unreachable_paths(request).is_empty() {
                     call_grammar_with_paths(
                         &request.tools,
                         &uncalled,

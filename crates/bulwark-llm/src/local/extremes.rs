@@ -28,6 +28,16 @@ const PRICE_WORDS: &[(&str, bool)] = &[("cheapest", false), ("expensive", true)]
 /// Columns a price word means.
 const PRICE_COLUMNS: &[&str] = &["price", "cost", "eur", "usd", "amount"];
 
+/// Words that ask about money without naming the column ("which job
+/// *costs* the least").
+const MONEY_WORDS: &[&str] = &[
+    "cost", "costs", "costly", "price", "priced", "pay", "paid", "spend", "spent",
+];
+
+/// Words that ask for the earliest date, and for the latest.
+const EARLY: &[&str] = &["earliest", "soonest"];
+const LATE: &[&str] = &["latest", "newest", "recent"];
+
 /// At most this many rows share the extreme value in a note.
 const MAX_ROWS: usize = 3;
 
@@ -36,6 +46,9 @@ const MAX_ROWS: usize = 3;
 pub(crate) fn extreme_note(path: &str, question: &str, wrapped: &str) -> Option<String> {
     let (open, close) = boundary_tags(wrapped)?;
     let words = lowercase_words(question);
+    if let Some(note) = date_extreme(path, &words, wrapped, (open, close)) {
+        return Some(note);
+    }
     let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
     let price_word = PRICE_WORDS
         .iter()
@@ -66,8 +79,8 @@ pub(crate) fn extreme_note(path: &str, question: &str, wrapped: &str) -> Option<
             let by_name = words.iter().find(|w| {
                 w.len() >= 3 && !is_function_word(w) && parts.iter().any(|p| stem(w) == stem(p))
             });
-            let by_price =
-                price_word.is_some() && parts.iter().any(|p| PRICE_COLUMNS.contains(&p.as_str()));
+            let by_price = (price_word.is_some() || has(MONEY_WORDS))
+                && parts.iter().any(|p| PRICE_COLUMNS.contains(&p.as_str()));
             match (by_name, by_price) {
                 (Some(word), _) => Some((c, word.as_str())),
                 (None, true) => Some((c, "price")),
@@ -102,6 +115,57 @@ pub(crate) fn extreme_note(path: &str, question: &str, wrapped: &str) -> Option<
     Some(format!("{heading}\n{open}\n{}\n{close}", rows.join("\n")))
 }
 
+/// The note for a question that asks for the earliest or latest date
+/// ("whose shoot is the earliest on the calendar?") of a table with
+/// exactly one column of ISO dates (`2026-04-02`): the row with it. Why:
+/// the 1.5B model cannot sort dates by eye any more than numbers.
+fn date_extreme(
+    path: &str,
+    words: &[String],
+    wrapped: &str,
+    (open, close): (&str, &str),
+) -> Option<String> {
+    let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
+    let latest = match (has(EARLY), has(LATE)) {
+        (true, false) => false,
+        (false, true) => true,
+        _ => return None,
+    };
+    let table = Table::of(path, wrapped)?;
+    let is_date = |v: &str| {
+        let b = v.as_bytes();
+        b.len() == 10
+            && b.iter().enumerate().all(|(i, c)| {
+                if i == 4 || i == 7 {
+                    *c == b'-'
+                } else {
+                    c.is_ascii_digit()
+                }
+            })
+    };
+    let dated: Vec<usize> = (0..table.header.len())
+        .filter(|&c| table.records.iter().all(|r| r.get(c).is_some_and(is_date)))
+        .collect();
+    let [column] = dated.as_slice() else {
+        return None;
+    };
+    let dates = table.records.iter().filter_map(|r| r.get(*column));
+    let best = if latest { dates.max()? } else { dates.min()? };
+    let rows: Vec<String> = table
+        .records
+        .iter()
+        .filter(|r| r.get(*column) == Some(best))
+        .take(MAX_ROWS)
+        .map(|r| table.row_line(r))
+        .collect();
+    let which = if latest { "latest" } else { "earliest" };
+    let heading = match rows.len() {
+        1 => format!("(Sorted by the program: the {which} date is in this row:)"),
+        n => format!("(Sorted by the program: the {which} date is in these {n} rows:)"),
+    };
+    Some(format!("{heading}\n{open}\n{}\n{close}", rows.join("\n")))
+}
+
 /// A column name's words ("unit_price" → unit, price), lowercased.
 fn column_words(name: &str) -> Vec<String> {
     name.split(|c: char| !c.is_alphanumeric())
@@ -116,6 +180,32 @@ mod tests {
     use crate::local::test_wrap::{CLOSE, OPEN, wrap};
 
     const INVENTORY: &str = "part,bin,count,supplier\nresistor,A1,250,Mouser\ncapacitor,A2,180,Digikey\ndiode,B1,75,Mouser\nled,C1,300,Digikey\n";
+
+    #[test]
+    fn the_earliest_date_and_the_cheapest_cost_are_found() {
+        let shoots = "client,shoot_date,price\nMateo,2026-04-02,300\nGreta,2026-03-28,150\nOlu,2026-06-27,900\n";
+        let note = |q: &str| extreme_note("clients.csv", q, &wrap(shoots));
+        assert_eq!(
+            note("Whose shoot is the earliest on the calendar?"),
+            Some(format!(
+                "(Sorted by the program: the earliest date is in this row:)\n{OPEN}\nclient = Greta, shoot_date = 2026-03-28, price = 150\n{CLOSE}"
+            ))
+        );
+        assert!(
+            note("Which is the latest shoot?")
+                .is_some_and(|n| n.contains("latest date") && n.contains("Olu")),
+        );
+        assert!(
+            note("Which shoot costs the least?")
+                .is_some_and(|n| n.contains("lowest \"price\"") && n.contains("Greta")),
+        );
+        // Two date columns: which one is meant is not the program's call.
+        let two = "a,from,to\nx,2026-01-01,2026-02-01\ny,2026-01-05,2026-01-06\n";
+        assert_eq!(
+            extreme_note("t.csv", "Which is the earliest?", &wrap(two)),
+            None
+        );
+    }
 
     #[test]
     fn the_highest_value_of_the_named_column_is_shown_with_its_row() {

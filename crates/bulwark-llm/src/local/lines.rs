@@ -89,7 +89,10 @@ pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> 
         return None;
     }
     let subject = subject_words(question, &[path], Numbers::Skip);
-    if !absent_words(&subject, wrapped).is_empty() {
+    let numbers = super::mentions::qualifying_numbers(question);
+    if !absent_words(&subject, wrapped).is_empty()
+        || !super::mentions::absent_numbers(&numbers, wrapped).is_empty()
+    {
         return None;
     }
     let words = asked_words(question, path);
@@ -102,11 +105,17 @@ pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> 
     // A line's score counts the words of its parent too ("Dr Lind
     // (paediatrics)" under "## Doctors" for "the paediatrics doctor"), so
     // a question that names a section and an item picks the item.
+    // A document's title ("# Release process") is about the whole file:
+    // it picks no line, and under it the model was shown most of the file.
+    let title = |at: usize| at == 0 && lines[0].starts_with("# ");
     let scores: Vec<usize> = (0..lines.len())
         .map(|at| {
+            if title(at) {
+                return 0;
+            }
             words
                 .iter()
-                .filter(|w| has(at, w) || parents[at].is_some_and(|p| has(p, w)))
+                .filter(|w| has(at, w) || parents[at].is_some_and(|p| !title(p) && has(p, w)))
                 .count()
         })
         .collect();

@@ -26,12 +26,11 @@ const LEADS: &[&str] = &[
     "an",
     "about",
     "of",
-    "for",
-    "on",
     "in",
-    "at",
-    "to",
+    "for",
     "with",
+    "each",
+    "every",
     "any",
     "no",
     "which",
@@ -45,8 +44,6 @@ const LEADS: &[&str] = &[
     "s",
     "my",
     "our",
-    "this",
-    "that",
     "mention",
     "mentions",
     "mentioning",
@@ -69,10 +66,10 @@ const STOP_WORDS: &[&str] = &[
     "did",
     "does",
     "do",
-    "each",
     "file",
     "files",
     "from",
+    "had",
     "has",
     "have",
     "how",
@@ -97,7 +94,11 @@ const STOP_WORDS: &[&str] = &[
     "then",
     "there",
     "these",
+    "here",
+    "this",
+    "that",
     "those",
+    "to",
     "was",
     "were",
     "when",
@@ -189,6 +190,10 @@ const COMMON_VERBS: &[&str] = &[
     "things",
     "row",
     "rows",
+    "time",
+    "times",
+    "date",
+    "dates",
 ];
 
 /// At most this many words of one phrase.
@@ -220,34 +225,67 @@ pub(crate) fn subject_words(question: &str, named_paths: &[&str], numbers: Numbe
     let mut in_phrase = 0usize;
     let mut counted = false;
     let mut previous = String::new();
-    for token in &tokens {
+    let mut in_scene = false;
+    let mut contracted = false;
+    for (at, token) in tokens.iter().enumerate() {
         let Some(text) = token.text else {
             // A path ends the phrase: what follows is about the file.
             in_phrase = 0;
+            in_scene = false;
             previous.clear();
             continue;
         };
         let lower = text.to_lowercase();
-        let lead = LEADS.contains(&lower.as_str())
-            || QUESTION_WORDS.contains(&previous.as_str()) && AUXILIARIES.contains(&lower.as_str());
+        let scene = numbers == Numbers::Skip && SCENE_WORDS.contains(&lower.as_str());
+        if scene && !token.compound {
+            in_phrase = 0;
+            in_scene = true;
+            previous = lower;
+            continue;
+        }
+        if in_scene && DETERMINERS.contains(&lower.as_str()) {
+            previous = lower;
+            continue;
+        }
+        // "Who's", "what's": the `s` is "is", not a possessive.
+        let is_contraction = lower == "s" && CONTRACTED.contains(&previous.as_str());
+        let after_question = QUESTION_WORDS.contains(&previous.as_str())
+            && (AUXILIARIES.contains(&lower.as_str()) || is_contraction);
+        let lead = after_question
+            || LEADS.contains(&lower.as_str()) && !is_contraction
+            || numbers == Numbers::Count && SEARCH_LEADS.contains(&lower.as_str());
         let stop = STOP_WORDS.contains(&lower.as_str())
+            || is_contraction
             || numbers == Numbers::Skip && COMMON_VERBS.contains(&lower.as_str());
         if lead || stop {
+            in_scene = false;
             in_phrase = if lead { PHRASE_WORDS } else { 0 };
             // "How much *sugar*" names a substance the file would hold;
             // "how many *people*" a category it rarely names.
             counted = previous == "how" && lower == "many";
+            contracted = after_question;
             previous = lower;
             continue;
         }
         // "What happened", "which changed", "what's planned": a past
-        // verb, not a subject.
+        // verb, not a subject; "who's coming", "who is coming": a verb
+        // in -ing.
+        let long = lower.chars().count() >= 6;
         let past_verb = matches!(previous.as_str(), "what" | "which" | "who" | "s")
-            && lower.chars().count() >= 6
+            && long
             && lower.ends_with("ed")
             && !lower.ends_with("eed");
+        let doing = contracted && long && lower.ends_with("ing")
+            // "Which company *shows up*", "the day the vet *comes in*".
+            || lower.ends_with('s') && particle_follows(&tokens, at);
+        contracted = false;
+        if in_scene && !token.is_name() {
+            previous = lower;
+            continue;
+        }
+        in_scene = false;
         previous = lower.clone();
-        if past_verb {
+        if past_verb || doing {
             in_phrase = 0;
             continue;
         }
@@ -283,6 +321,45 @@ pub(crate) fn subject_words(question: &str, named_paths: &[&str], numbers: Numbe
 /// the phrase of what is asked about ("when *does* the room close").
 const QUESTION_WORDS: &[&str] = &["who", "where", "when", "why", "how"];
 
+/// Words after which an `s` is "is" ("who's", "what's", "there's").
+const CONTRACTED: &[&str] = &[
+    "who", "what", "where", "when", "why", "how", "there", "here", "it", "that",
+];
+
+/// Prepositions of place and time ("at the shelter", "on the calendar",
+/// "during the week"): in a named file, their phrase sets the scene of the
+/// question, not what it asks about, and said to be missing ("the question's word
+/// "shelter" is not in this file") the 1.5B model answered that the file
+/// did not exist. A name there ("on Saturdays", "in Lagos") still counts.
+const SCENE_WORDS: &[&str] = &[
+    "at", "on", "during", "inside", "within", "near", "since", "until", "before", "after",
+];
+
+/// Particles of a phrasal verb ("shows *up*", "comes *in*").
+const PARTICLES: &[&str] = &["up", "out", "off", "down", "over", "back", "around"];
+
+/// Whether the word after `at` is a phrasal verb's particle: one of
+/// [`PARTICLES`], or an "in" that ends its sentence ("when the vet comes
+/// *in*?"), not one before a place ("employees *in* staff.csv").
+fn particle_follows(tokens: &[Token<'_>], at: usize) -> bool {
+    let Some(next) = tokens.get(at + 1).and_then(|t| t.text) else {
+        return false;
+    };
+    let next = next.to_lowercase();
+    PARTICLES.contains(&next.as_str())
+        || next == "in" && tokens.get(at + 2).is_none_or(|t| t.starts_sentence)
+}
+
+/// Leads of a search only: a search looks through files for any word
+/// that tells them apart ("who has *to sign off* before we deploy *to
+/// production*?"), scene or not.
+const SEARCH_LEADS: &[&str] = &["at", "on", "in", "to", "this", "that"];
+
+/// Words that keep a scene's phrase open ("at *the* shelter").
+const DETERMINERS: &[&str] = &[
+    "the", "a", "an", "my", "our", "their", "his", "her", "its", "this", "that", "these", "those",
+];
+
 /// The auxiliary and modal verbs that follow a [`QUESTION_WORDS`] word.
 const AUXILIARIES: &[&str] = &[
     "is", "are", "was", "were", "does", "do", "did", "should", "can", "could", "will", "would",
@@ -295,7 +372,10 @@ const AUXILIARIES: &[&str] = &[
 const RANKING_WORDS: &[&str] = &[
     "largest", "biggest", "smallest", "highest", "lowest", "newest", "oldest", "latest",
     "earliest", "cheapest", "dearest", "longest", "shortest", "greatest", "fewest", "least",
-    "best", "worst", "first", "last", "next", "previous", "top", "bottom", "total",
+    "best", "worst", "first", "last", "next", "previous", "top", "bottom", "total", "second",
+    "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "higher", "lower",
+    "larger", "bigger", "smaller", "greater", "fewer", "cheaper", "dearer", "earlier", "later",
+    "longer", "shorter", "older", "newer",
 ];
 
 /// Words that name a kind of file ("the CSV", "the README"): what they
@@ -325,6 +405,8 @@ const FILE_TYPE_WORDS: &[&str] = &[
 struct Token<'q> {
     text: Option<&'q str>,
     starts_sentence: bool,
+    /// Part of a hyphenated word ("on-call"): no preposition.
+    compound: bool,
 }
 
 impl Token<'_> {
@@ -349,10 +431,14 @@ fn question_tokens(question: &str) -> Vec<Token<'_>> {
             tokens.push(Token {
                 text: None,
                 starts_sentence,
+                compound: false,
             });
             continue;
         }
         let mut first = true;
+        let compound = raw
+            .trim_matches(|c: char| !c.is_alphanumeric())
+            .contains('-');
         for text in raw
             .split(|c: char| !(c.is_alphanumeric() || c == '_'))
             .filter(|t| !t.is_empty())
@@ -360,6 +446,7 @@ fn question_tokens(question: &str) -> Vec<Token<'_>> {
             tokens.push(Token {
                 text: Some(text),
                 starts_sentence: starts_sentence && first,
+                compound,
             });
             first = false;
         }
@@ -392,7 +479,23 @@ pub(crate) fn lowercase_words(text: &str) -> Vec<String> {
 /// in "Order"): a word said to be missing that the file has in another
 /// form made the model deny what the file says.
 pub(crate) fn occurrences(haystack: &str, word: &str) -> usize {
+    let other_form = other_f_form(word);
     haystack.matches(root(word)).count()
+        + other_form.map_or(0, |form| haystack.matches(form.as_str()).count())
+}
+
+/// The other number of a word whose plural turns `f` into `ves`: "half"
+/// and "halves", "shelves" and "shelf", "knife" and "knives". Asked how
+/// long "each half" is, a search read past "2 halves of 25 minutes".
+fn other_f_form(word: &str) -> Option<String> {
+    let long_enough = |s: &&str| s.chars().count() >= 3;
+    if let Some(base) = word.strip_suffix("ves").filter(long_enough) {
+        return Some(format!("{base}f"));
+    }
+    word.strip_suffix("fe")
+        .or_else(|| word.strip_suffix('f'))
+        .filter(long_enough)
+        .map(|base| format!("{base}ves"))
 }
 
 /// `word`'s [`stem`] without a past's `ed` or a gerund's `ing`, when at
@@ -429,10 +532,18 @@ pub(crate) fn mentions_note(
     question: &str,
     named_paths: &[&str],
     content: &str,
+    others: &[&str],
     table: bool,
 ) -> Option<String> {
     let words = subject_words(question, named_paths, Numbers::Skip);
-    let absent = absent_words(&words, content);
+    let mut absent = absent_words(&words, content);
+    let numbers = qualifying_numbers(question);
+    absent.extend(absent_numbers(&numbers, content));
+    absent.retain(|w| {
+        others
+            .iter()
+            .all(|other| !absent_words(&[(*w).to_owned()], other).is_empty())
+    });
     (!absent.is_empty()).then(|| {
         let unit = if table { "row" } else { "line" };
         let them = if absent.len() == 1 { "it" } else { "them" };
@@ -450,9 +561,96 @@ pub(crate) fn absent_words<'w>(words: &'w [String], content: &str) -> Vec<&'w st
         .to_lowercase();
     words
         .iter()
-        .filter(|w| occurrences(&haystack, w) == 0)
+        .filter(|w| !mentioned(&haystack, w))
         .map(String::as_str)
         .collect()
+}
+
+/// The numbers of `question` that qualify the word after them ("the *26*
+/// inch tube", "port *8088*" is not one): a file that has the word but
+/// not the number has another thing of that kind ("16 inch tube"), and the
+/// 1.5B model gave its price. A number before a ranking word ("the 3
+/// largest") is a quantity the answer computes, not one to find.
+pub(crate) fn qualifying_numbers(question: &str) -> Vec<String> {
+    let tokens = question_tokens(question);
+    let mut numbers: Vec<String> = Vec::new();
+    for pair in tokens.windows(2) {
+        let (Some(number), Some(word)) = (pair[0].text, pair[1].text) else {
+            continue;
+        };
+        let word = word.to_lowercase();
+        let qualifies = number.chars().all(|c| c.is_ascii_digit())
+            && word.chars().count() >= 3
+            && word.chars().all(char::is_alphabetic)
+            && !is_function_word(&word)
+            && !RANKING_WORDS.contains(&word.as_str());
+        if qualifies && !numbers.iter().any(|n| n == number) {
+            numbers.push(number.to_owned());
+        }
+    }
+    numbers
+}
+
+/// Those of `numbers` that `content` (as wrapped) does not hold as a
+/// whole number ("26" is not in "2026" or "26.5").
+pub(crate) fn absent_numbers<'n>(numbers: &'n [String], content: &str) -> Vec<&'n str> {
+    let held: Vec<&str> = super::shape::unwrapped_lines(content)
+        .into_iter()
+        .flat_map(|l| l.split(|c: char| !(c.is_ascii_digit() || c == '.')))
+        .map(|t| t.trim_matches('.'))
+        .collect();
+    numbers
+        .iter()
+        .filter(|n| !held.contains(&n.as_str()))
+        .map(String::as_str)
+        .collect()
+}
+
+/// Whether `haystack` (lowercase) has `word` ([`occurrences`]), or, for
+/// a month's name, a date in that month ("february" in `2026-02-11`): a
+/// month said to be missing from a table of dates made the model count
+/// none.
+pub(crate) fn mentioned(haystack: &str, word: &str) -> bool {
+    occurrences(haystack, word) > 0 || month_of(word).is_some_and(|m| has_date_in(haystack, m))
+}
+
+const MONTHS: [&str; 12] = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
+
+/// The month (1 to 12) `word` (lowercase) names, in full or as its first
+/// three letters ("feb"), but not "may" or "march" as the verbs they
+/// also are unless in full.
+fn month_of(word: &str) -> Option<u32> {
+    let at = MONTHS.iter().position(|m| {
+        *m == word || word.len() == 3 && m.starts_with(word) && !matches!(word, "mar" | "may")
+    })?;
+    u32::try_from(at + 1).ok()
+}
+
+/// Whether `text` holds an ISO date (`YYYY-MM-DD`) in `month`.
+fn has_date_in(text: &str, month: u32) -> bool {
+    let bytes = text.as_bytes();
+    let digits = |from: usize, n: usize| bytes[from..from + n].iter().all(u8::is_ascii_digit);
+    (0..bytes.len().saturating_sub(9)).any(|at| {
+        digits(at, 4)
+            && bytes[at + 4] == b'-'
+            && digits(at + 5, 2)
+            && bytes[at + 7] == b'-'
+            && digits(at + 8, 2)
+            && text.get(at + 5..at + 7).and_then(|m| m.parse::<u32>().ok()) == Some(month)
+    })
 }
 
 /// `word "a" is` or `words "a", "b" and "c" are`, for the notes.
@@ -481,6 +679,7 @@ mod tests {
                 "What is the price of the purple widget in prices.csv?",
                 &["prices.csv"],
                 &csv,
+                &[],
                 true
             )
             .as_deref(),
@@ -511,13 +710,103 @@ mod tests {
     }
 
     #[test]
+    fn scenes_contractions_and_demonstratives_name_no_subject() {
+        let named = |q: &str| subject_words(q, &[], Numbers::Skip);
+        assert_eq!(
+            named("Which dog has been at the shelter the longest?"),
+            ["dog"]
+        );
+        assert_eq!(named("Who's coming from Globex?"), ["globex"]);
+        assert_eq!(
+            named("Who covers the desk on Saturdays?"),
+            ["desk", "saturdays"]
+        );
+        assert!(named("How many tests failed in that run?").is_empty());
+        // "In" leads what is asked about as often as a scene ("what
+        // grade did Mia get in *physics*?").
+        assert_eq!(
+            named("What grade did Mia get in physics?"),
+            ["grade", "mia", "physics"]
+        );
+        assert!(named("Is there a time we're not supposed to ship releases?").is_empty());
+        assert_eq!(named("What time does the shop open?"), ["shop", "open"]);
+        assert_eq!(
+            named("How many grams of food does each cat get?"),
+            ["food", "cat"]
+        );
+        assert_eq!(
+            named("Which company shows up in both files? Is the vet comes in?"),
+            ["company", "vet"]
+        );
+        // A hyphen's "on" is no preposition.
+        assert_eq!(named("Who is the on-call engineer?"), ["call", "engineer"]);
+        // The possessive `s` still leads its phrase.
+        assert_eq!(
+            named("What is Chen Wei's phone number?"),
+            ["chen", "wei", "phone", "number"]
+        );
+    }
+
+    #[test]
+    fn a_number_that_qualifies_a_word_must_be_there_too() {
+        let parts = wrap("{ \"name\": \"16 inch tube\", \"unit_price\": 7.0 }\nyear 2026");
+        let q = "What is the unit price of the 26 inch tube in parts.json?";
+        assert_eq!(qualifying_numbers(q), ["26"]);
+        assert_eq!(
+            mentions_note(q, &["parts.json"], &parts, &[], false).as_deref(),
+            Some(
+                "(Searched by the program: the question's word \"26\" is not in this file; there is no line with it.)"
+            )
+        );
+        assert_eq!(
+            mentions_note(
+                "What is the unit price of the 16 inch tube?",
+                &[],
+                &parts,
+                &[],
+                false
+            ),
+            None
+        );
+        assert!(qualifying_numbers("Which are the 3 largest orders? What is on day 2?").is_empty());
+    }
+
+    #[test]
+    fn plurals_in_ves_are_found() {
+        assert_eq!(occurrences("matches are 2 halves of 25 minutes", "half"), 1);
+        assert_eq!(occurrences("the top shelf", "shelves"), 1);
+        assert_eq!(occurrences("two knives", "knife"), 1);
+        assert_eq!(occurrences("a roof", "half"), 0);
+    }
+
+    #[test]
+    fn a_month_is_found_in_a_date() {
+        let rows = wrap("name,arrived\nBiscuit,2026-02-11\nOtto,2025-12-19\n");
+        let words = |w: &[&str]| w.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert!(absent_words(&words(&["february", "dec"]), &rows).is_empty());
+        assert_eq!(absent_words(&words(&["march"]), &rows), ["march"]);
+    }
+
+    #[test]
+    fn a_word_another_named_file_has_is_not_missing() {
+        let rota = wrap("## Wednesday\n- Chloe: dog walking");
+        let vet = wrap("[vet]\nvisit_day = Wednesday");
+        let q = "Is Chloe on the rota the same day the vet visits? Check rota.md and kennels.ini.";
+        let paths = ["rota.md", "kennels.ini"];
+        assert_eq!(mentions_note(q, &paths, &vet, &[&rota], false), None);
+        assert!(
+            mentions_note(q, &paths, &vet, &[], false).is_some_and(|n| n.contains("\"chloe\""))
+        );
+    }
+
+    #[test]
     fn no_note_when_every_word_is_there() {
         let csv = wrap("name,role,city\nBen Okafor,engineer,Lagos\n");
         let q = "Which engineer in contacts.csv lives in Lagos?";
-        assert_eq!(mentions_note(q, &["contacts.csv"], &csv, true), None);
+        assert_eq!(mentions_note(q, &["contacts.csv"], &csv, &[], true), None);
         let q = "What is the phone number of the engineer?";
         assert_eq!(
-            mentions_note(q, &["contacts.csv"], &csv, true).as_deref(),
+            mentions_note(q, &["contacts.csv"], &csv, &[], true).as_deref(),
             Some(
                 "(Searched by the program: the question's words \"phone\" and \"number\" are not in this file; there is no row with them.)"
             )
@@ -585,7 +874,7 @@ mod tests {
             body in "[a-z ,.<>/\n]{0,200}",
             question in "(what|which|the|of|about|in|[a-z]{3,8})( (what|which|the|of|about|in|[a-z]{3,8})){0,8}",
         ) {
-            if let Some(note) = mentions_note(&question, &[], &wrap(&body), false) {
+            if let Some(note) = mentions_note(&question, &[], &wrap(&body), &[], false) {
                 let mut quoted = note.split('"');
                 let fixed = quoted.next().unwrap_or_default();
                 proptest::prop_assert!(

@@ -300,6 +300,12 @@ pub(crate) fn turn_kind(request: &ChatRequest, budget: u32, choice: ToolChoice) 
     if request.tools.is_empty() {
         return TurnKind::Text;
     }
+    if !steering::pending_write(request).is_empty() {
+        return TurnKind::Tools {
+            max_calls: 1,
+            text: false,
+        };
+    }
     let notes = read_notes::ReadNotes::new(request);
     let mut spent = Spent::default();
     // The latest results were a search that missed with files left: the

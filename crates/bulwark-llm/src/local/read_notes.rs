@@ -52,6 +52,8 @@ pub(crate) struct ReadNotes<'a> {
     searched: HashMap<&'a str, Looked>,
     /// The calls after whose result their question has all it needs.
     answered: HashSet<&'a str>,
+    /// Every successful read's path and result as wrapped, by call id.
+    results: HashMap<&'a str, (&'a str, &'a str)>,
 }
 
 impl<'a> ReadNotes<'a> {
@@ -64,12 +66,19 @@ impl<'a> ReadNotes<'a> {
         let mut paths: Vec<&str> = reads.values().copied().collect();
         paths.sort_unstable();
         paths.dedup();
+        let results = request
+            .messages
+            .iter()
+            .flat_map(|m| read_results(m, &reads))
+            .map(|(id, path, content)| (id, (path, content)))
+            .collect();
         Self {
             reads,
             paths,
             compared,
             searched,
             answered,
+            results,
         }
     }
 
@@ -129,7 +138,19 @@ impl<'a> ReadNotes<'a> {
             named
                 .then(|| {
                     let table = super::table::Table::of(path, content).is_some();
-                    mentions_note(question, &self.paths, content, table)
+                    // A word another file the question names has is not
+                    // missing: "is Chloe on the rota the day the vet
+                    // comes?" finds Chloe in one file, the vet in the
+                    // other.
+                    let others: Vec<&str> = self
+                        .results
+                        .values()
+                        .filter(|(other, _)| {
+                            *other != path && names_file(question, other, &[]).is_some()
+                        })
+                        .map(|(_, content)| *content)
+                        .collect();
+                    mentions_note(question, &self.paths, content, &others, table)
                 })
                 .flatten(),
             self.compared.get(id).cloned(),

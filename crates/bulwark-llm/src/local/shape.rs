@@ -25,25 +25,92 @@ pub(crate) fn shape_note(path: &str, question: &str, wrapped: &str) -> Option<St
     let list = ListShape::of(&lines);
     list.boxes_note(question)
         .or_else(|| super::counted::narrowed_count_note(path, question, &lines))
-        .or_else(|| list.note())
-        .or_else(|| csv_rows_note(path, question, &lines))
+        .or_else(|| asks_a_count(question).then(|| list.note()).flatten())
+        .or_else(|| csv_rows_note(path, question, &lines, wrapped))
+}
+
+/// Whether `question` asks how many there are: a list's count after "is
+/// there a time we're not supposed to ship releases?" was noise.
+fn asks_a_count(question: &str) -> bool {
+    let words = super::mentions::lowercase_words(question);
+    words.windows(2).any(|w| w[0] == "how" && w[1] == "many")
+        || words
+            .iter()
+            .any(|w| matches!(w.as_str(), "count" | "number" | "total" | "length"))
 }
 
 /// "(Counted by the program: N rows below the header line.)" for a CSV
 /// file that parses as one table, asked "how many" about something that is
-/// not one of its numeric columns.
-fn csv_rows_note(path: &str, question: &str, lines: &[&str]) -> Option<String> {
-    if !question.to_lowercase().contains("how many") {
+/// not one of its numeric columns, and with no condition ("how many
+/// people are listed"). A question with one ("how many bookings are still
+/// waiting on a deposit") gets the rows counted by each value of the
+/// column it names, if it names one with few values: given the total,
+/// the 1.5B model answered with it.
+fn csv_rows_note(path: &str, question: &str, lines: &[&str], wrapped: &str) -> Option<String> {
+    if !question.to_lowercase().contains("how many") || super::counted::counts_a_measure(question) {
         return None;
     }
     let table = super::table::Table::of_lines(path, lines)?;
     if table.names_a_numeric_column(question) {
         return None;
     }
+    let conditions = super::counted::condition_words(question, path);
+    if !conditions.is_empty() {
+        return values_note(&table, &conditions, wrapped);
+    }
     let rows = table.records.len();
     Some(format!(
         "(Counted by the program: {rows} row{} below the header line.)",
         plural(rows)
+    ))
+}
+
+/// At most this many values in a column counted by value.
+const MAX_VALUES: usize = 6;
+
+/// The rows counted by each value of the one column whose name holds a
+/// word of `conditions`, when that column has from 2 to [`MAX_VALUES`]
+/// values, fewer than its rows, and not numbers. The values are file
+/// content: they stand inside the read's boundary tags.
+fn values_note(
+    table: &super::table::Table,
+    conditions: &[String],
+    wrapped: &str,
+) -> Option<String> {
+    let names_condition = |name: &str| {
+        let name = name.to_lowercase();
+        conditions
+            .iter()
+            .any(|w| super::mentions::occurrences(&name, w) > 0)
+    };
+    let mut columns = (0..table.header.len()).filter(|&c| names_condition(&table.header[c]));
+    let column = columns.next()?;
+    if columns.next().is_some() || table.numeric(column) {
+        return None;
+    }
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for record in &table.records {
+        let value = record.get(column).unwrap_or_default().to_owned();
+        match counts
+            .iter_mut()
+            .find(|(v, _)| v.eq_ignore_ascii_case(&value))
+        {
+            Some((_, n)) => *n += 1,
+            None => counts.push((value, 1)),
+        }
+    }
+    if counts.len() < 2 || counts.len() > MAX_VALUES || counts.len() == table.records.len() {
+        return None;
+    }
+    let (open, close) = super::compare::boundary_tags(wrapped)?;
+    let name = &table.header[column];
+    let lines: Vec<String> = counts
+        .iter()
+        .map(|(value, n)| format!("{name} = {value}: {n} row{}", plural(*n)))
+        .collect();
+    Some(format!(
+        "(Counted by the program: the rows with each value of the column the question names:)\n{open}\n{}\n{close}",
+        lines.join("\n")
     ))
 }
 
@@ -233,7 +300,7 @@ mod tests {
     fn a_todo_list_is_counted_with_its_checkboxes() {
         let todo = "# To do\n\n- [ ] Book the venue\n- [ ] Send the invitations\n- [x] Order the badges\n- [ ] Confirm the catering\n- [x] Print the agenda\n";
         assert_eq!(
-            shape_note("todo.md", "", &wrap(todo)).as_deref(),
+            shape_note("todo.md", "How many items are there?", &wrap(todo)).as_deref(),
             Some("(Counted by the program: 5 list items, 2 checked off and 3 not checked off.)")
         );
         assert_eq!(
@@ -311,8 +378,27 @@ mod tests {
         // One heading above one list is one list.
         let one = "# Shopping\n\n1. eggs\n2) milk\n* bread\n";
         assert_eq!(
-            shape_note("list.md", "", &wrap(one)).as_deref(),
+            shape_note("list.md", "What is the count?", &wrap(one)).as_deref(),
             Some("(Counted by the program: 3 list items.)")
+        );
+        // A condition the rows' values answer: counted by value.
+        let clients = "client,deposit_paid\nAna,yes\nBen,no\nCy,no\n";
+        assert_eq!(
+            shape_note(
+                "clients.csv",
+                "How many clients are still waiting on a deposit?",
+                &wrap(clients)
+            ),
+            Some(format!(
+                "(Counted by the program: the rows with each value of the column the question names:)\n{}\ndeposit_paid = yes: 1 row\ndeposit_paid = no: 2 rows\n{}",
+                "<untrusted_0123456789abcdef tool=\"file_read\" source=\"workspace\">",
+                "</untrusted_0123456789abcdef>"
+            ))
+        );
+        // Not asked how many: no count.
+        assert_eq!(
+            shape_note("list.md", "What comes after eggs?", &wrap(one)),
+            None
         );
     }
 

@@ -371,6 +371,107 @@ pub(crate) fn unreachable_note(request: &ChatRequest) -> Option<String> {
 /// At most this many paths in the note.
 const MAX_UNREACHABLE: usize = 3;
 
+/// The paths the user's latest message names that do not exist yet and
+/// that a write tool of the session may create: files the user wants
+/// written ("put the names of the unpaid clients into out/reminders.txt").
+pub(crate) fn new_write_targets(request: &ChatRequest) -> Vec<String> {
+    if writers(request).next().is_none() {
+        return Vec::new();
+    }
+    let Some(question) = super::latest_question(&request.messages).map(|i| &request.messages[i])
+    else {
+        return Vec::new();
+    };
+    let known: Vec<String> = request
+        .paths
+        .listed_files()
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let mut targets: Vec<String> = Vec::new();
+    for raw in question.text().split_whitespace() {
+        let token = path_token(raw).trim_start_matches("./");
+        if path_like(token) != Some(false) || is_listed(token, &known) {
+            continue;
+        }
+        if !targets.iter().any(|t| t == token) {
+            targets.push(token.to_owned());
+        }
+    }
+    targets
+}
+
+/// The path arguments that write a file the session may create: not
+/// read-only, any relative path ([`AllowedPaths::Relative`]).
+fn writers(request: &ChatRequest) -> impl Iterator<Item = &crate::PathArgumentChoices> {
+    request.paths.arguments.iter().filter(|a| {
+        !a.reads_only && a.kind == PathKind::File && a.allowed == AllowedPaths::Relative
+    })
+}
+
+/// The files the user asked to have written, when the session has read a
+/// file since the question and has not yet called a tool that writes:
+/// the turn must write one of them. Why: asked to write the customers
+/// whose repair is done to `out/collect.txt`, the 1.5B model read the
+/// table and then answered with the names in text, twice; no file was
+/// written.
+pub(crate) fn pending_write(request: &ChatRequest) -> Vec<String> {
+    let targets = new_write_targets(request);
+    let asks_to_write = super::latest_question(&request.messages).is_some_and(|i| {
+        super::mentions::lowercase_words(&request.messages[i].text())
+            .iter()
+            .any(|w| WRITE_VERBS.contains(&w.as_str()))
+    });
+    if targets.is_empty() || !asks_to_write {
+        return Vec::new();
+    }
+    let since = super::latest_question(&request.messages).map_or(0, |i| i + 1);
+    let mut read = false;
+    for message in &request.messages[since..] {
+        for (_, name, _) in message.tool_uses() {
+            let arguments = || request.paths.for_tool(name);
+            if arguments().any(|a| !a.reads_only) {
+                return Vec::new();
+            }
+            read |= arguments().any(|a| a.reads_only && a.kind == PathKind::File);
+        }
+    }
+    if read { targets } else { Vec::new() }
+}
+
+/// Verbs of a request to have a file written: a new path named in a
+/// question without one ("is there an old/notes.txt?") is no such request.
+const WRITE_VERBS: &[&str] = &[
+    "write", "save", "put", "create", "store", "copy", "append", "add", "export", "record", "make",
+    "generate", "dump", "output", "produce", "jot", "list",
+];
+
+/// The tools and path choices of a turn that must write one of
+/// `targets`: only the tools that create files, their path limited to
+/// the targets.
+pub(crate) fn write_turn(
+    request: &ChatRequest,
+    targets: &[String],
+) -> (Vec<crate::ToolDef>, PathChoices) {
+    let writing: Vec<&crate::PathArgumentChoices> = writers(request).collect();
+    let tools = request
+        .tools
+        .iter()
+        .filter(|t| writing.iter().any(|a| a.tool == t.name))
+        .cloned()
+        .collect();
+    let mut paths = request.paths.clone();
+    for argument in &mut paths.arguments {
+        if writing
+            .iter()
+            .any(|w| w.tool == argument.tool && w.argument == argument.argument)
+        {
+            argument.allowed = AllowedPaths::Listed(targets.to_vec());
+        }
+    }
+    (tools, paths)
+}
+
 pub(crate) fn unreachable_paths(request: &ChatRequest) -> Vec<String> {
     if request.paths.is_empty() {
         return Vec::new();
@@ -510,6 +611,55 @@ mod tests {
                 input,
             }],
         }
+    }
+
+    #[test]
+    fn a_file_asked_for_is_written_after_a_read() {
+        let writing = |messages: Vec<Message>| {
+            let mut req = request(messages);
+            req.tools.push(tool(
+                "file_write",
+                json!({"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}),
+            ));
+            req.paths.arguments.push(PathArgumentChoices {
+                tool: "file_write".into(),
+                argument: "path".into(),
+                kind: PathKind::File,
+                reads_only: false,
+                allowed: AllowedPaths::Relative,
+            });
+            req
+        };
+        let ask = "Write the names in a.csv to out/names.txt, one per line.";
+        let read = call("file_read", json!({"path": "a.csv"}));
+        // Nothing read yet: the model picks its first step.
+        assert!(pending_write(&writing(vec![Message::user_text(ask)])).is_empty());
+        let after_read = writing(vec![Message::user_text(ask), read.clone()]);
+        assert_eq!(pending_write(&after_read), ["out/names.txt"]);
+        let (tools, paths) = write_turn(&after_read, &["out/names.txt".to_owned()]);
+        assert_eq!(
+            tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+            ["file_write"]
+        );
+        assert_eq!(listed_of(&paths, "file_write"), ["out/names.txt"]);
+        // Written: nothing is pending.
+        let written = call(
+            "file_write",
+            json!({"path": "out/names.txt", "content": "x"}),
+        );
+        assert!(
+            pending_write(&writing(vec![
+                Message::user_text(ask),
+                read.clone(),
+                written
+            ]))
+            .is_empty()
+        );
+        // A new path named without a request to write, or a session that
+        // cannot write, is no write.
+        let asks = "Is there an out/names.txt? Look at a.csv.";
+        assert!(pending_write(&writing(vec![Message::user_text(asks), read.clone()])).is_empty());
+        assert!(pending_write(&request(vec![Message::user_text(ask), read])).is_empty());
     }
 
     fn listed_of<'a>(choices: &'a PathChoices, tool: &str) -> &'a [String] {

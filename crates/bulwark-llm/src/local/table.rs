@@ -111,16 +111,34 @@ pub(crate) fn matching_rows_note(path: &str, question: &str, wrapped: &str) -> O
     let text = without_paths(question);
     let asked: Vec<String> = words(&text);
     let cell_words = |cell: &str| words(cell);
+    let telling = |w: &String, least: usize| {
+        w.chars().count() >= least && !w.chars().all(|c| c.is_ascii_digit()) && !is_function_word(w)
+    };
     let cell_is_asked = |cell: &str| {
         let cell = cell_words(cell);
-        cell.iter().any(|w| {
-            w.chars().count() >= 3 && !w.chars().all(|c| c.is_ascii_digit()) && !is_function_word(w)
-        }) && cell.iter().all(|w| asked.contains(w))
+        cell.iter().any(|w| telling(w, 3)) && cell.iter().all(|w| asked.contains(w))
+    };
+    // A cell one of whose words the question names ("the Brompton" for
+    // `Brompton M6L`) counts half as much as a cell it names whole.
+    let cell_is_named = |cell: &str| {
+        cell_words(cell)
+            .iter()
+            .any(|w| telling(w, 4) && asked.contains(w))
     };
     let scores: Vec<usize> = table
         .records
         .iter()
-        .map(|r| r.iter().filter(|cell| cell_is_asked(cell)).count())
+        .map(|r| {
+            r.iter()
+                .map(|cell| {
+                    if cell_is_asked(cell) {
+                        2
+                    } else {
+                        usize::from(cell_is_named(cell))
+                    }
+                })
+                .sum()
+        })
         .collect();
     let best = scores.iter().copied().max().unwrap_or(0);
     let picked: Vec<&csv::StringRecord> = table
@@ -135,8 +153,12 @@ pub(crate) fn matching_rows_note(path: &str, question: &str, wrapped: &str) -> O
     }
     let picking: Vec<String> = picked
         .iter()
-        .flat_map(|r| r.iter().filter(|cell| cell_is_asked(cell)))
+        .flat_map(|r| {
+            r.iter()
+                .filter(|cell| cell_is_named(cell) || cell_is_asked(cell))
+        })
         .flat_map(cell_words)
+        .filter(|w| asked.contains(w))
         .collect();
     let absent: Vec<String> = absent_words(&subject_words(&text, &[], Numbers::Skip), wrapped)
         .into_iter()
