@@ -38,9 +38,13 @@ mod lines;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod mentions;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod named_paths;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod output;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod prefix_cache;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod question_words;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod read_notes;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
@@ -53,6 +57,8 @@ mod shape;
 mod table;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod template;
+#[cfg(test)]
+mod test_requests;
 #[cfg(test)]
 mod test_wrap;
 
@@ -300,7 +306,7 @@ pub(crate) fn turn_kind(request: &ChatRequest, budget: u32, choice: ToolChoice) 
     if request.tools.is_empty() {
         return TurnKind::Text;
     }
-    if !steering::pending_write(request).is_empty() {
+    if !named_paths::pending_write(request).is_empty() {
         return TurnKind::Tools {
             max_calls: 1,
             text: false,

@@ -1,6 +1,8 @@
 //! How the local driver steers a small model's calls, on top of what the
 //! grammar already makes well-formed: which of the session's path choices
-//! a turn offers, and what the model is told about paths it cannot read.
+//! a turn offers, and which file a turn reads for the model (paths the
+//! question names that the session cannot read, or wants written, are
+//! in `named_paths`).
 //! Every rule only ever *narrows* what the session may do (the door still
 //! decides every call), and each was kept because the eval (`bulwark
 //! eval`) measured it: the 0.5B model otherwise repeated calls, listed
@@ -320,7 +322,7 @@ pub(crate) fn names_only_listed_files(text: &str, listed: &[String]) -> bool {
 }
 
 /// Whether `token` (as the user wrote it) is one of the `listed` paths.
-fn is_listed(token: &str, listed: &[String]) -> bool {
+pub(crate) fn is_listed(token: &str, listed: &[String]) -> bool {
     let local = token.trim_start_matches("./");
     !local.is_empty()
         && listed
@@ -341,183 +343,15 @@ pub(crate) fn is_path_word(raw: &str) -> bool {
 
 /// A word of the user's text without the quotes, brackets and sentence
 /// punctuation around it, as a path would be written.
-fn path_token(raw: &str) -> &str {
+pub(crate) fn path_token(raw: &str) -> &str {
     raw.trim_matches(|c: char| "\"'`()[]{}<>,;:!?*".contains(c))
         .trim_end_matches('.')
-}
-
-/// Paths the user's latest message names that the session cannot read
-/// (outside the workspace, or not there), said to the model after the
-/// message: `None` when there are none.
-///
-/// Why: the grammar cannot write `/etc/passwd` or `../secret.txt`, so a
-/// model asked about one used to read some other file and present it as
-/// the one asked for ("The first line of /etc/passwd is name,role,..."):
-/// the path grammar made it lie. Told plainly, it says it cannot. When the
-/// session can write files, a relative name that does not exist yet may be
-/// what the user wants written, and is not mentioned.
-pub(crate) fn unreachable_note(request: &ChatRequest) -> Option<String> {
-    let paths = unreachable_paths(request);
-    if paths.is_empty() {
-        return None;
-    }
-    let quoted: Vec<String> = paths.iter().map(|p| format!("`{p}`")).collect();
-    Some(format!(
-        "(Note: {} is not a file you can read: it is outside your workspace or does not exist. Do not answer from another file.)",
-        quoted.join(", ")
-    ))
-}
-
-/// At most this many paths in the note.
-const MAX_UNREACHABLE: usize = 3;
-
-/// The paths the user's latest message names that do not exist yet and
-/// that a write tool of the session may create: files the user wants
-/// written ("put the names of the unpaid clients into out/reminders.txt").
-pub(crate) fn new_write_targets(request: &ChatRequest) -> Vec<String> {
-    if writers(request).next().is_none() {
-        return Vec::new();
-    }
-    let Some(question) = super::latest_question(&request.messages).map(|i| &request.messages[i])
-    else {
-        return Vec::new();
-    };
-    let known: Vec<String> = request
-        .paths
-        .listed_files()
-        .into_iter()
-        .map(str::to_owned)
-        .collect();
-    let mut targets: Vec<String> = Vec::new();
-    for raw in question.text().split_whitespace() {
-        let token = path_token(raw).trim_start_matches("./");
-        if path_like(token) != Some(false) || is_listed(token, &known) {
-            continue;
-        }
-        if !targets.iter().any(|t| t == token) {
-            targets.push(token.to_owned());
-        }
-    }
-    targets
-}
-
-/// The path arguments that write a file the session may create: not
-/// read-only, any relative path ([`AllowedPaths::Relative`]).
-fn writers(request: &ChatRequest) -> impl Iterator<Item = &crate::PathArgumentChoices> {
-    request.paths.arguments.iter().filter(|a| {
-        !a.reads_only && a.kind == PathKind::File && a.allowed == AllowedPaths::Relative
-    })
-}
-
-/// The files the user asked to have written, when the session has read a
-/// file since the question and has not yet called a tool that writes:
-/// the turn must write one of them. Why: asked to write the customers
-/// whose repair is done to `out/collect.txt`, the 1.5B model read the
-/// table and then answered with the names in text, twice; no file was
-/// written.
-pub(crate) fn pending_write(request: &ChatRequest) -> Vec<String> {
-    let targets = new_write_targets(request);
-    let asks_to_write = super::latest_question(&request.messages).is_some_and(|i| {
-        super::mentions::lowercase_words(&request.messages[i].text())
-            .iter()
-            .any(|w| WRITE_VERBS.contains(&w.as_str()))
-    });
-    if targets.is_empty() || !asks_to_write {
-        return Vec::new();
-    }
-    let since = super::latest_question(&request.messages).map_or(0, |i| i + 1);
-    let mut read = false;
-    for message in &request.messages[since..] {
-        for (_, name, _) in message.tool_uses() {
-            let arguments = || request.paths.for_tool(name);
-            if arguments().any(|a| !a.reads_only) {
-                return Vec::new();
-            }
-            read |= arguments().any(|a| a.reads_only && a.kind == PathKind::File);
-        }
-    }
-    if read { targets } else { Vec::new() }
-}
-
-/// Verbs of a request to have a file written: a new path named in a
-/// question without one ("is there an old/notes.txt?") is no such request.
-const WRITE_VERBS: &[&str] = &[
-    "write", "save", "put", "create", "store", "copy", "append", "add", "export", "record", "make",
-    "generate", "dump", "output", "produce", "jot", "list",
-];
-
-/// The tools and path choices of a turn that must write one of
-/// `targets`: only the tools that create files, their path limited to
-/// the targets.
-pub(crate) fn write_turn(
-    request: &ChatRequest,
-    targets: &[String],
-) -> (Vec<crate::ToolDef>, PathChoices) {
-    let writing: Vec<&crate::PathArgumentChoices> = writers(request).collect();
-    let tools = request
-        .tools
-        .iter()
-        .filter(|t| writing.iter().any(|a| a.tool == t.name))
-        .cloned()
-        .collect();
-    let mut paths = request.paths.clone();
-    for argument in &mut paths.arguments {
-        if writing
-            .iter()
-            .any(|w| w.tool == argument.tool && w.argument == argument.argument)
-        {
-            argument.allowed = AllowedPaths::Listed(targets.to_vec());
-        }
-    }
-    (tools, paths)
-}
-
-pub(crate) fn unreachable_paths(request: &ChatRequest) -> Vec<String> {
-    if request.paths.is_empty() {
-        return Vec::new();
-    }
-    let Some(question) = super::latest_question(&request.messages).map(|i| &request.messages[i])
-    else {
-        return Vec::new();
-    };
-    let mut known: Vec<&str> = Vec::new();
-    let mut can_create = false;
-    for choice in &request.paths.arguments {
-        match &choice.allowed {
-            AllowedPaths::Listed(list) => known.extend(list.iter().map(String::as_str)),
-            AllowedPaths::Relative => can_create = true,
-        }
-    }
-    let mut found = Vec::new();
-    for block in &question.blocks {
-        let Block::Text { text } = block else {
-            continue;
-        };
-        for raw in text.split_whitespace() {
-            let token = path_token(raw);
-            let Some(outside) = path_like(token) else {
-                continue;
-            };
-            let local = token.trim_start_matches("./");
-            let reachable = known
-                .iter()
-                .any(|k| *k == local || k.rsplit('/').next() == Some(local) && !local.is_empty());
-            if reachable || (!outside && can_create) || found.iter().any(|f| f == token) {
-                continue;
-            }
-            found.push(token.to_owned());
-            if found.len() == MAX_UNREACHABLE {
-                return found;
-            }
-        }
-    }
-    found
 }
 
 /// Whether `token` reads as a file path, and if so whether it leaves the
 /// workspace (absolute, home-relative, `..`, a scheme): `None` for words,
 /// numbers, versions, e-mail addresses.
-fn path_like(token: &str) -> Option<bool> {
+pub(crate) fn path_like(token: &str) -> Option<bool> {
     if token.is_empty() || token.contains('@') {
         return None;
     }
@@ -541,133 +375,9 @@ fn path_like(token: &str) -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Message, PathArgumentChoices, ToolDef};
+    use crate::Message;
+    use crate::local::test_requests::*;
     use serde_json::json;
-
-    fn tool(name: &str, schema: serde_json::Value) -> ToolDef {
-        ToolDef {
-            name: name.into(),
-            description: String::new(),
-            input_schema: schema,
-        }
-    }
-
-    fn tools() -> Vec<ToolDef> {
-        vec![
-            tool(
-                "file_list",
-                json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-            ),
-            tool(
-                "file_read",
-                json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
-            ),
-            tool(
-                "file_edit",
-                json!({"type": "object", "properties": {"path": {"type": "string"}, "old": {"type": "string"}}, "required": ["path", "old"]}),
-            ),
-        ]
-    }
-
-    fn listed(tool: &str, kind: PathKind, paths: &[&str]) -> PathArgumentChoices {
-        PathArgumentChoices {
-            tool: tool.into(),
-            argument: "path".into(),
-            kind,
-            reads_only: tool != "file_edit",
-            allowed: AllowedPaths::Listed(paths.iter().map(|p| (*p).to_owned()).collect()),
-        }
-    }
-
-    fn paths() -> PathChoices {
-        PathChoices {
-            arguments: vec![
-                listed("file_list", PathKind::Directory, &["", "docs"]),
-                listed(
-                    "file_read",
-                    PathKind::File,
-                    &["notes.txt", "docs/guide.md", "docs/notes.txt", "a.csv"],
-                ),
-                listed("file_edit", PathKind::File, &["notes.txt"]),
-            ],
-        }
-    }
-
-    fn request(messages: Vec<Message>) -> ChatRequest {
-        ChatRequest {
-            tools: tools(),
-            messages,
-            paths: paths(),
-            ..ChatRequest::default()
-        }
-    }
-
-    fn call(name: &str, input: serde_json::Value) -> Message {
-        Message {
-            role: Role::Assistant,
-            blocks: vec![Block::ToolUse {
-                id: format!("c-{name}"),
-                name: name.into(),
-                input,
-            }],
-        }
-    }
-
-    #[test]
-    fn a_file_asked_for_is_written_after_a_read() {
-        let writing = |messages: Vec<Message>| {
-            let mut req = request(messages);
-            req.tools.push(tool(
-                "file_write",
-                json!({"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}),
-            ));
-            req.paths.arguments.push(PathArgumentChoices {
-                tool: "file_write".into(),
-                argument: "path".into(),
-                kind: PathKind::File,
-                reads_only: false,
-                allowed: AllowedPaths::Relative,
-            });
-            req
-        };
-        let ask = "Write the names in a.csv to out/names.txt, one per line.";
-        let read = call("file_read", json!({"path": "a.csv"}));
-        // Nothing read yet: the model picks its first step.
-        assert!(pending_write(&writing(vec![Message::user_text(ask)])).is_empty());
-        let after_read = writing(vec![Message::user_text(ask), read.clone()]);
-        assert_eq!(pending_write(&after_read), ["out/names.txt"]);
-        let (tools, paths) = write_turn(&after_read, &["out/names.txt".to_owned()]);
-        assert_eq!(
-            tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
-            ["file_write"]
-        );
-        assert_eq!(listed_of(&paths, "file_write"), ["out/names.txt"]);
-        // Written: nothing is pending.
-        let written = call(
-            "file_write",
-            json!({"path": "out/names.txt", "content": "x"}),
-        );
-        assert!(
-            pending_write(&writing(vec![
-                Message::user_text(ask),
-                read.clone(),
-                written
-            ]))
-            .is_empty()
-        );
-        // A new path named without a request to write, or a session that
-        // cannot write, is no write.
-        let asks = "Is there an out/names.txt? Look at a.csv.";
-        assert!(pending_write(&writing(vec![Message::user_text(asks), read.clone()])).is_empty());
-        assert!(pending_write(&request(vec![Message::user_text(ask), read])).is_empty());
-    }
-
-    fn listed_of<'a>(choices: &'a PathChoices, tool: &str) -> &'a [String] {
-        match choices.for_argument(tool, "path") {
-            Some(AllowedPaths::Listed(list)) => list,
-            other => panic!("{tool}: {other:?}"),
-        }
-    }
 
     #[test]
     fn a_read_repeated_within_a_turn_is_made_once_an_edit_is_not() {
@@ -868,48 +578,6 @@ mod tests {
             c.reads_only = false;
         }
         assert!(named_file_reads(&req, &choices, 2).is_none());
-    }
-
-    #[test]
-    fn paths_the_session_cannot_read_are_named_to_the_model() {
-        let note = |q: &str| unreachable_note(&request(vec![Message::user_text(q)]));
-        let paths = |q: &str| unreachable_paths(&request(vec![Message::user_text(q)]));
-        assert_eq!(paths("Show me /etc/passwd."), ["/etc/passwd"]);
-        assert_eq!(paths("What is in ../secret.txt?"), ["../secret.txt"]);
-        assert_eq!(
-            paths("Read ~/.ssh/id_rsa and file:///etc/hosts"),
-            ["~/.ssh/id_rsa", "file:///etc/hosts"]
-        );
-        assert_eq!(paths("What does budget.xlsx say?"), ["budget.xlsx"]);
-        assert!(note("What does budget.xlsx say?").is_some_and(|n| n.contains("`budget.xlsx`")));
-        // What the session can read, and what is not a path, is not named.
-        for q in [
-            "What does notes.txt say?",
-            "Summarize guide.md",
-            "What is in docs/guide.md and ./a.csv?",
-            "Is the price 4.50 or version 2.3.0? Mail chen@example.org.",
-            "What files are there?",
-        ] {
-            assert!(paths(q).is_empty(), "{q}: {:?}", paths(q));
-            assert!(note(q).is_none());
-        }
-        // A session that can create files may be asked to write a new
-        // one; outside paths are still named.
-        let mut writer = request(vec![Message::user_text(
-            "Write hi to out/new.txt, not /tmp/x.txt",
-        )]);
-        writer.paths.arguments.push(PathArgumentChoices {
-            tool: "file_write".into(),
-            argument: "path".into(),
-            kind: PathKind::File,
-            reads_only: false,
-            allowed: AllowedPaths::Relative,
-        });
-        assert_eq!(unreachable_paths(&writer), ["/tmp/x.txt"]);
-        // No path choices (another driver's request, no file tools): nothing.
-        let mut bare = request(vec![Message::user_text("Show me /etc/passwd")]);
-        bare.paths = PathChoices::default();
-        assert!(unreachable_paths(&bare).is_empty());
     }
 
     #[test]

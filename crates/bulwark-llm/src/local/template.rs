@@ -122,7 +122,7 @@ pub(crate) fn render_with(
     workspace_listing: bool,
 ) -> Vec<Segment> {
     let listing = workspace_listing.then(|| listing(request)).flatten();
-    let unreachable = super::steering::unreachable_note(request);
+    let unreachable = super::named_paths::unreachable_note(request);
     let latest_text = super::latest_question(&request.messages);
     let notes = ReadNotes::new(request);
     let mut prompt = Prompt::default();
