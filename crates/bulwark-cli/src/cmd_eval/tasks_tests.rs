@@ -353,7 +353,7 @@ fn the_documented_example_parses() {
     assert!(task.grants.is_some());
 }
 
-/// The extra task sets (`eval/second-set.toml` to `eval/ninth-set.toml`,
+/// The extra task sets (`eval/second-set.toml` to `eval/eleventh-set.toml`,
 /// run with `--tasks`) parse, their ids are agent names, and no id repeats.
 #[test]
 fn the_extra_sets_parse_and_their_ids_are_their_own() {
@@ -378,6 +378,11 @@ fn the_extra_sets_parse_and_their_ids_are_their_own() {
             "eighth-set.toml",
         ),
         (include_str!("../../eval/ninth-set.toml"), "ninth-set.toml"),
+        (include_str!("../../eval/tenth-set.toml"), "tenth-set.toml"),
+        (
+            include_str!("../../eval/eleventh-set.toml"),
+            "eleventh-set.toml",
+        ),
     ];
     let mut seen: BTreeSet<String> = shipped().tasks.into_iter().map(|t| t.id).collect();
     for (text, name) in sets {

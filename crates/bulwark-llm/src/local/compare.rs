@@ -73,6 +73,26 @@ pub(crate) fn comparison_note(question: &str, first: Read<'_>, second: Read<'_>)
                 shared.join("\n")
             )
         };
+        if asks_what_is_missing(question) {
+            for (table, other, names) in [
+                (&first, &b, &files),
+                (&second, &a, &(files.1.clone(), files.0.clone())),
+            ] {
+                let lines = content_lines(table.wrapped);
+                let mut missing = column_values_missing(table.path, &lines, other, &shared);
+                if missing.is_empty() {
+                    missing = keyed_values_missing(&lines, other, &shared);
+                }
+                if !missing.is_empty() {
+                    note.push_str(&format!(
+                        "\n(Values of the same kind in {} that are in no line of {}:)\n{open}\n{}\n{close}",
+                        names.0,
+                        names.1,
+                        missing.join("\n")
+                    ));
+                }
+            }
+        }
         if let Some(verdicts) = verdicts {
             note.push_str(&format!("\n{verdicts}"));
         }
@@ -302,6 +322,129 @@ fn changed_settings(only_a: &mut Vec<&str>, only_b: &mut Vec<&str>) -> Vec<Strin
     changed
 }
 
+/// Words of a question about what one file has and the other lacks
+/// ("which grape has *no* price", "who is on the rota but has *no*
+/// tickets").
+const MISSING_WORDS: &[&str] = &[
+    "no", "not", "without", "missing", "lacks", "lack", "lacking", "isn", "doesn", "hasn", "only",
+    "never", "absent",
+];
+
+fn asks_what_is_missing(question: &str) -> bool {
+    super::mentions::lowercase_words(question)
+        .iter()
+        .any(|w| MISSING_WORDS.contains(&w.as_str()))
+}
+
+/// The cells of the CSV table's (`path`, its `lines`) one column that
+/// holds two or more of the `shared` values, that no line of `other`
+/// holds. Why: asked which grape of a harvest table has no price in an
+/// INI file, the 1.5B model named one of the priced ones; given the
+/// values both files have, it still has to find the one left over.
+fn column_values_missing(
+    path: &str,
+    lines: &[&str],
+    other: &[&str],
+    shared: &[String],
+) -> Vec<String> {
+    let Some(table) = super::table::Table::of_lines(path, lines) else {
+        return Vec::new();
+    };
+    let shared: Vec<String> = shared.iter().map(|v| normalized(v)).collect();
+    let holds_shared = |column: usize| {
+        table
+            .records
+            .iter()
+            .filter(|r| {
+                r.get(column)
+                    .is_some_and(|v| shared.contains(&normalized(v)))
+            })
+            .count()
+            >= 2
+    };
+    let columns: Vec<usize> = (0..table.header.len())
+        .filter(|&c| holds_shared(c))
+        .collect();
+    let [column] = columns.as_slice() else {
+        return Vec::new();
+    };
+    let other_values = normalized_values(other);
+    let mut missing: Vec<String> = Vec::new();
+    for record in &table.records {
+        let Some(value) = record.get(*column) else {
+            continue;
+        };
+        if !other_values.contains(&normalized(value)) && !missing.iter().any(|m| m == value) {
+            missing.push(value.to_owned());
+        }
+    }
+    if missing.len() > MAX_SHARED || missing.len() == table.records.len() {
+        return Vec::new();
+    }
+    missing
+}
+
+/// The values of a `key: value` or `key = value` file (`lines`) under
+/// the keys that hold one of the `shared` values, that no line of `other`
+/// holds. Why: asked who on an on-call rota (`primary: Sam`) has no
+/// tickets in a table of tickets, the 1.5B model answered "no one"; the
+/// rota's names under the keys that hold the shared ones are the people
+/// it asked about.
+fn keyed_values_missing(lines: &[&str], other: &[&str], shared: &[String]) -> Vec<String> {
+    let shared: Vec<String> = shared.iter().map(|v| normalized(v)).collect();
+    let pairs: Vec<(String, &str)> = lines
+        .iter()
+        .filter_map(|line| {
+            let line = item_text(line.trim());
+            let (key, value) = line.split_once(": ").or_else(|| line.split_once(" = "))?;
+            let value = value.trim().trim_matches(|c: char| "\"'`".contains(c));
+            let telling = value.chars().count() >= 3 && value.chars().any(char::is_alphabetic);
+            telling.then(|| (normalized(key.trim()), value))
+        })
+        .collect();
+    let keys: Vec<&String> = pairs
+        .iter()
+        .filter(|(_, v)| shared.contains(&normalized(v)))
+        .map(|(k, _)| k)
+        .collect();
+    if keys.is_empty() {
+        return Vec::new();
+    }
+    let other_values = normalized_values(other);
+    let mut missing: Vec<String> = Vec::new();
+    for (key, value) in &pairs {
+        if keys.contains(&key)
+            && !other_values.contains(&normalized(value))
+            && !missing.iter().any(|m| m == value)
+        {
+            missing.push((*value).to_owned());
+        }
+    }
+    if missing.len() > MAX_SHARED {
+        return Vec::new();
+    }
+    missing
+}
+
+/// Every value of `lines` ([`values_of`]), [`normalized`].
+fn normalized_values(lines: &[&str]) -> Vec<String> {
+    lines
+        .iter()
+        .flat_map(|l| values_of(l))
+        .map(normalized)
+        .collect()
+}
+
+/// A value as [`shared_values`] compares it: lowercase, with `_` and `-`
+/// read as spaces (`pinot_noir` is "Pinot Noir").
+fn normalized(value: &str) -> String {
+    value
+        .to_lowercase()
+        .chars()
+        .map(|c| if c == '_' || c == '-' { ' ' } else { c })
+        .collect()
+}
+
 /// At most this many values in common are shown.
 const MAX_SHARED: usize = 8;
 
@@ -310,15 +453,11 @@ const MAX_SHARED: usize = 8;
 /// `name: role`, a heading's text), compared without case; only parts
 /// with a letter and at least three characters.
 fn shared_values(a: &[&str], b: &[&str]) -> Vec<String> {
-    let b_values: Vec<String> = b
-        .iter()
-        .flat_map(|l| values_of(l))
-        .map(|v| v.to_lowercase())
-        .collect();
+    let b_values = normalized_values(b);
     let mut shared: Vec<String> = Vec::new();
     for value in a.iter().flat_map(|l| values_of(l)) {
-        let lower = value.to_lowercase();
-        if b_values.contains(&lower) && !shared.iter().any(|s| s.to_lowercase() == lower) {
+        let lower = normalized(value);
+        if b_values.contains(&lower) && !shared.iter().any(|s| normalized(s) == lower) {
             shared.push(value.to_owned());
             if shared.len() == MAX_SHARED {
                 break;
@@ -518,6 +657,65 @@ mod tests {
             note.contains(&format!("{OPEN}\nWednesday\n{CLOSE}")),
             "{note}"
         );
+    }
+
+    #[test]
+    fn the_values_of_a_column_the_other_file_lacks_are_named_when_asked() {
+        let harvest = "block,grape,tonnes\nA1,Riesling,7.4\nA2,Pinot Noir,4.1\nC2,Silvaner,5.0\n";
+        let prices = "[prices_eur]\nriesling = 12.50\npinot_noir = 19.00";
+        let (wa, wb) = (wrap(harvest), wrap(prices));
+        let ask = |question: &str| {
+            comparison_note(
+                question,
+                Read {
+                    path: "harvest.csv",
+                    wrapped: &wa,
+                },
+                Read {
+                    path: "cellar-door.ini",
+                    wrapped: &wb,
+                },
+            )
+            .unwrap_or_default()
+        };
+        let note = ask("Which grape from harvest.csv has no price in cellar-door.ini?");
+        // `pinot_noir` is "Pinot Noir".
+        assert!(
+            note.starts_with(&format!(
+                "(Compared by the program: the values in both files:)\n{OPEN}\nRiesling\nPinot Noir\n{CLOSE}"
+            )),
+            "{note}"
+        );
+        assert!(
+            note.ends_with(&format!(
+                "(Values of the same kind in \"harvest.csv\" that are in no line of \"cellar-door.ini\":)\n{OPEN}\nSilvaner\n{CLOSE}"
+            )),
+            "{note}"
+        );
+        // A rota's names under the keys that hold shared ones.
+        let rota = "rota:\n  week_15:\n    primary: Rita\n    backup: Owen\n  week_17:\n    primary: Sam\n    backup: Rita";
+        let tickets = "ticket,status,assignee\nHD-301,open,Owen\nHD-302,closed,Rita\n";
+        let (wr, wt) = (wrap(rota), wrap(tickets));
+        let note = comparison_note(
+            "Is anybody on the rota in oncall.yaml who has no tickets in tickets.csv?",
+            Read {
+                path: "oncall.yaml",
+                wrapped: &wr,
+            },
+            Read {
+                path: "tickets.csv",
+                wrapped: &wt,
+            },
+        )
+        .unwrap_or_default();
+        assert!(
+            note.ends_with(&format!(
+                "(Values of the same kind in \"oncall.yaml\" that are in no line of \"tickets.csv\":)\n{OPEN}\nSam\n{CLOSE}"
+            )),
+            "{note}"
+        );
+        // Not asked what is missing: only the shared values.
+        assert!(!ask("What do harvest.csv and cellar-door.ini share?").contains("same kind"));
     }
 
     #[test]

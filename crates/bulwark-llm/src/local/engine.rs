@@ -27,7 +27,7 @@ use super::prefix_cache::{Lookup, PrefixCache, RebuildReason, model_identity};
 use super::repetition::degenerate_loop;
 use super::steering::{
     model_calls_this_turn, named_file_reads, typed_file_read, uncalled_paths,
-    without_repeated_reads,
+    without_repeated_reads, worded_read_on,
 };
 use super::stream::{Utf8Stream, call_blocks, decided_calls, emit};
 use super::template::{self, IM_END, IM_START, Segment};
@@ -205,7 +205,8 @@ impl<'m> Engine<'m> {
             TurnKind::Tools {
                 max_calls,
                 text: false,
-            } => named_file_reads(request, &uncalled, max_calls),
+            } => named_file_reads(request, &uncalled, max_calls)
+                .or_else(|| worded_read_on(request, &uncalled, max_calls)),
             TurnKind::Tools {
                 max_calls,
                 text: true,

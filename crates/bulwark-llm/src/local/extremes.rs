@@ -72,13 +72,21 @@ pub(crate) fn extreme_note(path: &str, question: &str, wrapped: &str) -> Option<
     // price-like one): exactly one, or no note. It is called by the
     // question's word for it, or "price": the header is file content and
     // stays inside the tags.
-    let named: Vec<(usize, &str)> = (0..header.len())
-        .filter(|&c| numeric(c))
+    let named_by = |c: usize| {
+        let parts = column_words(&header[c]);
+        words.iter().find(|w| {
+            w.len() >= 3
+                && !is_function_word(w)
+                && parts
+                    .iter()
+                    .any(|p| stem(w) == stem(p) || super::thresholds::means_column(w, p))
+        })
+    };
+    let mut named: Vec<(usize, &str)> = (0..header.len())
+        .filter(|&c| numeric(c) && !Table::is_identifier(&header[c]))
         .filter_map(|c| {
             let parts = column_words(&header[c]);
-            let by_name = words.iter().find(|w| {
-                w.len() >= 3 && !is_function_word(w) && parts.iter().any(|p| stem(w) == stem(p))
-            });
+            let by_name = named_by(c);
             let by_price = (price_word.is_some() || has(MONEY_WORDS))
                 && parts.iter().any(|p| PRICE_COLUMNS.contains(&p.as_str()));
             match (by_name, by_price) {
@@ -88,6 +96,9 @@ pub(crate) fn extreme_note(path: &str, question: &str, wrapped: &str) -> Option<
             }
         })
         .collect();
+    if named.is_empty() {
+        named = size_of_identified(&table, &named_by).into_iter().collect();
+    }
     let [(column, label)] = named.as_slice() else {
         return None;
     };
@@ -132,23 +143,7 @@ fn date_extreme(
         _ => return None,
     };
     let table = Table::of(path, wrapped)?;
-    let is_date = |v: &str| {
-        let b = v.as_bytes();
-        b.len() == 10
-            && b.iter().enumerate().all(|(i, c)| {
-                if i == 4 || i == 7 {
-                    *c == b'-'
-                } else {
-                    c.is_ascii_digit()
-                }
-            })
-    };
-    let dated: Vec<usize> = (0..table.header.len())
-        .filter(|&c| table.records.iter().all(|r| r.get(c).is_some_and(is_date)))
-        .collect();
-    let [column] = dated.as_slice() else {
-        return None;
-    };
+    let column = &table.date_column()?;
     let dates = table.records.iter().filter_map(|r| r.get(*column));
     let best = if latest { dates.max()? } else { dates.min()? };
     let rows: Vec<String> = table
@@ -164,6 +159,42 @@ fn date_extreme(
         n => format!("(Sorted by the program: the {which} date is in these {n} rows:)"),
     };
     Some(format!("{heading}\n{open}\n{}\n{close}", rows.join("\n")))
+}
+
+/// For a question that ranks the things an identifier column names ("the
+/// largest *order*" of `order_id,customer,total`): the one numeric column
+/// that measures them (or the one price-like column among several), called
+/// by the question's word for the things. `None` when it is not clear.
+fn size_of_identified<'w>(
+    table: &Table,
+    named_by: &dyn Fn(usize) -> Option<&'w String>,
+) -> Option<(usize, &'w str)> {
+    let header = &table.header;
+    let word = (0..header.len())
+        .filter(|&c| Table::is_identifier(&header[c]))
+        .find_map(named_by)?;
+    let measures: Vec<usize> = (0..header.len())
+        .filter(|&c| table.numeric(c) && !Table::is_identifier(&header[c]))
+        .collect();
+    let column = match measures.as_slice() {
+        [one] => *one,
+        several => {
+            let priced: Vec<usize> = several
+                .iter()
+                .copied()
+                .filter(|&c| {
+                    column_words(&header[c])
+                        .iter()
+                        .any(|p| PRICE_COLUMNS.contains(&p.as_str()) || p == "total")
+                })
+                .collect();
+            let [one] = priced.as_slice() else {
+                return None;
+            };
+            *one
+        }
+    };
+    Some((column, word.as_str()))
 }
 
 /// A column name's words ("unit_price" → unit, price), lowercased.
@@ -252,6 +283,56 @@ mod tests {
         assert_eq!(
             outside,
             "(Sorted by the program: the highest \"count\" is in this row:)\n"
+        );
+    }
+
+    #[test]
+    fn the_largest_thing_an_identifier_names_is_measured_by_its_amount() {
+        let orders = "order_id,customer,total,status\n1001,Ada,42.50,shipped\n1003,Cy,99.90,shipped\n1004,Di,7.25,cancelled\n";
+        let note = extreme_note(
+            "orders.csv",
+            "Which customer placed the largest order?",
+            &wrap(orders),
+        );
+        assert_eq!(
+            note,
+            Some(format!(
+                "(Sorted by the program: the highest \"order\" is in this row:)\n{OPEN}\norder_id = 1003, customer = Cy, total = 99.90, status = shipped\n{CLOSE}"
+            ))
+        );
+        // The column the question names still wins; an identifier is
+        // never ranked as a measure; two measures and no price: no note.
+        let note = extreme_note(
+            "orders.csv",
+            "Which order has the lowest total?",
+            &wrap(orders),
+        );
+        assert!(note.is_some_and(|n| n.contains("customer = Di")));
+        let two = "order_id,items,weight\n1,3,2.5\n2,1,9.0\n";
+        assert_eq!(
+            extreme_note("o.csv", "Which is the largest order?", &wrap(two)),
+            None
+        );
+        let ids = "ticket_id,title\n7,a\n9,b\n";
+        assert_eq!(
+            extreme_note("t.csv", "Which ticket has the highest id?", &wrap(ids)),
+            None
+        );
+    }
+
+    #[test]
+    fn a_measure_word_means_its_units_column() {
+        let harvest = "block,hectares,tonnes\nA1,1.2,7.4\nB1,1.5,9.8\nC1,1.0,6.6\n";
+        let note = extreme_note(
+            "harvest.csv",
+            "Which block yielded the most fruit by weight?",
+            &wrap(harvest),
+        )
+        .unwrap_or_default();
+        assert!(
+            note.starts_with("(Sorted by the program: the highest \"weight\"")
+                && note.contains("block = B1"),
+            "{note}"
         );
     }
 

@@ -163,8 +163,16 @@ pub(crate) fn asked_words(question: &str, path: &str) -> Vec<String> {
         .filter(|w| !is_path_word(w))
         .collect();
     let mut words: Vec<String> = Vec::new();
+    let mut previous = String::new();
     for word in lowercase_words(&text.join(" ")) {
-        let worth = word.chars().count() >= 3
+        // "Episode *48*": a number after the noun it numbers names one
+        // line ("Ep 48: Hugo"), where the noun alone picked both items.
+        let numbers_a_noun = word.chars().all(|c| c.is_ascii_digit())
+            && previous.chars().count() >= 3
+            && !is_function_word(&previous)
+            && !previous.chars().all(|c| c.is_ascii_digit());
+        previous.clone_from(&word);
+        let worth = (word.chars().count() >= 3 || numbers_a_noun)
             && !is_function_word(&word)
             && !is_file_type_word(&word)
             && !REQUEST_WORDS.contains(&word.as_str())
@@ -319,6 +327,17 @@ mod tests {
             )
             .as_deref(),
             Some("\"closing_hour\": 18,")
+        );
+        // A number after its noun picks its item.
+        let booking = "# Guest booking\n\n## Confirmed\n- Episode 47: Marta Silva, 30 March\n- Episode 48: Hugo Lefevre, 13 April\n\n## Asked\n- Priya Nair\n";
+        assert_eq!(
+            shown(
+                "In guests/booking.md, who's confirmed for episode 48?",
+                booking,
+                "guests/booking.md"
+            )
+            .as_deref(),
+            Some("- Episode 48: Hugo Lefevre, 13 April")
         );
         // An INI section names the setting's group.
         let ini = "[server]\nport = 80\nhost = a\n[backup]\nport = 9000\nhost = b\n";

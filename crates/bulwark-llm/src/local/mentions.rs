@@ -52,6 +52,7 @@ pub(crate) fn subject_words(question: &str, named_paths: &[&str], numbers: Numbe
     let mut in_scene = false;
     let mut contracted = false;
     for (at, token) in tokens.iter().enumerate() {
+        let prior = previous.clone();
         let Some(text) = token.text else {
             // A path ends the phrase: what follows is about the file.
             in_phrase = 0;
@@ -95,7 +96,14 @@ pub(crate) fn subject_words(question: &str, named_paths: &[&str], numbers: Numbe
         // verb, not a subject; "who's coming", "who is coming": a verb
         // in -ing.
         let long = lower.chars().count() >= 6;
-        let past_verb = matches!(previous.as_str(), "what" | "which" | "who" | "s")
+        // "Which block *yielded*", "which customer *placed*": the verb
+        // after the noun a which-question asks about.
+        let word_at = |i: usize| tokens.get(i).and_then(|t| t.text).map(str::to_lowercase);
+        let after_asked_noun = at >= 2
+            && matches!(word_at(at - 2).as_deref(), Some("which" | "what"))
+            && word_at(at - 1).is_some_and(|w| !is_function_word(&w));
+        let past_verb = (matches!(previous.as_str(), "what" | "which" | "who" | "s")
+            || after_asked_noun)
             && long
             && lower.ends_with("ed")
             && !lower.ends_with("eed");
@@ -130,7 +138,15 @@ pub(crate) fn subject_words(question: &str, named_paths: &[&str], numbers: Numbe
             continue;
         }
         let number = lower.chars().all(|c| c.is_ascii_digit());
-        let worth = lower.chars().count() >= 3 && (!number || numbers == Numbers::Count);
+        // "Episode *48*", "week *18*": a number after the noun it numbers
+        // names one thing, as a name does ("the *3* largest" does not).
+        let identifier = number
+            && prior.chars().count() >= 3
+            && !is_function_word(&prior)
+            && !RANKING_WORDS.contains(&prior.as_str())
+            && !prior.chars().all(|c| c.is_ascii_digit());
+        let worth =
+            identifier || lower.chars().count() >= 3 && (!number || numbers == Numbers::Count);
         if worth && !words.contains(&lower) {
             words.push(lower);
             if words.len() == MAX_WORDS {
@@ -308,7 +324,7 @@ const MONTHS: [&str; 12] = [
 /// The month (1 to 12) `word` (lowercase) names, in full or as its first
 /// three letters ("feb"), but not "may" or "march" as the verbs they
 /// also are unless in full.
-fn month_of(word: &str) -> Option<u32> {
+pub(crate) fn month_of(word: &str) -> Option<u32> {
     let at = MONTHS.iter().position(|m| {
         *m == word || word.len() == 3 && m.starts_with(word) && !matches!(word, "mar" | "may")
     })?;
@@ -377,12 +393,42 @@ mod tests {
         );
         assert_eq!(named("Which file says what the guitar uses?"), ["guitar"]);
         // Ranking words are computed, never looked for.
+        // Nor is the verb after the noun a which-question asks about.
         assert_eq!(
             named("Which customer placed the largest order?"),
-            ["customer", "placed", "order"]
+            ["customer", "order"]
         );
-        // "What's planned": a past verb after "what's".
-        assert_eq!(named("What's planned for day 2?"), ["day"]);
+        assert_eq!(
+            named("Which block yielded the most fruit by weight?"),
+            ["block"]
+        );
+        // "What's planned": a past verb after "what's"; "day 2" names
+        // one day.
+        assert_eq!(named("What's planned for day 2?"), ["day", "2"]);
+    }
+
+    #[test]
+    fn a_number_after_its_noun_is_a_subject_word_a_quantity_is_not() {
+        let named = |q: &str| subject_words(q, &[], Numbers::Skip);
+        assert_eq!(named("Who is on call in week 18?"), ["week", "18"]);
+        assert_eq!(
+            named("Who is the guest of episode 48?"),
+            ["guest", "episode", "48"]
+        );
+        assert_eq!(named("Which are the 3 largest orders?"), ["orders"]);
+        assert_eq!(
+            named("How many episodes run longer than 50 minutes?"),
+            Vec::<String>::new()
+        );
+        // The rota stops at week 17: week 18 is named as missing.
+        let note = mentions_note(
+            "Who is on call in week 18?",
+            &["oncall.yaml"],
+            &crate::local::test_wrap::wrap("week_16:\n  primary: Owen\nweek_17:\n  primary: Sam"),
+            &[],
+            false,
+        );
+        assert!(note.is_some_and(|n| n.contains("\"18\"")));
     }
 
     #[test]

@@ -61,6 +61,8 @@ mod template;
 mod test_requests;
 #[cfg(test)]
 mod test_wrap;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod thresholds;
 
 #[cfg(feature = "local")]
 mod driver;

@@ -64,7 +64,11 @@ pub(crate) fn search_note(
     // asked, and the missing word is the question's own ("the *date* of
     // the museum trip" in a file that says "14 May"). Read on from it and
     // the 1.5B model answered from the next file instead.
-    let mostly = words.len() >= 3 && absent.len() == 1;
+    // A number is never the question's own word: "week *18*" of a rota
+    // that stops at week 17 is the thing asked for, and told the rota
+    // had "call" and "week" the model named week 17's engineer.
+    let mostly =
+        words.len() >= 3 && absent.len() == 1 && !absent[0].chars().all(|c| c.is_ascii_digit());
     let present: Vec<&str> = words
         .iter()
         .map(String::as_str)
@@ -121,6 +125,19 @@ mod tests {
 
     fn note(question: &str, body: &str, unread: Option<usize>) -> Option<Looked> {
         search_note(question, &wrap(body), unread, true)
+    }
+
+    #[test]
+    fn a_missing_number_is_a_miss_however_many_words_are_there() {
+        let rota = "# On-call rota\nweek_16: Owen\nweek_17: Sam";
+        let looked = note("Who is on call in week 18?", rota, Some(2)).expect("a note");
+        assert!(!looked.found && looked.earns_a_read, "{looked:?}");
+        assert!(
+            looked.note.contains("\"18\" is not in this file"),
+            "{looked:?}"
+        );
+        let found = note("Who is on call in week 17?", rota, Some(2)).expect("a note");
+        assert!(found.found, "{found:?}");
     }
 
     #[test]

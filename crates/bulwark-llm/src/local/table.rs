@@ -25,6 +25,11 @@ pub(crate) struct Table {
     pub(crate) records: Vec<csv::StringRecord>,
 }
 
+/// Column-name words of an identifier.
+const IDENTIFIER_WORDS: &[&str] = &[
+    "id", "no", "ref", "code", "zip", "phone", "sku", "isbn", "number",
+];
+
 /// At most this many rows in a note: more is no longer a lookup.
 const MAX_ROWS: usize = 8;
 
@@ -86,6 +91,39 @@ impl Table {
         })
     }
 
+    /// The table's one column of ISO dates (`2025-09-28`) in every row;
+    /// `None` for none or two (which one a question means is not the
+    /// program's call).
+    pub(crate) fn date_column(&self) -> Option<usize> {
+        let is_date = |v: &str| {
+            let b = v.as_bytes();
+            b.len() == 10
+                && b.iter().enumerate().all(|(i, c)| {
+                    if i == 4 || i == 7 {
+                        *c == b'-'
+                    } else {
+                        c.is_ascii_digit()
+                    }
+                })
+        };
+        let dated: Vec<usize> = (0..self.header.len())
+            .filter(|&c| self.records.iter().all(|r| r.get(c).is_some_and(is_date)))
+            .collect();
+        match dated.as_slice() {
+            [one] => Some(*one),
+            _ => None,
+        }
+    }
+
+    /// Whether a column names its rows rather than measures them
+    /// (`order_id`, `ref`, `zip_code`): its highest value is the newest
+    /// number handed out, not the largest thing, and no bound applies.
+    pub(crate) fn is_identifier(header: &str) -> bool {
+        lowercase_words(header)
+            .iter()
+            .any(|w| IDENTIFIER_WORDS.contains(&w.as_str()))
+    }
+
     /// `record` as `column = value` pairs, one line.
     pub(crate) fn row_line(&self, record: &csv::StringRecord) -> String {
         self.header
@@ -114,9 +152,22 @@ pub(crate) fn matching_rows_note(path: &str, question: &str, wrapped: &str) -> O
     let telling = |w: &String, least: usize| {
         w.chars().count() >= least && !w.chars().all(|c| c.is_ascii_digit()) && !is_function_word(w)
     };
+    // Codes the question names whole ("ticket *HD-303*", "block B1"):
+    // too short or too numeric to be telling words, but a cell that is
+    // one names its row.
+    let codes: Vec<String> = text
+        .split_whitespace()
+        .map(|raw| {
+            raw.trim_matches(|c: char| !c.is_alphanumeric())
+                .to_lowercase()
+        })
+        .filter(|t| t.chars().any(|c| c.is_ascii_digit()) && t.chars().any(char::is_alphabetic))
+        .collect();
     let cell_is_asked = |cell: &str| {
+        let whole = cell.trim().to_lowercase();
         let cell = cell_words(cell);
-        cell.iter().any(|w| telling(w, 3)) && cell.iter().all(|w| asked.contains(w))
+        codes.contains(&whole)
+            || cell.iter().any(|w| telling(w, 3)) && cell.iter().all(|w| asked.contains(w))
     };
     // A cell one of whose words the question names ("the Brompton" for
     // `Brompton M6L`) counts half as much as a cell it names whole.
@@ -160,7 +211,9 @@ pub(crate) fn matching_rows_note(path: &str, question: &str, wrapped: &str) -> O
         .flat_map(cell_words)
         .filter(|w| asked.contains(w))
         .collect();
-    let absent: Vec<String> = absent_words(&subject_words(&text, &[], Numbers::Skip), wrapped)
+    // The file's name is what its rows are ("the beekeeping *episode*"
+    // in `episodes.csv`), not a word a cell would hold.
+    let absent: Vec<String> = absent_words(&subject_words(&text, &[path], Numbers::Skip), wrapped)
         .into_iter()
         .map(|w| stem(w).to_owned())
         .collect();
@@ -250,6 +303,29 @@ mod tests {
         );
         let name = note("staff.csv", "Which desk is Mei Tanaka at?", STAFF).unwrap_or_default();
         assert!(name.contains("name = Mei Tanaka"), "{name}");
+    }
+
+    #[test]
+    fn a_code_or_a_word_of_a_title_picks_its_row() {
+        let tickets =
+            "ticket,requester,assignee\nHD-301,Nadia,Owen\nHD-303,Lucia,Owen\nHD-304,Tariq,Rita\n";
+        let row =
+            note("tickets.csv", "Who's working on ticket HD-303?", tickets).unwrap_or_default();
+        assert!(
+            row.contains("the row of") && row.contains("ticket = HD-303"),
+            "{row}"
+        );
+        // The file's name is what the rows are: "episode" is no missing word.
+        let episodes = "number,title,guest\n43,Fixing Old Radios,Colm\n44,Urban Beekeeping,Sofia\n";
+        let row = note(
+            "episodes.csv",
+            "Who did we have on for the beekeeping episode?",
+            episodes,
+        )
+        .unwrap_or_default();
+        assert!(row.contains("guest = Sofia"), "{row}");
+        // A code the table does not have picks nothing.
+        assert_eq!(note("tickets.csv", "Who has HD-399?", tickets), None);
     }
 
     #[test]
