@@ -20,6 +20,7 @@ use llama_cpp_2::token::data::LlamaTokenData;
 use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use llama_cpp_2::{LogOptions, send_logs_to_tracing};
 
+use super::file_words::worded_read_on;
 use super::grammar::{call_grammar_with_paths, text_grammar, tool_grammar_with_paths};
 use super::named_paths::{pending_write, unreachable_paths, write_turn};
 use super::output::{self, Output};
@@ -27,7 +28,7 @@ use super::prefix_cache::{Lookup, PrefixCache, RebuildReason, model_identity};
 use super::repetition::degenerate_loop;
 use super::steering::{
     model_calls_this_turn, named_file_reads, typed_file_read, uncalled_paths,
-    without_repeated_reads, worded_read_on,
+    without_repeated_reads,
 };
 use super::stream::{Utf8Stream, call_blocks, decided_calls, emit};
 use super::template::{self, IM_END, IM_START, Segment};

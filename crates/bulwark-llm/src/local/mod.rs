@@ -34,6 +34,8 @@ mod enough;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod extremes;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod file_words;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod lines;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod mentions;

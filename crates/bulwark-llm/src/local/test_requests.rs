@@ -82,3 +82,14 @@ pub(crate) fn listed_of<'a>(choices: &'a PathChoices, tool: &str) -> &'a [String
         other => panic!("{tool}: {other:?}"),
     }
 }
+
+pub(crate) fn read_paths(calls: &[crate::local::output::Call]) -> Vec<&str> {
+    calls
+        .iter()
+        .map(|(tool, args)| {
+            assert_eq!(tool, "file_read");
+            assert_eq!(args.len(), 1, "{args:?}");
+            args["path"].as_str().expect("a path")
+        })
+        .collect()
+}
