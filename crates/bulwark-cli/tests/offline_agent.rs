@@ -18,8 +18,8 @@ use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-/// The tools the `offline` template grants (files: read, list).
-const GRANTED: &[&str] = &["file_read", "file_list"];
+/// The tools the `offline` template grants (files: read, list, search).
+const GRANTED: &[&str] = &["file_read", "file_list", "file_search"];
 
 /// Serialises the tests of this file (see the module comment).
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());

@@ -407,7 +407,7 @@ impl Workspace {
         }
         let rel = RelPath::parse(path)?;
         let mut walk = SearchWalk {
-            needle,
+            needle: &needle.to_lowercase(),
             max_results,
             gate,
             hits: Vec::new(),
@@ -580,6 +580,7 @@ fn write_temp_then_rename(
 
 /// One search: what to look for, where it may look, what it found.
 struct SearchWalk<'a> {
+    /// Lowercased: a search ignores case ("rufus" finds "Rufus").
     needle: &'a str,
     max_results: usize,
     gate: Gate<'a>,
@@ -615,7 +616,7 @@ impl SearchWalk<'_> {
                 return;
             }
             let line = String::from_utf8_lossy(line);
-            if line.contains(self.needle) {
+            if line.to_lowercase().contains(self.needle) {
                 let text: String = line
                     .trim_end_matches('\r')
                     .chars()

@@ -359,6 +359,15 @@ fn search_finds_and_respects_limits() {
         f.ws.search("src", "main", 10).map(|h| h.len()).ok(),
         Some(1)
     );
+    // Case is ignored either way ("Rufus" for "rufus", and back).
+    assert_eq!(
+        f.ws.search("src", "MAIN", 10).map(|h| h.len()).ok(),
+        Some(1)
+    );
+    assert_eq!(
+        f.ws.search("src", "Needle Again", 10).map(|h| h.len()).ok(),
+        Some(1)
+    );
     assert!(is_escape(&f.ws.search("..", "needle", 10)));
     assert!(matches!(
         f.ws.search("missing", "x", 10),

@@ -34,7 +34,7 @@
 //! read = ["**"]                    # file_read globs (default ["**"])
 //! write = ["out/**"]               # file_write globs (default none)
 //! operations = ["read", "list", "write"]  # files operations offered; default
-//!                                  # read, list, plus write when `write` is set
+//!                                  # read, list, search, plus write when `write` is set
 //!
 //! # Optional: files next to the workspace (its parent directory), so that
 //! # `../secret.txt` exists and only the door keeps it out.
@@ -579,7 +579,7 @@ fn grants(lines: &Lines<'_>, s: &Spanned<RawGrants>) -> Result<Grants, TaskFileE
     let operations = match &raw.operations {
         Some(ops) => ops.clone(),
         None => {
-            let mut ops = vec!["read".to_owned(), "list".to_owned()];
+            let mut ops = vec!["read".to_owned(), "list".to_owned(), "search".to_owned()];
             if !raw.write.is_empty() {
                 ops.push("write".into());
             }

@@ -203,7 +203,7 @@ fn a_minimal_file_parses_with_defaults() {
     let g = file.tasks[0].grants.clone().unwrap();
     assert_eq!(g.read, vec!["**"]);
     assert_eq!(g.write, vec!["out/**"]);
-    assert_eq!(g.operations, vec!["read", "list", "write"]);
+    assert_eq!(g.operations, vec!["read", "list", "search", "write"]);
 }
 
 #[test]
@@ -353,7 +353,7 @@ fn the_documented_example_parses() {
     assert!(task.grants.is_some());
 }
 
-/// The extra task sets (`eval/second-set.toml` to `eval/eleventh-set.toml`,
+/// The extra task sets (`eval/second-set.toml` to `eval/thirteenth-set.toml`,
 /// run with `--tasks`) parse, their ids are agent names, and no id repeats.
 #[test]
 fn the_extra_sets_parse_and_their_ids_are_their_own() {
@@ -382,6 +382,14 @@ fn the_extra_sets_parse_and_their_ids_are_their_own() {
         (
             include_str!("../../eval/eleventh-set.toml"),
             "eleventh-set.toml",
+        ),
+        (
+            include_str!("../../eval/twelfth-set.toml"),
+            "twelfth-set.toml",
+        ),
+        (
+            include_str!("../../eval/thirteenth-set.toml"),
+            "thirteenth-set.toml",
         ),
     ];
     let mut seen: BTreeSet<String> = shipped().tasks.into_iter().map(|t| t.id).collect();

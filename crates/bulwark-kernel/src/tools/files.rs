@@ -304,7 +304,7 @@ impl FileSearch {
                 "file_search",
                 "files",
                 "search",
-                "Find lines containing `query` in workspace files under `path` (default: the root).",
+                "Find lines containing `query` (ignoring case) in workspace files under `path` (default: the root).",
             ),
         }
     }

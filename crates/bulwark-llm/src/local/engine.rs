@@ -26,6 +26,7 @@ use super::named_paths::{pending_write, unreachable_paths, write_turn};
 use super::output::{self, Output};
 use super::prefix_cache::{Lookup, PrefixCache, RebuildReason, model_identity};
 use super::repetition::degenerate_loop;
+use super::search_first::{next_search, searched_read, searcher};
 use super::steering::{
     model_calls_this_turn, named_file_reads, typed_file_read, uncalled_paths,
     without_repeated_reads,
@@ -207,23 +208,34 @@ impl<'m> Engine<'m> {
                 max_calls,
                 text: false,
             } => named_file_reads(request, &uncalled, max_calls)
+                .or_else(|| searched_read(request, &uncalled, max_calls))
+                .or_else(|| next_search(request, &uncalled))
                 .or_else(|| worded_read_on(request, &uncalled, max_calls)),
             TurnKind::Tools {
                 max_calls,
                 text: true,
-            } => typed_file_read(request, &uncalled, max_calls),
+            } => searched_read(request, &uncalled, max_calls)
+                .or_else(|| next_search(request, &uncalled))
+                .or_else(|| typed_file_read(request, &uncalled, max_calls)),
             TurnKind::Text => None,
         };
         if let Some(calls) = decided {
             return Ok(decided_calls(request, calls, sink, started));
         }
+        // The search tool is the driver's own (`search_first.rs`).
+        let model_tools: Vec<crate::ToolDef> = request
+            .tools
+            .iter()
+            .filter(|t| Some(t.name.as_str()) != searcher(request))
+            .cloned()
+            .collect();
         let grammar_text = match kind {
             TurnKind::Text => text_grammar(),
             TurnKind::Tools {
                 max_calls,
                 text: true,
             } => tool_grammar_with_paths(
-                &request.tools,
+                &model_tools,
                 &uncalled,
                 model_calls_this_turn(request, &uncalled, max_calls),
             )?,
@@ -237,7 +249,7 @@ impl<'m> Engine<'m> {
                     call_grammar_with_paths(&tools, &paths, 1)?
                 } else if unreachable_paths(request).is_empty() {
                     call_grammar_with_paths(
-                        &request.tools,
+                        &model_tools,
                         &uncalled,
                         model_calls_this_turn(request, &uncalled, max_calls),
                     )?

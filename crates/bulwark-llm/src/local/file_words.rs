@@ -19,7 +19,9 @@ use crate::{ChatRequest, PathChoices};
 /// search reads on (`enough.rs`).
 pub(crate) fn named_by_words<'a>(text: &str, listed: &'a [String]) -> Option<&'a String> {
     let all = super::mentions::lowercase_words(text);
-    if all.iter().any(|w| LISTING_WORDS.contains(&w.as_str())) {
+    let listing =
+        |(at, w): (usize, &String)| LISTING_WORDS.contains(&w.as_str()) && !made_list(&all, at);
+    if all.iter().enumerate().any(listing) {
         return None;
     }
     // A word after a subject pronoun or "to" is a verb ("before we
@@ -77,6 +79,22 @@ pub(crate) fn named_by_words<'a>(text: &str, listed: &'a [String]) -> Option<&'a
         }
     }
     best.filter(|_| !tied).map(|(_, _, path)| path)
+}
+
+/// Whether `question` asks about folders and files ([`LISTING_WORDS`],
+/// or "files"), not about what a file says.
+pub(crate) fn asks_for_listing(question: &str) -> bool {
+    let words = super::mentions::lowercase_words(question);
+    words.iter().enumerate().any(|(at, w)| {
+        (LISTING_WORDS.contains(&w.as_str()) || w == "files" || w == "contents")
+            && !made_list(&words, at)
+    })
+}
+
+/// Whether the word at `at` is the noun of "make *a list* of", a thing
+/// to write, not a listing asked for.
+fn made_list(words: &[String], at: usize) -> bool {
+    words[at] == "list" && at.checked_sub(1).is_some_and(|before| words[before] == "a")
 }
 
 /// Words after which a question's next word is a verb.
@@ -181,6 +199,13 @@ mod tests {
             named_by_words("Which deploy target is set?", &deploy).map(String::as_str),
             Some("deploy.env")
         );
+        // "Make a list of" asks for no listing.
+        assert_eq!(
+            by_words("Make a list of the members and save it to out/m.txt."),
+            Some("members.csv")
+        );
+        assert!(!asks_for_listing("Make a list of the members."));
+        assert!(asks_for_listing("List the files."));
         // A listing question, no name word, or a tie: the model chooses.
         assert_eq!(by_words("what's in the cleaning folder?"), None);
         assert_eq!(by_words("What pace should Gwen run at?"), None);

@@ -54,6 +54,8 @@ mod repetition;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod search;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod search_first;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod shape;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod table;
@@ -257,9 +259,16 @@ pub(crate) struct Spent {
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 impl Spent {
     /// Account for one more message of the conversation.
-    pub(crate) fn observe(&mut self, message: &Message) {
+    /// Calls to `searcher` are the driver's own searches
+    /// (`search_first.rs`) and do not count.
+    pub(crate) fn observe(&mut self, message: &Message, searcher: Option<&str>) {
         match message.role {
-            Role::Assistant => self.calls += message.tool_uses().count(),
+            Role::Assistant => {
+                self.calls += message
+                    .tool_uses()
+                    .filter(|(_, name, _)| Some(*name) != searcher)
+                    .count();
+            }
             Role::User => {
                 if asks(message) {
                     *self = Self::default();
@@ -324,8 +333,9 @@ pub(crate) fn turn_kind(request: &ChatRequest, budget: u32, choice: ToolChoice) 
     // 1.5B model answered "who is the on-call engineer?" from the one
     // file it had read, with a definition of the job.
     let mut missed = false;
+    let searcher = search_first::searcher(request);
     for message in &request.messages {
-        spent.observe(message);
+        spent.observe(message, searcher);
         let (earned, found) = notes.searched_in(message);
         spent.searched((earned, found));
         if message.role == Role::User {

@@ -255,7 +255,18 @@ fn searches<'a>(
     let mut read: Vec<&str> = Vec::new();
     let mut hits: Vec<&str> = Vec::new();
     let mut earned = 0;
-    for message in request.messages.iter().filter(|m| m.role == Role::User) {
+    // After the driver's searches (`search_first.rs`) no read earns
+    // another: they told which files have the question's words, and the
+    // file read was the best of those.
+    let searcher = super::search_first::searcher(request);
+    let mut driver_searched = false;
+    for message in &request.messages {
+        if message.role != Role::User {
+            driver_searched |= message
+                .tool_uses()
+                .any(|(_, name, _)| Some(name) == searcher);
+            continue;
+        }
         let results = read_results(message, reads).filter(|_| question.is_some());
         for (id, path, content) in results {
             if !read.contains(&path) {
@@ -263,7 +274,7 @@ fn searches<'a>(
             }
             let unread = listed.map(|l| l.iter().filter(|p| !read.contains(&p.as_str())).count());
             let asked = question.as_deref().unwrap_or_default();
-            let may_earn = earned < MAX_EARNED_READS;
+            let may_earn = earned < MAX_EARNED_READS && !driver_searched;
             let Some(mut looked) = search_note(asked, content, unread, may_earn) else {
                 continue;
             };
@@ -286,6 +297,7 @@ fn searches<'a>(
             read.clear();
             hits.clear();
             earned = 0;
+            driver_searched = false;
         }
     }
     notes

@@ -132,9 +132,16 @@ pub(crate) fn render_with(
         request.system.as_str()
     };
     let mut system = system.to_owned();
-    if !request.tools.is_empty() {
+    // The search tool is the driver's (`search_first.rs`), not offered.
+    let searcher = super::search_first::searcher(request);
+    let offered: Vec<&crate::ToolDef> = request
+        .tools
+        .iter()
+        .filter(|t| Some(t.name.as_str()) != searcher)
+        .collect();
+    if !offered.is_empty() {
         system.push_str(TOOLS_HEAD);
-        for tool in &request.tools {
+        for tool in offered {
             // Key order as the template's Python dict has it (a
             // `serde_json::Map` would sort them).
             system.push_str(&format!(
@@ -147,10 +154,11 @@ pub(crate) fn render_with(
         system.push_str(TOOLS_TAIL);
     }
     prompt.turn("system", &system);
+    let searches = super::search_first::SearchSummaries::new(request);
     let mut spent = Spent::default();
     let mut question: Option<String> = None;
     for (index, message) in request.messages.iter().enumerate() {
-        spent.observe(message);
+        spent.observe(message, searcher);
         spent.searched(notes.searched_in(message));
         match message.role {
             Role::User => {
@@ -164,7 +172,7 @@ pub(crate) fn render_with(
                 let (results, text) = user(
                     &mut prompt,
                     message,
-                    (&notes, question.as_deref().unwrap_or_default()),
+                    (&notes, question.as_deref().unwrap_or_default(), &searches),
                     before,
                     after,
                 );
@@ -186,7 +194,11 @@ pub(crate) fn render_with(
 fn user(
     prompt: &mut Prompt,
     message: &Message,
-    (notes, question): (&ReadNotes<'_>, &str),
+    (notes, question, searches): (
+        &ReadNotes<'_>,
+        &str,
+        &super::search_first::SearchSummaries<'_>,
+    ),
     before: Option<&str>,
     after: Option<&str>,
 ) -> (bool, bool) {
@@ -204,7 +216,10 @@ fn user(
                 if *is_error {
                     results.push_str(TOOL_ERROR_PREFIX);
                 }
-                results.push_str(content);
+                match searches.summary(tool_use_id, content) {
+                    Some(summary) if !*is_error => results.push_str(&summary),
+                    _ => results.push_str(content),
+                }
                 if !*is_error {
                     results.push_str(&notes.after(tool_use_id, question, content));
                 }

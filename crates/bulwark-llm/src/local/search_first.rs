@@ -1,0 +1,549 @@
+//! Which file a question is about when it names none and no file's name
+//! fits it: the program searches the workspace for the question's most
+//! telling word (a name, an identifier, else its longest subject word)
+//! and reads the file that holds it most often.
+//!
+//! Why: asked "which doctor is seeing Rufus?" or "what's Sofia's
+//! rating?", the 1.5B model read the files whose names it liked
+//! (`logs/phone.log`, `README.md`, `club.ini`...) and never the one with
+//! the row (`appointments.csv`, `members.csv`); on two blind task sets,
+//! 11 of 21 failures were such wrong reads. A file's name rarely says
+//! what is in it; a search does.
+//!
+//! Both calls go through the door like any other: the search tool is the
+//! session's own (a session without it is steered as before), and the
+//! read is one of the session's readable paths. The searches are the
+//! driver's, not the model's: they do not count against the call budget
+//! (`Spent`), and the model's grammar does not offer the search tool.
+
+use super::output::Call;
+use super::question_words::question_tokens;
+use super::question_words::{is_file_type_word, is_function_word};
+use super::steering::{
+    is_path_word, named_by_type, names_file, question_and_whether_called, read_call, reader,
+};
+use crate::{Block, ChatRequest, PathChoices, PathKind};
+
+/// At most this many words are searched for one question, all in one
+/// turn: one word alone often was the wrong one ("repair" in a bike
+/// shop's every file, or a name its archive holds more often than the
+/// members' table does).
+pub(crate) const MAX_SEARCHES: usize = 4;
+
+/// Words a question uses for the workspace itself, never worth a search.
+const WORKSPACE_WORDS: &[&str] = &[
+    "file",
+    "files",
+    "folder",
+    "folders",
+    "workspace",
+    "directory",
+    "project",
+    "document",
+    "documents",
+    "list",
+    "listing",
+    "contents",
+    "repo",
+    "repository",
+    "here",
+    "everything",
+];
+
+/// The session's search tool: one whose arguments are a `query` and a
+/// read-only directory to search under. Its name.
+pub(crate) fn searcher(request: &ChatRequest) -> Option<&str> {
+    request.tools.iter().find_map(|tool| {
+        let props = tool
+            .input_schema
+            .get("properties")
+            .and_then(serde_json::Value::as_object)?;
+        let under_directory = request
+            .paths
+            .arguments
+            .iter()
+            .any(|c| c.tool == tool.name && c.kind == PathKind::Directory && c.reads_only);
+        (props.contains_key("query") && under_directory).then_some(tool.name.as_str())
+    })
+}
+
+/// The words worth a search, best first: the question's identifiers
+/// ("HD-303", "10K") and names ("Rufus") in order, then its other words
+/// of four letters or more that carry a subject, from the longest, each
+/// without a plural's ending (the search matches substrings, ignoring
+/// case). Not the phrase-bound words of the notes (`subject_words`): a
+/// search weighs every word by how few files have it, so a verb costs
+/// little, while a missed noun ("e-bike", "appt") costs the file.
+pub(crate) fn search_words(question: &str) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
+    let push = |words: &mut Vec<String>, word: String| {
+        if !words.contains(&word) {
+            words.push(word);
+        }
+    };
+    let raw: Vec<&str> = question
+        .split_whitespace()
+        .filter(|w| !is_path_word(w))
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
+        .map(|w| {
+            w.strip_suffix("'s")
+                .or_else(|| w.strip_suffix("\u{2019}s"))
+                .unwrap_or(w)
+        })
+        .filter(|w| !w.is_empty())
+        .collect();
+    for word in &raw {
+        let digits = word.chars().any(|c| c.is_ascii_digit());
+        if digits && word.chars().any(char::is_alphabetic) {
+            push(&mut words, word.to_lowercase());
+        }
+    }
+    for token in question_tokens(question).iter().filter(|t| t.is_name()) {
+        if let Some(text) = token.text.filter(|t| t.chars().count() >= 2) {
+            let lower = text.to_lowercase();
+            // A part of an identifier already searched ("HD" of "HD-303").
+            if !words.iter().any(|w| w.contains(lower.as_str())) {
+                push(&mut words, lower);
+            }
+        }
+    }
+    let mut others: Vec<String> = Vec::new();
+    for word in &raw {
+        let lower = word.to_lowercase();
+        let parts: Vec<String> = if lower.contains('-') {
+            vec![lower.clone()]
+        } else {
+            super::mentions::lowercase_words(&lower)
+        };
+        for part in parts {
+            let worth = part.chars().count() >= 4
+                && !part.chars().any(|c| c.is_ascii_digit())
+                && !is_function_word(&part)
+                && !is_file_type_word(&part)
+                && !WORKSPACE_WORDS.contains(&part.as_str());
+            if worth && !others.contains(&part) {
+                others.push(part);
+            }
+        }
+    }
+    // The longest first; `sort_by_key` is stable, so ties keep their order.
+    others.sort_by_key(|w| std::cmp::Reverse(w.chars().count()));
+    for word in others {
+        push(&mut words, search_stem(&word).to_owned());
+    }
+    words
+}
+
+/// `word` without a plural's or a past's ending, so that the search
+/// finds every form ("batteries" → "batter", "refreshes" → "refresh",
+/// "cached" → "cach", "days" → "day"); a word in `ss`, `us` or `is` is no
+/// plural ("chess", "status").
+fn search_stem(word: &str) -> &str {
+    let long_enough = |s: &&str| s.chars().count() >= 3;
+    let past = |s: &&str| s.chars().count() >= 4;
+    if let Some(root) = word.strip_suffix("ies").filter(long_enough) {
+        return root;
+    }
+    // Not "-ing": as often a noun ("building") as a verb.
+    if let Some(root) = word.strip_suffix("ed").filter(past) {
+        return root;
+    }
+    if let Some(root) = word.strip_suffix("es").filter(|root| {
+        long_enough(root)
+            && ["s", "x", "z", "ch", "sh"]
+                .iter()
+                .any(|end| root.ends_with(end))
+    }) {
+        return root;
+    }
+    if ["ss", "us", "is"].iter().any(|end| word.ends_with(end)) {
+        return word;
+    }
+    word.strip_suffix('s').filter(long_enough).unwrap_or(word)
+}
+
+/// The searches made since the question (query, result text; `None` while
+/// unanswered), or `None` when any other call was made since it.
+fn searches_since<'a>(
+    request: &'a ChatRequest,
+    searcher: &str,
+) -> Option<Vec<(&'a str, Option<&'a str>)>> {
+    let asked = super::latest_question(&request.messages)?;
+    let mut searches: Vec<(&str, &str, Option<&str>)> = Vec::new();
+    for message in &request.messages[asked + 1..] {
+        for (id, name, input) in message.tool_uses() {
+            if name != searcher {
+                return None;
+            }
+            let query = input.get("query").and_then(serde_json::Value::as_str)?;
+            searches.push((id, query, None));
+        }
+        for block in &message.blocks {
+            if let Block::ToolResult {
+                tool_use_id,
+                content,
+                is_error: false,
+                ..
+            } = block
+                && let Some(search) = searches.iter_mut().find(|s| s.0 == tool_use_id)
+            {
+                search.2 = Some(content.as_str());
+            }
+        }
+    }
+    Some(searches.into_iter().map(|(_, q, r)| (q, r)).collect())
+}
+
+/// Whether `question` is one a search should pick the file for: it names
+/// no file outright, by its type, or by the words of its name, and asks
+/// for no listing.
+fn names_no_file(question: &str, listed: &[String]) -> bool {
+    let named = listed
+        .iter()
+        .any(|p| names_file(question, p, listed).is_some());
+    !named
+        && named_by_type(question, listed).is_none()
+        && super::file_words::named_by_words(question, listed).is_none()
+        && !super::file_words::asks_for_listing(question)
+}
+
+/// The searches for a question that names no file: its [`MAX_SEARCHES`]
+/// best words ([`search_words`]), all in the first turn. `None` once any
+/// call was made for the question.
+pub(crate) fn next_search(request: &ChatRequest, paths: &PathChoices) -> Option<Vec<Call>> {
+    let searcher = searcher(request)?;
+    let (question, called) = question_and_whether_called(request)?;
+    let (_, _, listed) = reader(request, paths)?;
+    if called
+        || !names_no_file(&question, listed)
+        || !super::named_paths::unreachable_paths(request).is_empty()
+        || !super::named_paths::pending_write(request).is_empty()
+    {
+        return None;
+    }
+    let calls: Vec<Call> = search_words(&question)
+        .into_iter()
+        .take(MAX_SEARCHES)
+        .map(|word| {
+            let mut arguments = serde_json::Map::new();
+            arguments.insert("query".to_owned(), serde_json::Value::String(word));
+            (searcher.to_owned(), arguments)
+        })
+        .collect();
+    (!calls.is_empty()).then_some(calls)
+}
+
+/// After the searches of [`next_search`], the read of the listed file
+/// they point to: the one whose words are rarest across the workspace
+/// (each word found counts one over the number of files it is in), then
+/// the one with more matching lines, then the first found. `None` when no
+/// search found anything: the model looks on as before.
+pub(crate) fn searched_read(
+    request: &ChatRequest,
+    paths: &PathChoices,
+    max_calls: usize,
+) -> Option<Vec<Call>> {
+    if max_calls == 0 {
+        return None;
+    }
+    let searcher = searcher(request)?;
+    let (tool, argument, listed) = reader(request, paths)?;
+    let searches = searches_since(request, searcher)?;
+    let mut scores: Vec<(&str, f64, usize)> = Vec::new();
+    for (query, result) in &searches {
+        let mut hits = hit_files((*result)?, query, listed);
+        // A file whose name has the word has it too ("members" for
+        // `members.csv`, whose rows never say "member").
+        for path in listed {
+            let named = begins_a_word(&path.to_lowercase(), &query.to_lowercase());
+            if named && !hits.iter().any(|(p, _)| p == path) {
+                hits.push((path.as_str(), 1));
+            }
+        }
+        let weight = 1.0 / hits.len().max(1) as f64;
+        for (path, lines) in hits {
+            match scores.iter_mut().find(|(p, _, _)| *p == path) {
+                Some((_, score, n)) => {
+                    *score += weight;
+                    *n += lines;
+                }
+                None => scores.push((path, weight, lines)),
+            }
+        }
+    }
+    let mut best: Option<(&str, f64, usize)> = None;
+    for candidate in scores {
+        let better = best.is_none_or(|(_, score, lines)| {
+            candidate.1 > score + 1e-9 || (candidate.1 - score).abs() <= 1e-9 && candidate.2 > lines
+        });
+        if better {
+            best = Some(candidate);
+        }
+    }
+    let (path, _, _) = best?;
+    Some(vec![read_call(tool, argument, path)])
+}
+
+/// The listed files a search result's lines (`path:line: text`) come
+/// from, with how many lines each, in the order first seen. A line
+/// counts only where `query` begins a word: the search matches inside
+/// words too ("port" in "report").
+fn hit_files<'a>(result: &str, query: &str, listed: &'a [String]) -> Vec<(&'a str, usize)> {
+    let query = query.to_lowercase();
+    let mut files: Vec<(&str, usize)> = Vec::new();
+    for line in result.lines() {
+        let Some((path, text)) = listed.iter().find_map(|p| {
+            let rest = line.strip_prefix(p.as_str())?.strip_prefix(':')?;
+            let (number, text) = rest.split_once(':')?;
+            number
+                .chars()
+                .all(|c| c.is_ascii_digit())
+                .then_some((p.as_str(), text))
+        }) else {
+            continue;
+        };
+        if !begins_a_word(&text.to_lowercase(), &query) {
+            continue;
+        }
+        match files.iter_mut().find(|(p, _)| *p == path) {
+            Some((_, n)) => *n += 1,
+            None => files.push((path, 1)),
+        }
+    }
+    files
+}
+
+/// Whether `needle` occurs in `text` where no letter or digit comes
+/// right before it.
+fn begins_a_word(text: &str, needle: &str) -> bool {
+    text.match_indices(needle).any(|(at, _)| {
+        !text[..at]
+            .chars()
+            .next_back()
+            .is_some_and(char::is_alphanumeric)
+    })
+}
+
+/// How the driver's searches are shown to the model: which files have
+/// the word, not the lines. Why: the lines of three searches cost the
+/// prompt hundreds of tokens, and a line torn from its table (a CSV row
+/// without its header) is no answer; the file is read next. Only the
+/// question's word, listed paths and the program's words are written, so
+/// nothing a file says reaches the prompt this way.
+pub(crate) struct SearchSummaries<'a> {
+    /// The query of each search call, by call id.
+    queries: Vec<(&'a str, &'a str)>,
+    listed: &'a [String],
+}
+
+impl<'a> SearchSummaries<'a> {
+    pub(crate) fn new(request: &'a ChatRequest) -> Self {
+        let listed = reader(request, &request.paths).map_or(&[][..], |(_, _, l)| l);
+        let queries = searcher(request).map_or_else(Vec::new, |searcher| {
+            request
+                .messages
+                .iter()
+                .flat_map(|m| m.tool_uses())
+                .filter(|(_, name, _)| *name == searcher)
+                .filter_map(|(id, _, input)| {
+                    Some((id, input.get("query").and_then(serde_json::Value::as_str)?))
+                })
+                .collect()
+        });
+        Self { queries, listed }
+    }
+
+    /// The summary of the result of call `id`, `None` when it was no
+    /// search of the driver's.
+    pub(crate) fn summary(&self, id: &str, content: &str) -> Option<String> {
+        let (_, query) = self.queries.iter().find(|(i, _)| *i == id)?;
+        let files = hit_files(content, query, self.listed);
+        let query = serde_json::Value::String((*query).to_owned());
+        if files.is_empty() {
+            return Some(format!("(Searched by the program: no file has {query}.)"));
+        }
+        let found: Vec<String> = files
+            .iter()
+            .map(|(path, lines)| {
+                format!(
+                    "{path} ({lines} line{})",
+                    if *lines == 1 { "" } else { "s" }
+                )
+            })
+            .collect();
+        Some(format!(
+            "(Searched by the program: {query} is in {}.)",
+            found.join(", ")
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::local::test_requests::*;
+    use crate::{Message, PathArgumentChoices, Role};
+    use serde_json::json;
+
+    fn searching_request(messages: Vec<Message>) -> ChatRequest {
+        let mut req = request(messages);
+        req.tools.push(tool(
+            "file_search",
+            json!({"type": "object", "properties": {
+                "query": {"type": "string"}, "path": {"type": "string"}}}),
+        ));
+        req.paths.arguments.push(PathArgumentChoices {
+            ..listed("file_search", PathKind::Directory, &["", "docs"])
+        });
+        req
+    }
+
+    fn search_result(id: &str, content: &str) -> Message {
+        Message {
+            role: Role::User,
+            blocks: vec![Block::ToolResult {
+                tool_use_id: id.into(),
+                content: content.into(),
+                is_error: false,
+                taint: Vec::new(),
+            }],
+        }
+    }
+
+    #[test]
+    fn names_and_identifiers_are_searched_before_other_words() {
+        assert_eq!(search_words("Which doctor is seeing Rufus?")[0], "rufus");
+        assert_eq!(search_words("What's Sofia's rating?")[0], "sofia");
+        assert_eq!(search_words("Is ticket HD-303 closed?")[0], "hd-303");
+        let words = search_words("Who's handling the timezone bug?");
+        assert!(words[..2].contains(&"timezone".to_owned()), "{words:?}");
+        let words = search_words("Does the shop fix e-bike batteries?");
+        assert!(words.contains(&"batter".to_owned()), "{words:?}");
+        let words = search_words("How many players are in the chess club?");
+        assert!(!words.contains(&"ches".to_owned()), "{words:?}");
+    }
+
+    fn searched(ask: &str, results: &[(&str, &str)]) -> ChatRequest {
+        let mut messages = vec![Message::user_text(ask)];
+        messages.push(Message {
+            role: Role::Assistant,
+            blocks: results
+                .iter()
+                .enumerate()
+                .map(|(i, (query, _))| Block::ToolUse {
+                    id: format!("s-{i}"),
+                    name: "file_search".into(),
+                    input: json!({ "query": query }),
+                })
+                .collect(),
+        });
+        for (i, (_, result)) in results.iter().enumerate() {
+            messages.push(search_result(&format!("s-{i}"), result));
+        }
+        searching_request(messages)
+    }
+
+    #[test]
+    fn a_question_naming_no_file_is_searched_then_the_file_found_is_read() {
+        let ask = "Who is seeing Rufus on Tuesday?";
+        let fresh = searching_request(vec![Message::user_text(ask)]);
+        let calls = next_search(&fresh, &fresh.paths).expect("a search");
+        assert!(calls.iter().all(|(tool, _)| tool == "file_search"));
+        assert_eq!(calls[0].1["query"], "rufus");
+        assert!(calls.len() <= MAX_SEARCHES);
+        let found = searched(
+            ask,
+            &[(
+                "rufus",
+                "notes.txt:2: Rufus limps\na.csv:3: Rufus,Tuesday\na.csv:4: Rufus,Friday\n",
+            )],
+        );
+        assert!(next_search(&found, &found.paths).is_none());
+        let read = searched_read(&found, &found.paths, 2).expect("a read");
+        assert_eq!(read_paths(&read), ["a.csv"]);
+        assert!(searched_read(&found, &found.paths, 0).is_none());
+    }
+
+    #[test]
+    fn the_file_with_the_rarest_words_is_read_not_the_one_with_most_lines() {
+        let ask = "Does Marcus have a higher rating than Daniel?";
+        let req = searched(
+            ask,
+            &[
+                (
+                    "marcus",
+                    "notes.txt:1: Marcus\nnotes.txt:2: Marcus\nnotes.txt:3: Marcus\na.csv:2: Marcus,1310\n",
+                ),
+                ("daniel", "notes.txt:4: Daniel\na.csv:3: Daniel,1250\n"),
+                ("rating", "a.csv:1: name,rating\n"),
+            ],
+        );
+        let read = searched_read(&req, &req.paths, 2).expect("a read");
+        assert_eq!(read_paths(&read), ["a.csv"]);
+        // A file's name has its words too.
+        let named = searched("How long is the guide?", &[("guide", "no matches")]);
+        let read = searched_read(&named, &named.paths, 2).expect("a read");
+        assert_eq!(read_paths(&read), ["docs/guide.md"]);
+        // Nothing found: the model looks on, and no search is made again.
+        let missed = searched(
+            "What is the wifi password?",
+            &[("password", "no matches"), ("wifi", "no matches")],
+        );
+        assert!(searched_read(&missed, &missed.paths, 2).is_none());
+        assert!(next_search(&missed, &missed.paths).is_none());
+    }
+
+    #[test]
+    fn a_named_file_a_listing_or_no_search_tool_is_not_searched() {
+        for ask in [
+            "What does notes.txt say about Rufus?",
+            "What does the guide say about Rufus?",
+            "What files are in the workspace?",
+        ] {
+            let req = searching_request(vec![Message::user_text(ask)]);
+            assert!(next_search(&req, &req.paths).is_none(), "{ask}");
+        }
+        let plain = request(vec![Message::user_text("Who is seeing Rufus?")]);
+        assert!(next_search(&plain, &plain.paths).is_none());
+        // After a read, the model decides again.
+        let read = searching_request(vec![
+            Message::user_text("Who is seeing Rufus?"),
+            call("file_read", json!({"path": "notes.txt"})),
+        ]);
+        assert!(next_search(&read, &read.paths).is_none());
+        assert!(searched_read(&read, &read.paths, 2).is_none());
+    }
+
+    #[test]
+    fn hit_lines_count_only_for_listed_files() {
+        let listed = vec!["a.csv".to_owned(), "docs/guide.md".to_owned()];
+        let result = "a.csv:1: x\ndocs/guide.md:4: x\na.csv:9: x\nother.txt:1: x\na.csvx:1: x\n";
+        assert_eq!(
+            hit_files(result, "x", &listed),
+            [("a.csv", 2), ("docs/guide.md", 1)]
+        );
+        assert!(hit_files("no matches", "x", &listed).is_empty());
+        // Only where the word begins: "port" is not in "report".
+        let result = "a.csv:1: report done\na.csv:2: Port: 80\ndocs/guide.md:3: the reports\n";
+        assert_eq!(hit_files(result, "port", &listed), [("a.csv", 1)]);
+    }
+
+    #[test]
+    fn a_read_after_the_searches_earns_no_more_reads() {
+        use crate::local::read_notes::ReadNotes;
+        let ask = "Who is seeing Rufus on Tuesday?";
+        let mut req = searched(ask, &[("rufus", "notes.txt:1: Rufus limps\n")]);
+        req.messages
+            .push(call("file_read", json!({"path": "notes.txt"})));
+        req.messages
+            .push(search_result("c-file_read", "Rufus limps on the left leg."));
+        let notes = ReadNotes::new(&req);
+        let last = req.messages.last().expect("the read's result");
+        // "tuesday" is not in the file, and files are left: without the
+        // driver's search that read would earn another.
+        assert_eq!(notes.searched_in(last).0, 0);
+        let mut plain = req.clone();
+        plain.tools.retain(|t| t.name != "file_search");
+        assert_eq!(ReadNotes::new(&plain).searched_in(last).0, 1);
+    }
+}
