@@ -26,7 +26,7 @@ use super::named_paths::{pending_write, unreachable_paths, write_turn};
 use super::output::{self, Output};
 use super::prefix_cache::{Lookup, PrefixCache, RebuildReason, model_identity};
 use super::repetition::degenerate_loop;
-use super::search_first::{next_search, searched_read, searcher};
+use super::search_first::{next_search, offered_tools, searched_read};
 use super::steering::{
     model_calls_this_turn, named_file_reads, typed_file_read, uncalled_paths,
     without_repeated_reads,
@@ -223,12 +223,8 @@ impl<'m> Engine<'m> {
             return Ok(decided_calls(request, calls, sink, started));
         }
         // The search tool is the driver's own (`search_first.rs`).
-        let model_tools: Vec<crate::ToolDef> = request
-            .tools
-            .iter()
-            .filter(|t| Some(t.name.as_str()) != searcher(request))
-            .cloned()
-            .collect();
+        let model_tools: Vec<crate::ToolDef> =
+            offered_tools(request).into_iter().cloned().collect();
         let grammar_text = match kind {
             TurnKind::Text => text_grammar(),
             TurnKind::Tools {

@@ -134,11 +134,7 @@ pub(crate) fn render_with(
     let mut system = system.to_owned();
     // The search tool is the driver's (`search_first.rs`), not offered.
     let searcher = super::search_first::searcher(request);
-    let offered: Vec<&crate::ToolDef> = request
-        .tools
-        .iter()
-        .filter(|t| Some(t.name.as_str()) != searcher)
-        .collect();
+    let offered = super::search_first::offered_tools(request);
     if !offered.is_empty() {
         system.push_str(TOOLS_HEAD);
         for tool in offered {
