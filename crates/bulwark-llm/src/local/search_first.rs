@@ -1,7 +1,7 @@
 //! Which file a question is about when it names none and no file's name
 //! fits it: the program searches the workspace for the question's most
-//! telling word (a name, an identifier, else its longest subject word)
-//! and reads the file that holds it most often.
+//! telling words (identifiers and names, then the longest words) and
+//! reads the file whose found words are rarest across the workspace.
 //!
 //! Why: asked "which doctor is seeing Rufus?" or "what's Sofia's
 //! rating?", the 1.5B model read the files whose names it liked
@@ -14,7 +14,9 @@
 //! session's own (a session without it is steered as before), and the
 //! read is one of the session's readable paths. The searches are the
 //! driver's, not the model's: they do not count against the call budget
-//! (`Spent`), and the model's grammar does not offer the search tool.
+//! (`Spent`), the model's grammar and prompt do not offer the search
+//! tool ([`offered_tools`]), and the model sees which files have each
+//! word, never their lines ([`SearchSummaries`]).
 
 use super::output::Call;
 use super::question_words::question_tokens;
