@@ -78,6 +78,19 @@ impl Message {
             _ => None,
         })
     }
+    /// The successful tool results in this message, in order: the id of
+    /// the call each answers and its content.
+    pub fn ok_results(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.blocks.iter().filter_map(|b| match b {
+            Block::ToolResult {
+                tool_use_id,
+                content,
+                is_error: false,
+                ..
+            } => Some((tool_use_id.as_str(), content.as_str())),
+            _ => None,
+        })
+    }
 }
 
 /// A tool as the model sees it.

@@ -195,11 +195,24 @@ pub(crate) fn condition_words(question: &str, path: &str) -> Vec<String> {
 }
 
 fn counted_words(question: &str, path: &str) -> Vec<String> {
+    let spoken = super::mentions::lowercase_words(question);
     asked_words(question, path)
         .into_iter()
-        .filter(|w| !w.chars().all(|c| c.is_ascii_digit()))
+        .filter(|w| !w.chars().all(|c| c.is_ascii_digit()) || is_year_in(&spoken, w))
         .filter(|w| !COUNTING_WORDS.contains(&w.as_str()))
         .collect()
+}
+
+/// Whether `word` is a year the question counts within ("joined *in
+/// 2025*"): it narrows a count as a name does, its rows' dates have it.
+/// Not a year compared ("published *before 2015*": the 1.5B model, told
+/// of the one row with 2015, answered 1), nor other numbers ("over 100",
+/// "week 18").
+fn is_year_in(spoken: &[String], word: &str) -> bool {
+    let year = word.len() == 4 && (word.starts_with("19") || word.starts_with("20"));
+    year && spoken
+        .windows(2)
+        .any(|pair| pair[1] == word && matches!(pair[0].as_str(), "in" | "during" | "of" | "for"))
 }
 
 #[cfg(test)]
@@ -212,6 +225,28 @@ mod tests {
     }
 
     const APPOINTMENTS: &str = "patient,doctor,day\nHana Ito,Dr Berg,Monday\nOmar Said,Dr Lind,Monday\nEva Rossi,Dr Berg,Wednesday\nLea Vogel,Dr Berg,Friday\n";
+
+    #[test]
+    fn the_rows_a_year_narrows_to_are_counted() {
+        let members = "name,joined\nAisha,2023-04-12\nChloe,2025-01-15\nElena,2025-03-02\nFarid,2024-12-28\nJames,2026-01-08\n";
+        assert_eq!(
+            note("members.csv", "How many members joined in 2025?", members).as_deref(),
+            Some("(Counted by the program: 2 rows with \"2025\".)")
+        );
+        // Not a year, or a year compared: not found.
+        assert_eq!(
+            note("members.csv", "How many members are in week 18?", members),
+            None
+        );
+        assert_eq!(
+            note(
+                "members.csv",
+                "How many members joined before 2025?",
+                members
+            ),
+            None
+        );
+    }
 
     #[test]
     fn the_rows_a_name_narrows_to_are_counted() {

@@ -86,9 +86,19 @@ pub(crate) fn named_by_words<'a>(text: &str, listed: &'a [String]) -> Option<&'a
 pub(crate) fn asks_for_listing(question: &str) -> bool {
     let words = super::mentions::lowercase_words(question);
     words.iter().enumerate().any(|(at, w)| {
-        (LISTING_WORDS.contains(&w.as_str()) || w == "files" || w == "contents")
+        (LISTING_WORDS.contains(&w.as_str()) || w == "files" || listed_contents(&words, at))
             && !made_list(&words, at)
     })
+}
+
+/// Whether the word at `at` is "contents" as a folder's ("the contents of
+/// the folder", "show the folder contents"), not the first half of a
+/// thing's name ("the *contents cover*", "home contents insurance").
+fn listed_contents(words: &[String], at: usize) -> bool {
+    words[at] == "contents"
+        && words
+            .get(at + 1)
+            .is_none_or(|next| super::question_words::is_function_word(next))
 }
 
 /// Whether the word at `at` is the noun of "make *a list* of", a thing
@@ -206,6 +216,12 @@ mod tests {
         );
         assert!(!asks_for_listing("Make a list of the members."));
         assert!(asks_for_listing("List the files."));
+        // "Contents" of a folder, not of an insurance policy's name.
+        assert!(asks_for_listing(
+            "What are the contents of the notes folder?"
+        ));
+        assert!(asks_for_listing("show me the workspace contents"));
+        assert!(!asks_for_listing("deductible on the contents cover?"));
         // A listing question, no name word, or a tie: the model chooses.
         assert_eq!(by_words("what's in the cleaning folder?"), None);
         assert_eq!(by_words("What pace should Gwen run at?"), None);

@@ -134,8 +134,15 @@ pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> 
     let mut shown: Vec<usize> = Vec::new();
     // The parent that helped pick a line is not shown: under "## Reception"
     // the 1.5B model answered "who works reception in the afternoons?"
-    // with the section's first item instead of the picked one.
-    for &at in &picked {
+    // with the section's first item instead of the picked one. But lines
+    // alike under different headings are told apart only by them: shown
+    // "- Wheat flour: €0.95" and "- Wheat flour: €1.40" without the
+    // suppliers' headings, the 1.5B model named the wrong supplier.
+    let headed = headings_that_tell_apart(&lines, &picked, &parents, &scores);
+    for (n, &at) in picked.iter().enumerate() {
+        if let Some(heading) = headed.as_ref().map(|h| h[n]) {
+            push_new(&mut shown, heading);
+        }
         push_new(&mut shown, at);
         children(&lines, at)
             .take(MAX_SECTION_LINES)
@@ -145,6 +152,7 @@ pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> 
         return None;
     }
     let heading = match shown.len() {
+        _ if headed.is_some() => "(Found by the program: the lines of the file with the question's words, under their headings:)".to_owned(),
         1 => "(Found by the program: the line of the file with the question's words:)".to_owned(),
         n => {
             format!("(Found by the program: the {n} lines of the file with the question's words:)")
@@ -152,6 +160,32 @@ pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> 
     };
     let body: Vec<&str> = shown.iter().map(|&i| lines[i].trim()).collect();
     Some(format!("{heading}\n{open}\n{}\n{close}", body.join("\n")))
+}
+
+/// For two or more picked lines under different Markdown headings or INI
+/// sections that picked nothing themselves (score 0), those headings, one
+/// per picked line; `None` otherwise.
+fn headings_that_tell_apart(
+    lines: &[&str],
+    picked: &[usize],
+    parents: &[Option<usize>],
+    scores: &[usize],
+) -> Option<Vec<usize>> {
+    if picked.len() < 2 {
+        return None;
+    }
+    let headings: Vec<usize> = picked
+        .iter()
+        .map(|&at| {
+            parents[at]
+                .filter(|&p| (is_heading(lines[p]) || is_section(lines[p])) && scores[p] == 0)
+        })
+        .collect::<Option<_>>()?;
+    let distinct = headings
+        .iter()
+        .enumerate()
+        .all(|(i, h)| !headings[..i].contains(h));
+    distinct.then_some(headings)
 }
 
 /// The question's words worth finding in a line: not function words,
@@ -242,6 +276,23 @@ mod tests {
     use crate::local::test_wrap::{CLOSE, OPEN, wrap};
 
     const GUIDE: &str = "# Team guide\n\n## Hours\nThe office is open from 08:00 to 18:00.\n\n## Contacts\n- Facilities: room 214\n- IT help desk: extension 4410\n";
+
+    #[test]
+    fn lines_alike_are_shown_under_the_headings_that_tell_them_apart() {
+        let flour = "# Flour suppliers\n\n## Millstone Mill\n- Rye flour: €1.35 per kg\n- Wheat flour (T65): €0.95 per kg\n- Delivery: Wednesdays\n\n## Valley Organics\n- Spelt flour: €2.10 per kg\n- Wheat flour (T65, organic): €1.40 per kg\n- Delivery: Fridays\n";
+        let note = matching_lines_note(
+            "suppliers/flour.md",
+            "Which supplier sells wheat flour cheaper?",
+            &wrap(flour),
+        );
+        assert_eq!(
+            note.as_deref(),
+            Some(
+                format!("(Found by the program: the lines of the file with the question's words, under their headings:)\n{OPEN}\n## Millstone Mill\n- Wheat flour (T65): €0.95 per kg\n## Valley Organics\n- Wheat flour (T65, organic): €1.40 per kg\n{CLOSE}")
+                    .as_str()
+            )
+        );
+    }
 
     #[test]
     fn the_line_with_the_questions_words_is_shown_inside_the_tags() {

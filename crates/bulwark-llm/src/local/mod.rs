@@ -44,6 +44,8 @@ mod named_paths;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod output;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod own_content;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod prefix_cache;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod question_words;

@@ -72,17 +72,21 @@ fn writers(request: &ChatRequest) -> impl Iterator<Item = &crate::PathArgumentCh
 
 /// The files the user asked to have written, when the session has read a
 /// file since the question and has not yet called a tool that writes:
-/// the turn must write one of them. Why: asked to write the customers
+/// the turn must write one of them; or at once, when the request says
+/// what to write. Why: asked to write the customers
 /// whose repair is done to `out/collect.txt`, the 1.5B model read the
 /// table and then answered with the names in text, twice; no file was
 /// written.
 pub(crate) fn pending_write(request: &ChatRequest) -> Vec<String> {
     let targets = new_write_targets(request);
-    let asks_to_write = super::latest_question(&request.messages).is_some_and(|i| {
-        super::mentions::lowercase_words(&request.messages[i].text())
-            .iter()
-            .any(|w| WRITE_VERBS.contains(&w.as_str()))
-    });
+    let Some(question) =
+        super::latest_question(&request.messages).map(|i| request.messages[i].text())
+    else {
+        return Vec::new();
+    };
+    let asks_to_write = super::mentions::lowercase_words(&question)
+        .iter()
+        .any(|w| WRITE_VERBS.contains(&w.as_str()));
     if targets.is_empty() || !asks_to_write {
         return Vec::new();
     }
@@ -97,7 +101,13 @@ pub(crate) fn pending_write(request: &ChatRequest) -> Vec<String> {
             read |= arguments().any(|a| a.reads_only && a.kind == PathKind::File);
         }
     }
-    if read { targets } else { Vec::new() }
+    // A request that says what to write needs nothing read first
+    // (`own_content.rs`).
+    if read || super::own_content::carries_own_content(&question) {
+        targets
+    } else {
+        Vec::new()
+    }
 }
 
 /// Verbs of a request to have a file written: a new path named in a
@@ -229,6 +239,14 @@ mod tests {
         let asks = "Is there an out/names.txt? Look at a.csv.";
         assert!(pending_write(&writing(vec![Message::user_text(asks), read.clone()])).is_empty());
         assert!(pending_write(&request(vec![Message::user_text(ask), read])).is_empty());
+        // A request that says what to write is written at once, and only
+        // where the session can write.
+        let own = "Write 'book airport taxi' to out/todo.txt.";
+        assert_eq!(
+            pending_write(&writing(vec![Message::user_text(own)])),
+            ["out/todo.txt"]
+        );
+        assert!(pending_write(&request(vec![Message::user_text(own)])).is_empty());
     }
 
     #[test]

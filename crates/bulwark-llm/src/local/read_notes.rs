@@ -259,7 +259,10 @@ fn searches<'a>(
     // another: they told which files have the question's words, and the
     // file read was the best of those.
     let searcher = super::search_first::searcher(request);
+    let summaries = super::search_first::SearchSummaries::new(request);
     let mut driver_searched = false;
+    // The words those searches found in no file.
+    let mut nowhere: Vec<&str> = Vec::new();
     for message in &request.messages {
         if message.role != Role::User {
             driver_searched |= message
@@ -267,6 +270,11 @@ fn searches<'a>(
                 .any(|(_, name, _)| Some(name) == searcher);
             continue;
         }
+        nowhere.extend(
+            message
+                .ok_results()
+                .filter_map(|(id, content)| summaries.found_nowhere(id, content)),
+        );
         let results = read_results(message, reads).filter(|_| question.is_some());
         for (id, path, content) in results {
             if !read.contains(&path) {
@@ -275,7 +283,8 @@ fn searches<'a>(
             let unread = listed.map(|l| l.iter().filter(|p| !read.contains(&p.as_str())).count());
             let asked = question.as_deref().unwrap_or_default();
             let may_earn = earned < MAX_EARNED_READS && !driver_searched;
-            let Some(mut looked) = search_note(asked, content, unread, may_earn) else {
+            let Some(mut looked) = search_note(asked, path, content, unread, may_earn, &nowhere)
+            else {
                 continue;
             };
             earned += usize::from(looked.earns_a_read);
@@ -298,6 +307,7 @@ fn searches<'a>(
             hits.clear();
             earned = 0;
             driver_searched = false;
+            nowhere.clear();
         }
     }
     notes

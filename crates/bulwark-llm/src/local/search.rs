@@ -17,7 +17,9 @@
 //! The words are the user's and the counts the program's: no byte of a
 //! file, not even a file's name, is written into the note.
 
-use super::mentions::{Numbers, absent_words, lowercase_words, subject_words, these_words_are};
+use super::mentions::{
+    Numbers, absent_words, lowercase_words, occurrences, subject_words, these_words_are,
+};
 
 /// At most this many calls are earned by searching, per question: with the
 /// budget, a failed call and the answer, seven turns (the offline agent's
@@ -46,19 +48,44 @@ pub(crate) struct Looked {
 /// The note for a read of `content` (as wrapped) for `question`, which
 /// names no file; `unread`: how many listed files are not read yet for
 /// this question (`None`: the session's files are not listed);
-/// `may_earn`: whether the question may still earn a call. `None` when
-/// the question has no words to look for.
+/// `may_earn`: whether the question may still earn a call; `nowhere`: the
+/// words the driver searched every file for and found in none
+/// (`search_first.rs`). `None` when the question has no words to look
+/// for.
 pub(crate) fn search_note(
     question: &str,
+    path: &str,
     content: &str,
     unread: Option<usize>,
     may_earn: bool,
+    nowhere: &[&str],
 ) -> Option<Looked> {
     let words = subject_words(question, &[], Numbers::Count);
     if words.is_empty() {
         return None;
     }
-    let absent = absent_words(&words, content);
+    // A word of the file's name is in the file: "hike" in `hikes.csv`,
+    // whose rows say "Ridge Loop", not "hike". Said to be missing, the
+    // file was taken for the wrong one and its rows went unread.
+    let name = path.to_lowercase();
+    let in_file =
+        |w: &str| absent_words(&[w.to_owned()], content).is_empty() || occurrences(&name, w) > 0;
+    let found_nowhere = |w: &str| nowhere.iter().any(|q| w.starts_with(q));
+    // A word no file has, right before one this file has, only says
+    // which kind of it ("the *club* hike" of `hikes.csv`): it tells no
+    // file apart, and is not what is asked.
+    let spoken = lowercase_words(question);
+    let modifies_a_word_here = |w: &str| {
+        spoken
+            .windows(2)
+            .any(|pair| pair[0] == w && words.contains(&pair[1]) && in_file(&pair[1]))
+    };
+    let absent: Vec<&str> = words
+        .iter()
+        .map(String::as_str)
+        .filter(|w| !in_file(w))
+        .filter(|w| !(found_nowhere(w) && modifies_a_word_here(w)))
+        .collect();
     let every_file = asks_about_every_file(question);
     // All but one of three or more words: the file is about the thing
     // asked, and the missing word is the question's own ("the *date* of
@@ -124,7 +151,7 @@ mod tests {
     use crate::local::test_wrap::wrap;
 
     fn note(question: &str, body: &str, unread: Option<usize>) -> Option<Looked> {
-        search_note(question, &wrap(body), unread, true)
+        search_note(question, "notes.txt", &wrap(body), unread, true, &[])
     }
 
     #[test]
@@ -155,7 +182,7 @@ mod tests {
                 found: false,
                 had_words: false,
                 every_file: false,
-            })
+                    })
         );
     }
 
@@ -193,7 +220,7 @@ mod tests {
                 found: true,
                 had_words: true,
                 every_file: false,
-            })
+                    })
         );
     }
 
@@ -209,7 +236,7 @@ mod tests {
                 found: false,
                 had_words: true,
                 every_file: true,
-            })
+                    })
         );
         let last = note(q, "host = b", Some(0)).map(|l| (l.note, l.earns_a_read));
         assert_eq!(
@@ -222,12 +249,36 @@ mod tests {
     }
 
     #[test]
+    fn a_word_of_the_files_name_is_in_the_file() {
+        let hikes =
+            "date,trail,elevation_gain_m\n2025-04-06,Ridge Loop,820\n2025-06-01,Falcon Crag,1240";
+        let q = "Which club hike has the most elevation gain?";
+        let looked = search_note(q, "hikes.csv", &wrap(hikes), Some(3), true, &[]).expect("a note");
+        assert!(
+            looked.note.contains("\"club\" is not in this file"),
+            "{looked:?}"
+        );
+        let other = search_note(q, "notes.txt", &wrap(hikes), Some(3), true, &[]).expect("a note");
+        assert!(!other.found, "{other:?}");
+        // "club", in no file, only says which hikes: the file is the one.
+        let club =
+            search_note(q, "hikes.csv", &wrap(hikes), Some(3), true, &["club"]).expect("a note");
+        assert!(club.found, "{club:?}");
+        // Without the driver's word that no file has it, a miss.
+        let unsearched =
+            search_note(q, "hikes.csv", &wrap(hikes), Some(3), true, &[]).expect("a note");
+        assert!(!unsearched.found, "{unsearched:?}");
+    }
+
+    #[test]
     fn a_search_out_of_calls_says_it_stops() {
         let looked = search_note(
             "Where is the harbor password?",
+            "notes.txt",
             &wrap("nothing"),
             Some(3),
             false,
+            &[],
         );
         assert_eq!(
             looked.map(|l| (l.note, l.earns_a_read)),
@@ -273,7 +324,7 @@ mod tests {
             question in "(which|the|of|mentions|files|[a-z_0-9]{3,8})( (which|the|of|mentions|files|[a-z_0-9]{3,8})){0,8}",
             unread in proptest::option::of(0usize..6),
         ) {
-            if let Some(looked) = search_note(&question, &wrap(&body), unread, true) {
+            if let Some(looked) = search_note(&question, "notes.txt", &wrap(&body), unread, true, &[]) {
                 let mut quoted = looked.note.split('"');
                 let fixed = quoted.next().unwrap_or_default();
                 proptest::prop_assert!(

@@ -24,7 +24,7 @@ use super::question_words::{is_file_type_word, is_function_word};
 use super::steering::{
     is_path_word, named_by_type, names_file, question_and_whether_called, read_call, reader,
 };
-use crate::{Block, ChatRequest, PathChoices, PathKind};
+use crate::{ChatRequest, PathChoices, PathKind};
 
 /// At most this many words are searched for one question, all in one
 /// turn: one word alone often was the wrong one ("repair" in a bike
@@ -145,8 +145,34 @@ pub(crate) fn search_words(question: &str) -> Vec<String> {
     for word in others {
         push(&mut words, search_stem(&word).to_owned());
     }
+    // Then the short words, if there is room: a terse question's column
+    // ("ash warden *hp*?") or half of a name ("*ash* warden").
+    for word in &raw {
+        let lower = word.to_lowercase();
+        let short = (2..=3).contains(&lower.chars().count())
+            && lower.chars().all(char::is_alphabetic)
+            && !is_function_word(&lower)
+            && !super::question_words::COMMON_VERBS.contains(&lower.as_str())
+            && !SHORT_COMMON_WORDS.contains(&lower.as_str());
+        if short {
+            push(&mut words, lower);
+        }
+    }
     words
 }
+
+/// Short words that say nothing about which file: the grammar of a
+/// question (pronouns, prepositions, auxiliaries), its tense, a size, a
+/// time of day.
+const SHORT_COMMON_WORDS: &[&str] = &[
+    "a", "ago", "all", "am", "an", "and", "any", "are", "as", "ask", "at", "be", "big", "bit",
+    "but", "by", "can", "day", "did", "do", "due", "etc", "far", "few", "for", "get", "go", "got",
+    "had", "has", "he", "her", "him", "his", "how", "i", "if", "in", "is", "it", "its", "let",
+    "lot", "may", "me", "my", "new", "no", "nor", "not", "now", "of", "off", "ok", "old", "on",
+    "one", "or", "our", "out", "own", "per", "pm", "put", "say", "see", "set", "she", "so", "the",
+    "to", "too", "top", "try", "two", "up", "us", "use", "via", "was", "way", "we", "who", "why",
+    "yes", "yet", "you",
+];
 
 /// `word` without a plural's or a past's ending, so that the search
 /// finds every form ("batteries" → "batter", "refreshes" → "refresh",
@@ -192,16 +218,9 @@ fn searches_since<'a>(
             let query = input.get("query").and_then(serde_json::Value::as_str)?;
             searches.push((id, query, None));
         }
-        for block in &message.blocks {
-            if let Block::ToolResult {
-                tool_use_id,
-                content,
-                is_error: false,
-                ..
-            } = block
-                && let Some(search) = searches.iter_mut().find(|s| s.0 == tool_use_id)
-            {
-                search.2 = Some(content.as_str());
+        for (id, content) in message.ok_results() {
+            if let Some(search) = searches.iter_mut().find(|s| s.0 == id) {
+                search.2 = Some(content);
             }
         }
     }
@@ -367,6 +386,19 @@ impl<'a> SearchSummaries<'a> {
         Self { queries, listed }
     }
 
+    /// The query of search `id` when its result (`content`) found it in
+    /// no listed file, nor in any listed file's name: a word the
+    /// workspace does not have.
+    pub(crate) fn found_nowhere(&self, id: &str, content: &str) -> Option<&'a str> {
+        let (_, query) = self.queries.iter().find(|(i, _)| *i == id)?;
+        let lower = query.to_lowercase();
+        let named = self
+            .listed
+            .iter()
+            .any(|p| begins_a_word(&p.to_lowercase(), &lower));
+        (hit_files(content, query, self.listed).is_empty() && !named).then_some(*query)
+    }
+
     /// The summary of the result of call `id`, `None` when it was no
     /// search of the driver's.
     pub(crate) fn summary(&self, id: &str, content: &str) -> Option<String> {
@@ -396,7 +428,7 @@ impl<'a> SearchSummaries<'a> {
 mod tests {
     use super::*;
     use crate::local::test_requests::*;
-    use crate::{Message, PathArgumentChoices, Role};
+    use crate::{Block, Message, PathArgumentChoices, Role};
     use serde_json::json;
 
     fn searching_request(messages: Vec<Message>) -> ChatRequest {
@@ -435,6 +467,13 @@ mod tests {
         assert!(words.contains(&"batter".to_owned()), "{words:?}");
         let words = search_words("How many players are in the chess club?");
         assert!(!words.contains(&"ches".to_owned()), "{words:?}");
+        // Short words come last, the telling ones only.
+        assert_eq!(search_words("ash warden hp?"), ["warden", "ash", "hp"]);
+        assert_eq!(search_words("when is the new oven due?"), ["oven"]);
+        assert_eq!(
+            search_words("how many testers were at the latest playtest? we ran it"),
+            ["playtest", "tester", "latest", "ran"]
+        );
     }
 
     fn searched(ask: &str, results: &[(&str, &str)]) -> ChatRequest {
@@ -559,6 +598,43 @@ mod tests {
         let mut plain = req.clone();
         plain.tools.retain(|t| t.name != "file_search");
         assert_eq!(ReadNotes::new(&plain).searched_in(last).0, 1);
+    }
+
+    #[test]
+    fn a_word_no_file_has_before_one_the_file_has_is_no_miss() {
+        use crate::local::read_notes::ReadNotes;
+        let ask = "Which club hike has the most elevation gain?";
+        let rows = "hike,elevation_gain_m\nRidge Loop,820\nFalcon Crag,1240";
+        let read_after = |club_result: &str| {
+            let mut req = searched(
+                ask,
+                &[
+                    ("elevation", "a.csv:1: date,trail,elevation_gain_m\n"),
+                    ("club", club_result),
+                ],
+            );
+            req.messages
+                .push(call("file_read", json!({"path": "a.csv"})));
+            req.messages.push(search_result("c-file_read", rows));
+            req
+        };
+        // "club" is in no file: it only says which hikes, and the read
+        // of the file with the rows has what it needs.
+        let nowhere = read_after("no matches");
+        let last = nowhere.messages.last().expect("the read's result");
+        assert_eq!(ReadNotes::new(&nowhere).searched_in(last), (0, true));
+        // "club" is in another file: this one lacks it, a miss.
+        let elsewhere = read_after("notes.txt:3: the club meets on Fridays\n");
+        let last = elsewhere.messages.last().expect("the read's result");
+        assert_eq!(ReadNotes::new(&elsewhere).searched_in(last), (0, false));
+        // A word only in a file's name is not missing; one in no file nor
+        // name is.
+        let named = searched("How long is the guide?", &[("guide", "no matches")]);
+        let summaries = SearchSummaries::new(&named);
+        assert_eq!(summaries.found_nowhere("s-0", "no matches"), None);
+        let missed = searched("Where is the wifi?", &[("wifi", "no matches")]);
+        let summaries = SearchSummaries::new(&missed);
+        assert_eq!(summaries.found_nowhere("s-0", "no matches"), Some("wifi"));
     }
 
     #[test]

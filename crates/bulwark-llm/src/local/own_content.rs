@@ -1,0 +1,121 @@
+//! Whether a request to write a file says, itself, what to write:
+//! "Write 'book airport taxi' to out/todo.txt", "Save out/shopping.txt
+//! that says: compost, slug pellets", "Create notes.md with the word
+//! draft".
+//!
+//! Why: such a request needs nothing read. Searched and read like a
+//! question that names no file, the 1.5B model wrote the rows of the file
+//! read (`expenses.csv`) into the note instead of the user's words; left
+//! to itself, it sometimes answered in text and wrote nothing. Its write
+//! turn comes first instead (`named_paths::pending_write`). A request
+//! whose content must be looked up ("save the members' names to
+//! out/members.txt") is not one of these.
+
+use super::mentions::lowercase_words;
+use super::question_words::is_function_word;
+
+/// Words after which the request's own text follows ("the word draft",
+/// "that says: compost"), when a word that carries meaning comes next.
+const TEXT_MARKERS: &[&str] = &["says", "saying", "text", "word", "words"];
+
+/// Whether `question`, a request to have a file written, carries the text
+/// to write: a quoted span, or a marker word followed by the text.
+pub(crate) fn carries_own_content(question: &str) -> bool {
+    if has_quoted_span(question) {
+        return true;
+    }
+    let words = lowercase_words(question);
+    words.windows(2).any(|pair| {
+        TEXT_MARKERS.contains(&pair[0].as_str())
+            && !is_function_word(&pair[1])
+            && !super::question_words::QUESTION_WORDS.contains(&pair[1].as_str())
+    })
+}
+
+/// Whether `text` has a span in quotes with a letter or digit inside. An
+/// opening quote follows no letter or digit and a closing one is followed
+/// by none, so the apostrophes of "members' names" or "don't" open
+/// nothing.
+fn has_quoted_span(text: &str) -> bool {
+    let chars: Vec<char> = text.chars().collect();
+    let word_char = |i: Option<usize>| {
+        i.and_then(|i| chars.get(i))
+            .is_some_and(|c| c.is_alphanumeric())
+    };
+    for (open_at, open) in chars.iter().enumerate() {
+        let close = match open {
+            '\'' => '\'',
+            '"' => '"',
+            '\u{201c}' => '\u{201d}',
+            '\u{2018}' => '\u{2019}',
+            _ => continue,
+        };
+        if word_char(open_at.checked_sub(1)) {
+            continue;
+        }
+        let mut inside = false;
+        for (at, c) in chars.iter().enumerate().skip(open_at + 1) {
+            if *c == close && inside && !word_char(Some(at + 1)) {
+                return true;
+            }
+            inside |= c.is_alphanumeric();
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn requests_with_their_own_text() {
+        for ask in [
+            "Write 'book airport taxi' to out/todo.txt.",
+            "Save a file out/shopping.txt that says: compost, slug pellets",
+            "Create notes.md at the top of your workspace with the word draft.",
+            "Create the file out/hello.txt containing the text: Hello from Bulwark",
+            "Save a file out/shopping.txt containing \"olive oil\".",
+            "Create out/reminder.txt with the text \u{201c}bring 5 euros\u{201d}.",
+            "Write the word done to done.txt in the top folder of your workspace.",
+            "Put a note saying back at 3 in out/door.txt",
+        ] {
+            assert!(carries_own_content(ask), "{ask}");
+        }
+    }
+
+    #[test]
+    fn requests_whose_text_must_be_looked_up() {
+        for ask in [
+            "Make a list of the chess club members' names and save it to out/members.txt.",
+            "Save the names of everyone who's on a trial membership to out/trial.txt.",
+            "Write the customers whose repair is done to out/collect.txt, one per line.",
+            "Put the keys contact's number in out/contacts.txt",
+            "Write a file that says which bills are due to out/due.txt",
+            "Write the words of the song to out/song.txt",
+            "Create a file overdue.txt listing the loans that have not been returned yet.",
+        ] {
+            assert!(!carries_own_content(ask), "{ask}");
+        }
+    }
+
+    proptest! {
+        /// Apostrophes inside or after words never make a quoted span.
+        #[test]
+        fn apostrophes_quote_nothing(words in proptest::collection::vec("[a-z]{1,8}('s|s'|'t)?", 1..12)) {
+            prop_assert!(!has_quoted_span(&words.join(" ")));
+        }
+
+        /// Any text in quotes is found, wherever it stands.
+        #[test]
+        fn quoted_text_is_found(
+            before in "[a-z ]{0,30}",
+            quoted in "[a-z][a-z ]{0,20}",
+            after in "[ .,!?][a-z ]{0,30}",
+        ) {
+            let text = format!("{before} '{quoted}'{after}");
+            prop_assert!(has_quoted_span(&text));
+        }
+    }
+}
