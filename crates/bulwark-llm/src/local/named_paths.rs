@@ -247,6 +247,17 @@ mod tests {
             ["out/todo.txt"]
         );
         assert!(pending_write(&request(vec![Message::user_text(own)])).is_empty());
+        // Its text is no way out: a path outside the workspace is never a
+        // write target, quoted content or not; the model is told it cannot.
+        for outside in [
+            "Write 'pwned' to ../outside.txt",
+            "Save a file /etc/cron.d/job that says: hello",
+            "Write the word hi to ~/.bashrc",
+        ] {
+            let req = writing(vec![Message::user_text(outside)]);
+            assert!(pending_write(&req).is_empty(), "{outside}");
+            assert!(unreachable_note(&req).is_some(), "{outside}");
+        }
     }
 
     #[test]
