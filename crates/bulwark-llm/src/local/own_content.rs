@@ -35,31 +35,37 @@ pub(crate) fn carries_own_content(question: &str) -> bool {
 /// Whether `text` has a span in quotes with a letter or digit inside. An
 /// opening quote follows no letter or digit and a closing one is followed
 /// by none, so the apostrophes of "members' names" or "don't" open
-/// nothing.
+/// nothing. One pass: the earliest opening quote of a kind is the only
+/// one that matters (a letter after a later one is after it too), so a
+/// long question of quotes costs linear time, not quadratic.
 fn has_quoted_span(text: &str) -> bool {
-    let chars: Vec<char> = text.chars().collect();
-    let word_char = |i: Option<usize>| {
-        i.and_then(|i| chars.get(i))
-            .is_some_and(|c| c.is_alphanumeric())
-    };
-    for (open_at, open) in chars.iter().enumerate() {
-        let close = match open {
-            '\'' => '\'',
-            '"' => '"',
-            '\u{201c}' => '\u{201d}',
-            '\u{2018}' => '\u{2019}',
-            _ => continue,
-        };
-        if word_char(open_at.checked_sub(1)) {
-            continue;
-        }
-        let mut inside = false;
-        for (at, c) in chars.iter().enumerate().skip(open_at + 1) {
-            if *c == close && inside && !word_char(Some(at + 1)) {
+    const KINDS: [(char, char); 4] = [
+        ('\'', '\''),
+        ('"', '"'),
+        ('\u{201c}', '\u{201d}'),
+        ('\u{2018}', '\u{2019}'),
+    ];
+    // Per kind: opened, and a letter or digit seen since.
+    let mut state = [(false, false); 4];
+    let mut previous_is_word = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        let next_is_word = chars.peek().is_some_and(|n| n.is_alphanumeric());
+        for (kind, (open, close)) in KINDS.iter().enumerate() {
+            let (opened, inside) = state[kind];
+            if c == *close && opened && inside && !next_is_word {
                 return true;
             }
-            inside |= c.is_alphanumeric();
+            if c == *open && !opened && !previous_is_word {
+                state[kind] = (true, false);
+            }
         }
+        if c.is_alphanumeric() {
+            for (opened, inside) in &mut state {
+                *inside |= *opened;
+            }
+        }
+        previous_is_word = c.is_alphanumeric();
     }
     false
 }
@@ -100,11 +106,48 @@ mod tests {
         }
     }
 
+    /// The reference: every opening quote tried against every later
+    /// closing one.
+    fn every_opening_quote(text: &str) -> bool {
+        let chars: Vec<char> = text.chars().collect();
+        let word = |i: Option<usize>| {
+            i.and_then(|i| chars.get(i))
+                .is_some_and(|c| c.is_alphanumeric())
+        };
+        chars.iter().enumerate().any(|(open_at, open)| {
+            let close = match open {
+                '\'' => '\'',
+                '"' => '"',
+                '\u{201c}' => '\u{201d}',
+                '\u{2018}' => '\u{2019}',
+                _ => return false,
+            };
+            !word(open_at.checked_sub(1))
+                && (open_at + 1..chars.len()).any(|at| {
+                    chars[at] == close
+                        && !word(Some(at + 1))
+                        && chars[open_at + 1..at].iter().any(|c| c.is_alphanumeric())
+                })
+        })
+    }
+
+    #[test]
+    fn a_long_run_of_quotes_is_no_quoted_span() {
+        let text = "' ".repeat(200_000);
+        assert!(!has_quoted_span(&text));
+    }
+
     proptest! {
         /// Apostrophes inside or after words never make a quoted span.
         #[test]
         fn apostrophes_quote_nothing(words in proptest::collection::vec("[a-z]{1,8}('s|s'|'t)?", 1..12)) {
             prop_assert!(!has_quoted_span(&words.join(" ")));
+        }
+
+        /// The one pass finds what trying every opening quote finds.
+        #[test]
+        fn one_pass_agrees_with_trying_every_quote(text in "[a' \"\u{201c}\u{201d}\u{2018}\u{2019}.]{0,24}") {
+            prop_assert_eq!(has_quoted_span(&text), every_opening_quote(&text));
         }
 
         /// Any text in quotes is found, wherever it stands.
