@@ -5,7 +5,7 @@
 //! preflights, Origin, per-IP budget), the body limit, then the routes,
 //! whose extractors authenticate.
 
-use crate::auth::{AccessWatch, AuthFailure, Principal, credential};
+use crate::auth::{AccessWatch, AuthFailure, Principal, TokenRef, credential};
 use crate::backend::{Backend, Conversation};
 use crate::config::{HostPolicy, ServerConfig};
 use crate::conns::ConnTracker;
@@ -260,7 +260,7 @@ impl AppState {
                     for (user, why) in crate::revoke::revoked_users(&last_good, &snap) {
                         // Dropped from the pool, their MCP workers are killed.
                         state.mcp_workers().stop_user(&user);
-                        let sessions = crate::revoke::stop_user(state.hub(), &user);
+                        let sessions = crate::revoke::stop_user(state.hub(), &user, &snap);
                         if !sessions.is_empty() {
                             tracing::warn!(%user, why, conversations = sessions.len(), "tokens revoked: running conversations stopped");
                             stopped_by_user.push((user, why, sessions));
@@ -404,12 +404,14 @@ impl AppState {
         conversation: Conversation,
         user: &str,
         agent: &str,
+        opened_with: Option<TokenRef>,
     ) -> Arc<LiveSession> {
         let limits = &self.0.config.limits;
         match self.0.hub.register(
             conversation,
             user,
             agent,
+            opened_with,
             limits.replay_frames,
             limits.replay_bytes,
         ) {

@@ -35,6 +35,15 @@ pub struct AuthSnapshot {
     pub problem: Option<String>,
 }
 
+/// One stored token, as a snapshot held it: what a conversation records
+/// about the token that opened it, so a revocation stops the conversations
+/// of the tokens it removed and not those opened since with new ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRef {
+    pub id: String,
+    hash: [u8; 32],
+}
+
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
@@ -122,6 +131,23 @@ impl AuthSnapshot {
         }
         snap.access = access;
         snap
+    }
+
+    /// The stored entry of the token with this public id, to tell later
+    /// whether that same token is still accepted.
+    pub fn token_ref(&self, id: &str) -> Option<TokenRef> {
+        self.tokens.get(id).map(|(_, hash)| TokenRef {
+            id: id.to_owned(),
+            hash: *hash,
+        })
+    }
+
+    /// Whether `user` still holds exactly this token (same id, same
+    /// stored hash): false once it was removed, rotated or rehashed.
+    pub fn still_accepts(&self, user: &str, token: &TokenRef) -> bool {
+        self.tokens
+            .get(&token.id)
+            .is_some_and(|(owner, hash)| owner == user && *hash == token.hash)
     }
 
     /// The user a token belongs to, if it is valid now.

@@ -439,7 +439,10 @@ impl Conn {
         };
         self.state.metrics().conversations_opened();
         tracing::info!(user, agent, "conversation opened");
-        Ok(self.state.register(conversation, user, agent))
+        // Recorded after the open: had the token been rotated meanwhile,
+        // it is absent here and the conversation is stopped with the rest.
+        let opened_with = self.auth.borrow().token_ref(&self.principal.token_id);
+        Ok(self.state.register(conversation, user, agent, opened_with))
     }
 }
 

@@ -15,6 +15,7 @@
 //! start again and a client's stale `last_message_id` is answered with
 //! `missed: true`.
 
+use crate::auth::TokenRef;
 use crate::backend::{Conversation, ConversationControl};
 use crate::ws::frames::{ServerFrame, WsErrorCode};
 use bulwark_protocol::protocol::{Command, Event};
@@ -63,6 +64,9 @@ pub struct LiveSession {
     pub id: String,
     pub user: String,
     pub agent: String,
+    /// The token that opened it (None when that is unknown): a revocation
+    /// stops it only when this token is no longer accepted.
+    pub opened_with: Option<TokenRef>,
     pub history_messages: u64,
     commands: mpsc::Sender<Command>,
     next_message_id: AtomicU64,
@@ -203,6 +207,11 @@ impl LiveSession {
         self.stop.notify_one();
     }
 
+    /// Whether [`Self::revoke`] was called.
+    pub fn is_revoked(&self) -> bool {
+        self.revoked.load(Ordering::SeqCst)
+    }
+
     /// Ends the conversation now: the pump kills it without the grace a
     /// shutdown gets, so its running turn, queued messages and tools stop.
     pub fn revoke(&self) {
@@ -263,6 +272,7 @@ impl Hub {
         conversation: Conversation,
         user: &str,
         agent: &str,
+        opened_with: Option<TokenRef>,
         max_frames: usize,
         max_bytes: usize,
     ) -> Result<(Arc<LiveSession>, Pump), (Arc<LiveSession>, Conversation)> {
@@ -289,6 +299,7 @@ impl Hub {
             id: session_id.clone(),
             user: user.to_owned(),
             agent: agent.to_owned(),
+            opened_with,
             history_messages,
             commands,
             next_message_id: AtomicU64::new(0),
@@ -431,7 +442,7 @@ mod tests {
             events,
             control: Box::new(Nothing),
         };
-        match hub.register(conversation, "u", "a", max_frames, 1 << 20) {
+        match hub.register(conversation, "u", "a", None, max_frames, 1 << 20) {
             Ok((live, _pump)) => live,
             Err(_) => panic!("not registered"),
         }
