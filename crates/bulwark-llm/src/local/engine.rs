@@ -22,7 +22,9 @@ use llama_cpp_2::{LogOptions, send_logs_to_tracing};
 
 use super::file_words::worded_read_on;
 use super::grammar::{call_grammar_with_paths, text_grammar, tool_grammar_with_paths};
-use super::named_paths::{pending_write, unreachable_paths, write_turn};
+use super::named_paths::{
+    pending_write, unreachable_paths, write_turn, write_waits_for_a_read, writer_tools,
+};
 use super::output::{self, Output};
 use super::prefix_cache::{Lookup, PrefixCache, RebuildReason, model_identity};
 use super::repetition::degenerate_loop;
@@ -223,8 +225,17 @@ impl<'m> Engine<'m> {
             return Ok(decided_calls(request, calls, sink, started));
         }
         // The search tool is the driver's own (`search_first.rs`).
-        let model_tools: Vec<crate::ToolDef> =
-            offered_tools(request).into_iter().cloned().collect();
+        // Nothing read yet for a file to write: not a write yet.
+        let held_back = if write_waits_for_a_read(request) {
+            writer_tools(request)
+        } else {
+            Vec::new()
+        };
+        let model_tools: Vec<crate::ToolDef> = offered_tools(request)
+            .into_iter()
+            .filter(|t| !held_back.contains(&t.name.as_str()))
+            .cloned()
+            .collect();
         let grammar_text = match kind {
             TurnKind::Text => text_grammar(),
             TurnKind::Tools {

@@ -23,9 +23,10 @@
 //! tags, copied from the read's result; outside is the program's heading.
 
 use super::compare::boundary_tags;
+use super::dates::{asked_dates, holds_asked_date};
 use super::mentions::{
-    Numbers, absent_words, is_file_type_word, is_function_word, lowercase_words, occurrences,
-    subject_words,
+    Numbers, absent_words, is_file_type_word, is_function_word, lowercase_words, month_of,
+    occurrences, subject_words,
 };
 use super::shape::unwrapped_lines;
 use super::steering::is_path_word;
@@ -100,7 +101,19 @@ pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> 
         return None;
     }
     let lower: Vec<String> = lines.iter().map(|l| l.to_lowercase()).collect();
-    let has = |at: usize, w: &str| occurrences(&lower[at], w) > 0;
+    // A month's name is found in a date of that month, and the day asked
+    // with it too ("on 19 April" in `2025-04-19`); that one day's line is
+    // worth two words, as the question names it twice.
+    let dates = asked_dates(question);
+    let date_of = |w: &str| month_of(w).and_then(|m| dates.iter().find(|d| d.month == m).copied());
+    let has = |at: usize, w: &str| match date_of(w) {
+        Some(date) => holds_asked_date(&lower[at], &[date]),
+        None => occurrences(&lower[at], w) > 0,
+    };
+    let weight = |w: &str| match date_of(w) {
+        Some(date) if date.day.is_some() => 2,
+        _ => 1,
+    };
     let parents: Vec<Option<usize>> = (0..lines.len()).map(|at| parent(&lines, at)).collect();
     // A line's score counts the words of its parent too ("Dr Lind
     // (paediatrics)" under "## Doctors" for "the paediatrics doctor"), so
@@ -116,7 +129,8 @@ pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> 
             words
                 .iter()
                 .filter(|w| has(at, w) || parents[at].is_some_and(|p| !title(p) && has(p, w)))
-                .count()
+                .map(|w| weight(w))
+                .sum()
         })
         .collect();
     let best = scores.iter().copied().max().unwrap_or(0);
@@ -206,7 +220,10 @@ pub(crate) fn asked_words(question: &str, path: &str) -> Vec<String> {
             && !is_function_word(&previous)
             && !previous.chars().all(|c| c.is_ascii_digit());
         previous.clone_from(&word);
-        let worth = (word.chars().count() >= 3 || numbers_a_noun)
+        // A code ("H6", "B12") names its line however short it is.
+        let code =
+            word.chars().any(|c| c.is_ascii_digit()) && word.chars().any(char::is_alphabetic);
+        let worth = (word.chars().count() >= 3 || numbers_a_noun || code)
             && !is_function_word(&word)
             && !is_file_type_word(&word)
             && !REQUEST_WORDS.contains(&word.as_str())
@@ -307,6 +324,24 @@ mod tests {
                 format!("(Found by the program: the line of the file with the question's words:)\n{OPEN}\n- IT help desk: extension 4410\n{CLOSE}")
                     .as_str()
             )
+        );
+    }
+
+    #[test]
+    fn a_code_and_the_day_asked_pick_their_line() {
+        let log = "Feed log\n2024-11-02  T1 T2 T4   pellets (winter mix)\n2024-11-03  T3        pellets\n2024-11-09  T1 T2     flakes\n2024-12-01  all       flakes\n";
+        let t3 = matching_lines_note("feed.txt", "When did T3 get its pellets?", &wrap(log))
+            .unwrap_or_default();
+        assert!(t3.contains("2024-11-03  T3") && !t3.contains("T1"), "{t3}");
+        let ninth = matching_lines_note(
+            "feed.txt",
+            "What does the log say for 9 November?",
+            &wrap(log),
+        )
+        .unwrap_or_default();
+        assert!(
+            ninth.contains("2024-11-09") && !ninth.contains("11-02"),
+            "{ninth}"
         );
     }
 

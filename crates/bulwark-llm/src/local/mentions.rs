@@ -12,8 +12,9 @@
 //! of the file is copied into the note, which stands outside the boundary.
 
 use super::question_words::{
-    AUXILIARIES, COMMON_VERBS, CONTRACTED, DETERMINERS, FILE_TYPE_WORDS, LEADS, QUESTION_WORDS,
-    RANKING_WORDS, SCENE_WORDS, SEARCH_LEADS, STOP_WORDS, particle_follows, question_tokens,
+    AUXILIARIES, COMMON_VERBS, CONTRACTED, DETERMINERS, FILE_TYPE_WORDS, LEADS, PARTICLES,
+    QUESTION_WORDS, RANKING_WORDS, SCENE_WORDS, SEARCH_LEADS, STOP_WORDS, particle_follows,
+    question_tokens,
 };
 pub(crate) use super::question_words::{is_file_type_word, is_function_word};
 
@@ -109,7 +110,15 @@ pub(crate) fn subject_words(question: &str, named_paths: &[&str], numbers: Numbe
             && !lower.ends_with("eed");
         let doing = contracted && long && lower.ends_with("ing")
             // "Which company *shows up*", "the day the vet *comes in*".
-            || lower.ends_with('s') && particle_follows(&tokens, at);
+            || lower.ends_with('s') && particle_follows(&tokens, at)
+            // "When does the certificate *run out*?": a particle that
+            // ends the question ends a verb (the file says "expiry").
+            || !token.is_name()
+                && tokens
+                    .get(at + 1)
+                    .and_then(|t| t.text)
+                    .is_some_and(|t| PARTICLES.contains(&t.to_lowercase().as_str()))
+                && tokens.get(at + 2).is_none_or(|t| t.starts_sentence);
         contracted = false;
         if in_scene && !token.is_name() {
             previous = lower;
@@ -119,6 +128,21 @@ pub(crate) fn subject_words(question: &str, named_paths: &[&str], numbers: Numbe
         previous = lower.clone();
         if past_verb || doing {
             in_phrase = 0;
+            continue;
+        }
+        // "Where do we *buy* the Celadon Blue", "who *loaded* the kiln":
+        // a word right before an article takes an object; a verb, not a
+        // thing the file would hold. Said missing, the supplier's row
+        // went unread ("buy" is in no row).
+        let takes_object = !token.is_name()
+            && !DETERMINERS.contains(&prior.as_str())
+            && tokens.get(at + 1).is_some_and(|next| {
+                !next.starts_sentence
+                    && next
+                        .text
+                        .is_some_and(|t| OBJECT_ARTICLES.contains(&t.to_lowercase().as_str()))
+            });
+        if takes_object {
             continue;
         }
         if FILE_TYPE_WORDS.contains(&lower.as_str()) || RANKING_WORDS.contains(&lower.as_str()) {
@@ -156,6 +180,10 @@ pub(crate) fn subject_words(question: &str, named_paths: &[&str], numbers: Numbe
     }
     words
 }
+
+/// Articles that start an object ("buy *the* glaze"): "that" and "his"
+/// or "her" start clauses and follow nouns too often to say a verb.
+const OBJECT_ARTICLES: &[&str] = &["the", "a", "an", "my", "our", "their", "your"];
 
 /// The words of `text`, lowercased: runs of letters and digits.
 pub(crate) fn lowercase_words(text: &str) -> Vec<String> {
@@ -275,7 +303,9 @@ pub(crate) fn qualifying_numbers(question: &str) -> Vec<String> {
             && word.chars().count() >= 3
             && word.chars().all(char::is_alphabetic)
             && !is_function_word(&word)
-            && !RANKING_WORDS.contains(&word.as_str());
+            && !RANKING_WORDS.contains(&word.as_str())
+            // "9 November" is a day, found in `2024-11-09` (`dates.rs`).
+            && month_of(&word).is_none();
         if qualifies && !numbers.iter().any(|n| n == number) {
             numbers.push(number.to_owned());
         }
@@ -303,7 +333,57 @@ pub(crate) fn absent_numbers<'n>(numbers: &'n [String], content: &str) -> Vec<&'
 /// month said to be missing from a table of dates made the model count
 /// none.
 pub(crate) fn mentioned(haystack: &str, word: &str) -> bool {
-    occurrences(haystack, word) > 0 || month_of(word).is_some_and(|m| has_date_in(haystack, m))
+    occurrences(haystack, word) > 0
+        || month_of(word).is_some_and(|m| has_date_in(haystack, m))
+        || unit_symbol(word).is_some_and(|symbol| has_unit(haystack, symbol))
+        || same_meaning(word)
+            .iter()
+            .any(|other| occurrences(haystack, other) > 0)
+}
+
+/// Words files use for what a question calls otherwise: the log says
+/// "delayed" where the question asks why it was "late", the price list
+/// has a "fee" or a "fare" where the question asks what it "costs". Said
+/// to be missing, the word stopped the line note and sent the model to
+/// another file. Kept to pairs that mean the same in any workspace.
+fn same_meaning(word: &str) -> &'static [&'static str] {
+    match word {
+        "late" | "later" => &["delay"],
+        "delay" | "delayed" | "delays" => &["late"],
+        "cost" | "costs" | "price" | "prices" | "priced" => {
+            &["cost", "price", "fee", "fare", "rate"]
+        }
+        "expire" | "expires" | "expired" | "expiry" | "expiration" => &["expir"],
+        "deductible" | "deductibles" => &["excess"],
+        "excess" => &["deductible"],
+        _ => &[],
+    }
+}
+
+/// The symbol files write for a unit the question spells out ("kilos" in
+/// a `honey_kg` column): said to be missing, the unit sent the search on
+/// to another file, whose lines the model then answered from.
+fn unit_symbol(word: &str) -> Option<&'static str> {
+    let symbol = match word {
+        "kilo" | "kilos" | "kilogram" | "kilograms" | "kilogramme" | "kilogrammes" => "kg",
+        "kilometre" | "kilometres" | "kilometer" | "kilometers" => "km",
+        "minute" | "minutes" => "min",
+        "percent" | "percentage" => "%",
+        _ => return None,
+    };
+    Some(symbol)
+}
+
+/// Whether `haystack` has `symbol` as a unit: after a number ("7.5 kg",
+/// "12km", "40%") or as a word of a name (`honey_kg`, "(kg)").
+fn has_unit(haystack: &str, symbol: &str) -> bool {
+    haystack.match_indices(symbol).any(|(at, _)| {
+        let before = haystack[..at].chars().next_back();
+        let after = haystack[at + symbol.len()..].chars().next();
+        let starts = before.is_none_or(|c| !c.is_alphabetic());
+        let ends = after.is_none_or(|c| !c.is_alphanumeric());
+        starts && (ends || symbol == "%")
+    })
 }
 
 const MONTHS: [&str; 12] = [
@@ -378,6 +458,43 @@ mod tests {
             Some(
                 "(Searched by the program: the question's word \"purple\" is not in this file; there is no row with it.)"
             )
+        );
+    }
+
+    #[test]
+    fn a_word_of_the_same_meaning_is_a_mention() {
+        assert!(mentioned("10:15 delayed 25 min", "late"));
+        assert!(mentioned("adult fare: 6.40", "cost"));
+        assert!(mentioned("cert_expiry", "expires"));
+        assert!(mentioned("standard excess: 100", "deductible"));
+        assert!(!mentioned("adult: 6.40", "cost"));
+        assert!(!mentioned("on time", "late"));
+    }
+
+    #[test]
+    fn a_verb_whose_particle_ends_the_question_is_no_subject_word() {
+        let words = |q: &str| subject_words(q, &[], Numbers::Skip);
+        assert_eq!(
+            words("When does Ada Lin's licence run out?"),
+            ["ada", "lin", "licence"]
+        );
+        assert!(words("Is the back door locked?").contains(&"door".to_owned()));
+    }
+
+    #[test]
+    fn a_word_that_takes_an_object_is_no_subject_word() {
+        let words = |q: &str| subject_words(q, &[], Numbers::Skip);
+        assert_eq!(
+            words("Where do we buy the Celadon Blue from?"),
+            ["celadon", "blue"]
+        );
+        assert!(words("Who sold our tandem?").contains(&"tandem".to_owned()));
+        assert!(!words("Who sold our tandem?").contains(&"sold".to_owned()));
+        // A sentence's first article follows no verb of the last one.
+        assert!(words("When is the museum trip? The date is there.").contains(&"trip".to_owned()));
+        // After an article a word is the object itself ("the trip the...").
+        assert!(
+            words("What is the cost of the trip the school booked?").contains(&"trip".to_owned())
         );
     }
 

@@ -26,9 +26,13 @@ mod steering;
 // Without the driver only the catalogue, the grammar and the prompt
 // renderer are reachable; the rest is still compiled and unit-tested.
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod absent_name;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod compare;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod counted;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod dates;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod enough;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
@@ -37,6 +41,8 @@ mod extremes;
 mod file_words;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod lines;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod listing;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod mentions;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
@@ -326,6 +332,10 @@ pub(crate) fn turn_kind(request: &ChatRequest, budget: u32, choice: ToolChoice) 
             max_calls: 1,
             text: false,
         };
+    }
+    // A name or code the question asks about is in no file: answer now.
+    if absent_name::absent_name(request).is_some() {
+        return TurnKind::Text;
     }
     let notes = read_notes::ReadNotes::new(request);
     let mut spent = Spent::default();

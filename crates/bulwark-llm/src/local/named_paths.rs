@@ -78,36 +78,69 @@ fn writers(request: &ChatRequest) -> impl Iterator<Item = &crate::PathArgumentCh
 /// table and then answered with the names in text, twice; no file was
 /// written.
 pub(crate) fn pending_write(request: &ChatRequest) -> Vec<String> {
-    let targets = new_write_targets(request);
-    let Some(question) =
-        super::latest_question(&request.messages).map(|i| request.messages[i].text())
-    else {
-        return Vec::new();
-    };
-    let asks_to_write = super::mentions::lowercase_words(&question)
-        .iter()
-        .any(|w| WRITE_VERBS.contains(&w.as_str()));
-    if targets.is_empty() || !asks_to_write {
-        return Vec::new();
+    match write_request(request) {
+        // A request that says what to write needs nothing read first
+        // (`own_content.rs`).
+        Some(asked) if asked.read || super::own_content::carries_own_content(&asked.question) => {
+            asked.targets
+        }
+        _ => Vec::new(),
     }
-    let since = super::latest_question(&request.messages).map_or(0, |i| i + 1);
+}
+
+/// Whether the user asked for new files written, nothing is read yet,
+/// and the request does not say what to write: the turn may not write
+/// yet. Why: asked to list in `out/new-members.txt` everyone who joined
+/// in 2025, the 1.5B model wrote three invented names at once, to a path
+/// of its own.
+pub(crate) fn write_waits_for_a_read(request: &ChatRequest) -> bool {
+    write_request(request).is_some_and(|asked| {
+        !asked.read && !super::own_content::carries_own_content(&asked.question)
+    })
+}
+
+/// The tools that write the files a session may create.
+pub(crate) fn writer_tools(request: &ChatRequest) -> Vec<&str> {
+    writers(request).map(|a| a.tool.as_str()).collect()
+}
+
+/// A request to write new files, not yet written.
+struct WriteRequest {
+    targets: Vec<String>,
+    question: String,
+    /// A file was read since the question.
+    read: bool,
+}
+
+fn write_request(request: &ChatRequest) -> Option<WriteRequest> {
+    let targets = new_write_targets(request);
+    let at = super::latest_question(&request.messages)?;
+    let question = request.messages[at].text();
+    if targets.is_empty() || !asks_to_write(&question) {
+        return None;
+    }
     let mut read = false;
-    for message in &request.messages[since..] {
+    for message in &request.messages[at + 1..] {
         for (_, name, _) in message.tool_uses() {
             let arguments = || request.paths.for_tool(name);
             if arguments().any(|a| !a.reads_only) {
-                return Vec::new();
+                return None;
             }
             read |= arguments().any(|a| a.reads_only && a.kind == PathKind::File);
         }
     }
-    // A request that says what to write needs nothing read first
-    // (`own_content.rs`).
-    if read || super::own_content::carries_own_content(&question) {
-        targets
-    } else {
-        Vec::new()
-    }
+    Some(WriteRequest {
+        targets,
+        question,
+        read,
+    })
+}
+
+/// Whether `question` has a verb of a request to write ([`WRITE_VERBS`]).
+pub(crate) fn asks_to_write(question: &str) -> bool {
+    super::mentions::lowercase_words(question)
+        .iter()
+        .any(|w| WRITE_VERBS.contains(&w.as_str()))
 }
 
 /// Verbs of a request to have a file written: a new path named in a
@@ -234,6 +267,22 @@ mod tests {
             ]))
             .is_empty()
         );
+        // Until something is read, the write tools are held back; a
+        // request that says what to write, or a read, releases them.
+        assert!(write_waits_for_a_read(&writing(vec![Message::user_text(
+            ask
+        )])));
+        assert_eq!(writer_tools(&writing(vec![])), ["file_write"]);
+        assert!(!write_waits_for_a_read(&writing(vec![
+            Message::user_text(ask),
+            read.clone()
+        ])));
+        assert!(!write_waits_for_a_read(&writing(vec![Message::user_text(
+            "Write 'book airport taxi' to out/todo.txt."
+        )])));
+        assert!(!write_waits_for_a_read(&writing(vec![Message::user_text(
+            "What is in a.csv?"
+        )])));
         // A new path named without a request to write, or a session that
         // cannot write, is no write.
         let asks = "Is there an out/names.txt? Look at a.csv.";

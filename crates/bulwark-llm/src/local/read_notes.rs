@@ -54,6 +54,8 @@ pub(crate) struct ReadNotes<'a> {
     answered: HashSet<&'a str>,
     /// Every successful read's path and result as wrapped, by call id.
     results: HashMap<&'a str, (&'a str, &'a str)>,
+    /// The ids of the calls that listed a directory.
+    lists: HashSet<&'a str>,
 }
 
 impl<'a> ReadNotes<'a> {
@@ -79,6 +81,7 @@ impl<'a> ReadNotes<'a> {
             searched,
             answered,
             results,
+            lists: directory_lists(request),
         }
     }
 
@@ -113,6 +116,11 @@ impl<'a> ReadNotes<'a> {
     /// call was no file read), each on its own line, for `question` (the
     /// user's text the call answers).
     pub(crate) fn after(&self, id: &str, question: &str, content: &str) -> String {
+        if self.lists.contains(id) {
+            return super::listing::listing_note(content)
+                .map(|n| format!("\n{n}"))
+                .unwrap_or_default();
+        }
         let Some(&path) = self.reads.get(id) else {
             return String::new();
         };
@@ -122,6 +130,13 @@ impl<'a> ReadNotes<'a> {
         // answer (a loan list's "2 not checked off" for a late fee).
         let searched = self.searched.get(id);
         let asked_about = searched.is_none_or(|l| l.had_words);
+        let rows = asked_about
+            .then(|| matching_rows_note(path, question, content))
+            .flatten();
+        // A Markdown table's rows picked, its lines are not picked again.
+        let lines = (asked_about && rows.is_none())
+            .then(|| matching_lines_note(path, question, content))
+            .flatten();
         let notes = [
             asked_about
                 .then(|| shape_note(path, question, content))
@@ -129,12 +144,8 @@ impl<'a> ReadNotes<'a> {
             asked_about
                 .then(|| extreme_note(path, question, content))
                 .flatten(),
-            asked_about
-                .then(|| matching_rows_note(path, question, content))
-                .flatten(),
-            asked_about
-                .then(|| matching_lines_note(path, question, content))
-                .flatten(),
+            rows,
+            lines,
             named
                 .then(|| {
                     let table = super::table::Table::of(path, content).is_some();
@@ -182,6 +193,24 @@ fn file_reads(request: &ChatRequest) -> HashMap<&str, &str> {
         }
     }
     reads
+}
+
+/// The ids of the calls that list a directory (a read-only tool's
+/// directory argument, as the request's path choices describe it).
+fn directory_lists(request: &ChatRequest) -> HashSet<&str> {
+    let mut lists = HashSet::new();
+    for message in &request.messages {
+        for (id, name, _) in message.tool_uses() {
+            let lists_a_directory = request
+                .paths
+                .for_tool(name)
+                .any(|a| a.reads_only && a.kind == crate::PathKind::Directory);
+            if lists_a_directory {
+                lists.insert(id);
+            }
+        }
+    }
+    lists
 }
 
 /// The successful results of file reads that `message` carries: the
@@ -283,8 +312,15 @@ fn searches<'a>(
             let unread = listed.map(|l| l.iter().filter(|p| !read.contains(&p.as_str())).count());
             let asked = question.as_deref().unwrap_or_default();
             let may_earn = earned < MAX_EARNED_READS && !driver_searched;
-            let Some(mut looked) = search_note(asked, path, content, unread, may_earn, &nowhere)
-            else {
+            let Some(mut looked) = search_note(
+                asked,
+                path,
+                content,
+                unread,
+                may_earn,
+                &nowhere,
+                driver_searched,
+            ) else {
                 continue;
             };
             earned += usize::from(looked.earns_a_read);
@@ -458,7 +494,11 @@ mod tests {
     }
 
     /// [`request`] for a session whose reader lists `listed`.
-    fn searching(question: &str, listed: &[&str], files: &[(&str, &str)]) -> ChatRequest {
+    pub(super) fn searching(
+        question: &str,
+        listed: &[&str],
+        files: &[(&str, &str)],
+    ) -> ChatRequest {
         let mut req = request(question, files);
         req.tools = vec![crate::ToolDef {
             name: "file_read".into(),

@@ -59,8 +59,28 @@ pub(crate) fn search_note(
     unread: Option<usize>,
     may_earn: bool,
     nowhere: &[&str],
+    driver_searched: bool,
 ) -> Option<Looked> {
-    let words = subject_words(question, &[], Numbers::Count);
+    // A terse question ("car return fare?", "ash warden hp?") has no
+    // phrase after a question word, so no subject words: the words the
+    // driver searched for are what it asks about. Without them the read
+    // found nothing to end the search, and the 1.5B model read on into
+    // another file and answered from it.
+    // Only to end the search: such words are few and often other than
+    // the file's ("when did 0.5.0 *ship*?" of a changelog that says
+    // "released"), so one missing says nothing.
+    let mut words = subject_words(question, &[], Numbers::Count);
+    if words.is_empty() && driver_searched {
+        words = super::search_first::search_words(question)
+            .into_iter()
+            .filter(|w| w.chars().count() >= 2)
+            .collect();
+        let name = path.to_lowercase();
+        let missing = absent_words(&words, content);
+        if missing.iter().any(|w| occurrences(&name, w) == 0) {
+            return None;
+        }
+    }
     if words.is_empty() {
         return None;
     }
@@ -68,8 +88,9 @@ pub(crate) fn search_note(
     // whose rows say "Ridge Loop", not "hike". Said to be missing, the
     // file was taken for the wrong one and its rows went unread.
     let name = path.to_lowercase();
-    let in_file =
-        |w: &str| absent_words(&[w.to_owned()], content).is_empty() || occurrences(&name, w) > 0;
+    // One pass over the content for every word (it is lowercased once).
+    let missing = absent_words(&words, content);
+    let in_file = |w: &str| !missing.contains(&w) || occurrences(&name, w) > 0;
     let found_nowhere = |w: &str| nowhere.iter().any(|q| w.starts_with(q));
     // A word no file has, right before one this file has, only says
     // which kind of it ("the *club* hike" of `hikes.csv`): it tells no
@@ -151,7 +172,7 @@ mod tests {
     use crate::local::test_wrap::wrap;
 
     fn note(question: &str, body: &str, unread: Option<usize>) -> Option<Looked> {
-        search_note(question, "notes.txt", &wrap(body), unread, true, &[])
+        search_note(question, "notes.txt", &wrap(body), unread, true, &[], false)
     }
 
     #[test]
@@ -253,21 +274,77 @@ mod tests {
         let hikes =
             "date,trail,elevation_gain_m\n2025-04-06,Ridge Loop,820\n2025-06-01,Falcon Crag,1240";
         let q = "Which club hike has the most elevation gain?";
-        let looked = search_note(q, "hikes.csv", &wrap(hikes), Some(3), true, &[]).expect("a note");
+        let looked =
+            search_note(q, "hikes.csv", &wrap(hikes), Some(3), true, &[], false).expect("a note");
         assert!(
             looked.note.contains("\"club\" is not in this file"),
             "{looked:?}"
         );
-        let other = search_note(q, "notes.txt", &wrap(hikes), Some(3), true, &[]).expect("a note");
+        let other =
+            search_note(q, "notes.txt", &wrap(hikes), Some(3), true, &[], false).expect("a note");
         assert!(!other.found, "{other:?}");
         // "club", in no file, only says which hikes: the file is the one.
-        let club =
-            search_note(q, "hikes.csv", &wrap(hikes), Some(3), true, &["club"]).expect("a note");
+        let club = search_note(
+            q,
+            "hikes.csv",
+            &wrap(hikes),
+            Some(3),
+            true,
+            &["club"],
+            false,
+        )
+        .expect("a note");
         assert!(club.found, "{club:?}");
         // Without the driver's word that no file has it, a miss.
         let unsearched =
-            search_note(q, "hikes.csv", &wrap(hikes), Some(3), true, &[]).expect("a note");
+            search_note(q, "hikes.csv", &wrap(hikes), Some(3), true, &[], false).expect("a note");
         assert!(!unsearched.found, "{unsearched:?}");
+    }
+
+    #[test]
+    fn a_terse_question_is_about_the_words_the_driver_searched() {
+        let fares = "| Vehicle | Single | Return |\n|---|---|---|\n| Car | 24.00 | 42.00 |\n";
+        let looked = search_note(
+            "car return fare?",
+            "fares.md",
+            &wrap(fares),
+            Some(3),
+            true,
+            &[],
+            true,
+        )
+        .expect("a note");
+        assert!(looked.found, "{}", looked.note);
+        assert_eq!(
+            looked.note,
+            "(Searched by the program: the question's words \"return\", \"fare\" and \"car\" are in this file.)"
+        );
+        // A word missing claims nothing: no note, as before.
+        assert!(
+            search_note(
+                "when did 0.5.0 ship?",
+                "CHANGELOG.md",
+                &wrap("## 0.5.0 - released 2024-04-19"),
+                Some(3),
+                true,
+                &[],
+                true
+            )
+            .is_none()
+        );
+        // Not searched by the driver: no words, no note.
+        assert!(
+            search_note(
+                "car return fare?",
+                "fares.md",
+                &wrap(fares),
+                Some(3),
+                true,
+                &[],
+                false
+            )
+            .is_none()
+        );
     }
 
     #[test]
@@ -279,6 +356,7 @@ mod tests {
             Some(3),
             false,
             &[],
+            false,
         );
         assert_eq!(
             looked.map(|l| (l.note, l.earns_a_read)),
@@ -324,7 +402,7 @@ mod tests {
             question in "(which|the|of|mentions|files|[a-z_0-9]{3,8})( (which|the|of|mentions|files|[a-z_0-9]{3,8})){0,8}",
             unread in proptest::option::of(0usize..6),
         ) {
-            if let Some(looked) = search_note(&question, "notes.txt", &wrap(&body), unread, true, &[]) {
+            if let Some(looked) = search_note(&question, "notes.txt", &wrap(&body), unread, true, &[], false) {
                 let mut quoted = looked.note.split('"');
                 let fixed = quoted.next().unwrap_or_default();
                 proptest::prop_assert!(

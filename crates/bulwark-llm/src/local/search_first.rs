@@ -111,6 +111,11 @@ pub(crate) fn search_words(question: &str) -> Vec<String> {
         if digits && word.chars().any(char::is_alphabetic) {
             push(&mut words, word.to_lowercase());
         }
+        // A time ("the 10:15", "7:15") names a sailing, a slot, a shift;
+        // searched without the hour's zero it finds "07:15" too.
+        if let Some(time) = super::dates::clock_time(word) {
+            push(&mut words, time);
+        }
     }
     for token in question_tokens(question).iter().filter(|t| t.is_name()) {
         if let Some(text) = token.text.filter(|t| t.chars().count() >= 2) {
@@ -204,7 +209,7 @@ fn search_stem(word: &str) -> &str {
 
 /// The searches made since the question (query, result text; `None` while
 /// unanswered), or `None` when any other call was made since it.
-fn searches_since<'a>(
+pub(crate) fn searches_since<'a>(
     request: &'a ChatRequest,
     searcher: &str,
 ) -> Option<Vec<(&'a str, Option<&'a str>)>> {
@@ -321,7 +326,11 @@ pub(crate) fn searched_read(
 /// from, with how many lines each, in the order first seen. A line
 /// counts only where `query` begins a word: the search matches inside
 /// words too ("port" in "report").
-fn hit_files<'a>(result: &str, query: &str, listed: &'a [String]) -> Vec<(&'a str, usize)> {
+pub(crate) fn hit_files<'a>(
+    result: &str,
+    query: &str,
+    listed: &'a [String],
+) -> Vec<(&'a str, usize)> {
     let query = query.to_lowercase();
     let mut files: Vec<(&str, usize)> = Vec::new();
     for line in result.lines() {
@@ -461,6 +470,8 @@ mod tests {
         assert_eq!(search_words("Which doctor is seeing Rufus?")[0], "rufus");
         assert_eq!(search_words("What's Sofia's rating?")[0], "sofia");
         assert_eq!(search_words("Is ticket HD-303 closed?")[0], "hd-303");
+        assert_eq!(search_words("Why was the 10:15 late?")[0], "10:15");
+        assert_eq!(search_words("who skippers the 07:15 sailing")[0], "7:15");
         let words = search_words("Who's handling the timezone bug?");
         assert!(words[..2].contains(&"timezone".to_owned()), "{words:?}");
         let words = search_words("Does the shop fix e-bike batteries?");

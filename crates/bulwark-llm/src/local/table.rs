@@ -14,6 +14,7 @@
 //! Outside stand only the program's words and a count.
 
 use super::compare::boundary_tags;
+use super::dates::{asked_dates, clock_time, holds_asked_date};
 use super::mentions::{
     Numbers, absent_words, is_function_word, lowercase_words, stem, subject_words,
 };
@@ -55,6 +56,66 @@ impl Table {
         let header: Vec<String> = reader.headers().ok()?.iter().map(str::to_owned).collect();
         let records: Vec<csv::StringRecord> = reader.records().collect::<Result<_, _>>().ok()?;
         (header.len() >= 2 && !records.is_empty()).then_some(Self { header, records })
+    }
+
+    /// The Markdown tables of a read (`| a | b |` lines under a `|---|`
+    /// separator), each with the heading it stands under when the file
+    /// has more than one ("## Kiln B (gas)"): two tables alike are told
+    /// apart only by it.
+    pub(crate) fn markdown(path: &str, wrapped: &str) -> Vec<(Option<String>, Self)> {
+        let lower = path.to_ascii_lowercase();
+        if !(lower.ends_with(".md") || lower.ends_with(".markdown")) {
+            return Vec::new();
+        }
+        let lines = unwrapped_lines(wrapped);
+        let cells = |line: &str| -> Vec<String> {
+            let inner = line.trim().trim_start_matches('|');
+            let inner = inner.strip_suffix('|').unwrap_or(inner);
+            inner.split('|').map(|c| c.trim().to_owned()).collect()
+        };
+        let is_row = |line: &str| line.trim_start().starts_with('|');
+        let is_separator = |line: &str| {
+            is_row(line)
+                && line.contains('-')
+                && line
+                    .trim()
+                    .chars()
+                    .all(|c| matches!(c, '|' | '-' | ':' | ' '))
+        };
+        let mut tables = Vec::new();
+        let mut heading: Option<String> = None;
+        let mut at = 0;
+        while at < lines.len() {
+            let line = lines[at];
+            if line.starts_with('#') {
+                heading = Some(line.trim_start_matches('#').trim().to_owned());
+            }
+            let starts_table =
+                is_row(line) && lines.get(at + 1).is_some_and(|next| is_separator(next));
+            if !starts_table {
+                at += 1;
+                continue;
+            }
+            let header = cells(line);
+            let mut records = Vec::new();
+            at += 2;
+            while at < lines.len() && is_row(lines[at]) {
+                let row = cells(lines[at]);
+                if row.len() == header.len() {
+                    records.push(csv::StringRecord::from(row));
+                }
+                at += 1;
+            }
+            if header.len() >= 2 && !records.is_empty() {
+                tables.push((heading.clone(), Self { header, records }));
+            }
+        }
+        if tables.len() < 2 {
+            for (heading, _) in &mut tables {
+                *heading = None;
+            }
+        }
+        tables
     }
 
     /// The number in `column` of `record`, thousands commas allowed.
@@ -143,18 +204,26 @@ impl Table {
 /// widget's price, the blue widget's row; asked for Chen Wei's phone
 /// number, the row with his e-mail address).
 pub(crate) fn matching_rows_note(path: &str, question: &str, wrapped: &str) -> Option<String> {
-    let table = Table::of(path, wrapped)?;
+    let tables: Vec<(Option<String>, Table)> = match Table::of(path, wrapped) {
+        Some(table) => vec![(None, table)],
+        None => Table::markdown(path, wrapped),
+    };
+    if tables.is_empty() {
+        return None;
+    }
     let (open, close) = boundary_tags(wrapped)?;
     // File names are not words of the content ("out/blue.txt").
     let text = without_paths(question);
     let asked: Vec<String> = words(&text);
+    let dates = asked_dates(&text);
     let cell_words = |cell: &str| words(cell);
     let telling = |w: &String, least: usize| {
         w.chars().count() >= least && !w.chars().all(|c| c.is_ascii_digit()) && !is_function_word(w)
     };
     // Codes the question names whole ("ticket *HD-303*", "block B1"):
     // too short or too numeric to be telling words, but a cell that is
-    // one names its row.
+    // one names its row, and a cell that lists one ("H3, H4") names it
+    // too.
     let codes: Vec<String> = text
         .split_whitespace()
         .map(|raw| {
@@ -163,49 +232,69 @@ pub(crate) fn matching_rows_note(path: &str, question: &str, wrapped: &str) -> O
         })
         .filter(|t| t.chars().any(|c| c.is_ascii_digit()) && t.chars().any(char::is_alphabetic))
         .collect();
+    let times: Vec<String> = text
+        .split_whitespace()
+        .filter_map(|raw| clock_time(raw.trim_matches(|c: char| !c.is_alphanumeric())))
+        .collect();
     let cell_is_asked = |cell: &str| {
         let whole = cell.trim().to_lowercase();
         let cell = cell_words(cell);
         codes.contains(&whole)
+            || clock_time(&whole).is_some_and(|t| times.contains(&t))
             || cell.iter().any(|w| telling(w, 3)) && cell.iter().all(|w| asked.contains(w))
+            || dates.iter().any(|d| d.day.is_some()) && holds_asked_date(&whole, &dates)
     };
     // A cell one of whose words the question names ("the Brompton" for
-    // `Brompton M6L`) counts half as much as a cell it names whole.
+    // `Brompton M6L`) counts half as much as a cell it names whole; so
+    // does a cell that starts with a short word the question names ("car
+    // return fare" for `Car (up to 5 m)`), a code in a list, or a date in
+    // the month asked.
     let cell_is_named = |cell: &str| {
-        cell_words(cell)
-            .iter()
-            .any(|w| telling(w, 4) && asked.contains(w))
+        let named = cell_words(cell);
+        named.iter().any(|w| telling(w, 4) && asked.contains(w))
+            || named
+                .first()
+                .is_some_and(|w| telling(w, 3) && asked.contains(w))
+            || named.iter().any(|w| codes.contains(w))
+            || holds_asked_date(&cell.to_lowercase(), &dates)
     };
-    let scores: Vec<usize> = table
-        .records
+    let score = |record: &csv::StringRecord| -> usize {
+        record
+            .iter()
+            .map(|cell| {
+                if cell_is_asked(cell) {
+                    2
+                } else {
+                    usize::from(cell_is_named(cell))
+                }
+            })
+            .sum()
+    };
+    let rows: Vec<(&Option<String>, &Table, &csv::StringRecord, usize)> = tables
         .iter()
-        .map(|r| {
-            r.iter()
-                .map(|cell| {
-                    if cell_is_asked(cell) {
-                        2
-                    } else {
-                        usize::from(cell_is_named(cell))
-                    }
-                })
-                .sum()
+        .flat_map(|(heading, table)| table.records.iter().map(move |r| (heading, table, r)))
+        .map(|(heading, table, record)| {
+            // The heading a table stands under is one more cell of its
+            // rows ("who served *downstairs*").
+            let under = heading.as_deref().map_or(0, |h| {
+                if cell_is_asked(h) {
+                    2
+                } else {
+                    usize::from(cell_is_named(h))
+                }
+            });
+            (heading, table, record, score(record) + under)
         })
         .collect();
-    let best = scores.iter().copied().max().unwrap_or(0);
-    let picked: Vec<&csv::StringRecord> = table
-        .records
-        .iter()
-        .zip(&scores)
-        .filter(|(_, s)| **s == best)
-        .map(|(r, _)| r)
-        .collect();
-    if best == 0 || picked.len() == table.records.len() || picked.len() > MAX_ROWS {
+    let best = rows.iter().map(|r| r.3).max().unwrap_or(0);
+    let picked: Vec<_> = rows.iter().filter(|r| r.3 == best).collect();
+    if best == 0 || picked.len() == rows.len() || picked.len() > MAX_ROWS {
         return None;
     }
     let picking: Vec<String> = picked
         .iter()
         .flat_map(|r| {
-            r.iter()
+            r.2.iter()
                 .filter(|cell| cell_is_named(cell) || cell_is_asked(cell))
         })
         .flat_map(cell_words)
@@ -229,14 +318,86 @@ pub(crate) fn matching_rows_note(path: &str, question: &str, wrapped: &str) -> O
     {
         return None;
     }
-    let rows: Vec<String> = picked.iter().map(|r| table.row_line(r)).collect();
-    let heading = match rows.len() {
+    let lines: Vec<String> = picked
+        .iter()
+        .map(|(heading, table, record, _)| match heading {
+            Some(h) => format!("{h}: {}", table.row_line(record)),
+            None => table.row_line(record),
+        })
+        .collect();
+    let larger = match picked.as_slice() {
+        [a, b] if std::ptr::eq(a.1, b.1) => larger_of_two(a.1, [a.2, b.2], &text)
+            .map(|(word, high, row)| {
+                let which = if high { "more" } else { "less" };
+                format!(
+                    "\n(Compared by the program: of these 2 rows, this one has {which} \"{word}\":)\n{open}\n{}\n{close}",
+                    a.1.row_line(row)
+                )
+            }),
+        _ => None,
+    };
+    let heading = match lines.len() {
         1 => "(Found by the program: the row of the table with the question's words:)".to_owned(),
         n => {
             format!("(Found by the program: the {n} rows of the table with the question's words:)")
         }
     };
-    Some(format!("{heading}\n{open}\n{}\n{close}", rows.join("\n")))
+    Some(format!(
+        "{heading}\n{open}\n{}\n{close}{}",
+        lines.join("\n"),
+        larger.unwrap_or_default()
+    ))
+}
+
+/// Words that ask which of two has more, and which has less.
+const MORE: &[&str] = &[
+    "more", "most", "higher", "highest", "bigger", "biggest", "larger", "largest", "greater",
+];
+const LESS: &[&str] = &[
+    "less", "least", "fewer", "fewest", "lower", "lowest", "smaller", "smallest",
+];
+
+/// For "which gave more honey, H2 or H5?" with those two rows picked: the
+/// question's word for the one numeric column it names, whether it asks
+/// for more, and the row with more (or less) there. Shown both rows, the
+/// 1.5B model named the first; comparing two numbers is the program's
+/// job. None for a tie, no comparative, or no single column named.
+fn larger_of_two<'r>(
+    table: &Table,
+    rows: [&'r csv::StringRecord; 2],
+    question: &str,
+) -> Option<(String, bool, &'r csv::StringRecord)> {
+    let spoken = lowercase_words(question);
+    let says = |list: &[&str]| spoken.iter().any(|w| list.contains(&w.as_str()));
+    let high = match (says(MORE), says(LESS)) {
+        (true, false) => true,
+        (false, true) => false,
+        _ => return None,
+    };
+    let named: Vec<(usize, &String)> = (0..table.header.len())
+        .filter_map(|column| {
+            let parts = lowercase_words(&table.header[column]);
+            let word = spoken.iter().find(|w| {
+                w.chars().count() >= 3
+                    && !is_function_word(w)
+                    && !MORE.contains(&w.as_str())
+                    && !LESS.contains(&w.as_str())
+                    && parts.iter().any(|p| stem(p) == stem(w))
+            })?;
+            rows.iter()
+                .all(|r| Table::number(r, column).is_some())
+                .then_some((column, word))
+        })
+        .collect();
+    let [(column, word)] = named.as_slice() else {
+        return None;
+    };
+    let [a, b] = rows.map(|r| Table::number(r, *column).unwrap_or(0.0));
+    if a == b {
+        return None;
+    }
+    let first = (a > b) == high;
+    Some(((*word).clone(), high, if first { rows[0] } else { rows[1] }))
 }
 
 /// How many words apart a missing word still qualifies a picking one.
@@ -270,6 +431,72 @@ mod tests {
 
     fn note(path: &str, question: &str, body: &str) -> Option<String> {
         matching_rows_note(path, question, &wrap(body))
+    }
+
+    const ROTA: &str = "# Bar rota\n\nTwo bars.\n\n## Upstairs (cocktails)\n\n| Date | Shift | Served by |\n|---|---|---|\n| 2024-03-02 | late | Ana |\n| 2024-03-09 | late | Ben |\n\n## Downstairs (beer)\n\n| Date | Shift | Served by |\n|---|---|---|\n| 2024-03-02 | early | Cleo |\n| 2024-03-09 | early | Dov |\n";
+
+    #[test]
+    fn a_markdown_tables_row_is_picked_by_the_day_asked_and_keeps_its_heading() {
+        let picked = note("rota.md", "Who served downstairs on 9 March?", ROTA).unwrap_or_default();
+        assert!(picked.contains("the row of the table"), "{picked}");
+        assert!(
+            picked.contains("Downstairs (beer): Date = 2024-03-09, Shift = early, Served by = Dov"),
+            "{picked}"
+        );
+        let both = note("rota.md", "who served on March 2nd?", ROTA).unwrap_or_default();
+        assert!(
+            both.contains("the 2 rows") && both.contains("Ana") && both.contains("Cleo"),
+            "{both}"
+        );
+        assert!(!both.contains("Ben"), "{both}");
+        // Not a Markdown file, or no day that picks: no note.
+        assert_eq!(note("rota.txt", "Who served on 9 March?", ROTA), None);
+        assert_eq!(note("rota.md", "Who served on 20 March?", ROTA), None);
+    }
+
+    #[test]
+    fn a_month_a_listed_code_and_a_short_first_word_pick_rows() {
+        let harvest =
+            "date,hive,kg\n2024-06-01,B1,9\n2024-06-02,B2,12\n2024-07-20,B1,8\n2024-07-20,B2,14\n";
+        let july =
+            note("harvest.csv", "In July, did B1 or B2 give more?", harvest).unwrap_or_default();
+        assert!(july.contains("the 2 rows"), "{july}");
+        assert!(!july.contains("2024-06"), "{july}");
+        let sites = "| Site | Owner | Hives |\n|---|---|---|\n| Mill | Ida Roe | B1, B2 |\n| Fell | Ash Farm | B3, B4 |\n";
+        let owner = note("sites.md", "whose land is B3 on?", sites).unwrap_or_default();
+        assert!(
+            owner.contains("Owner = Ash Farm") && !owner.contains("Ida"),
+            "{owner}"
+        );
+        let fares = "| Vehicle | Single | Return |\n|---|---|---|\n| Van (under 3 t) | 20.00 | 35.00 |\n| Bus or coach | 40.00 | 70.00 |\n";
+        let van = note("fares.md", "van return fare?", fares).unwrap_or_default();
+        assert!(
+            van.contains("Return = 35.00") && !van.contains("Bus"),
+            "{van}"
+        );
+    }
+
+    #[test]
+    fn of_two_rows_picked_the_one_with_more_of_the_named_column_is_said() {
+        let harvest = "date,hive,honey_kg\n2024-07-20,B1,8\n2024-07-20,B2,14.5\n2024-06-01,B3,20\n";
+        let more =
+            note("harvest.csv", "Which gave more honey, B1 or B2?", harvest).unwrap_or_default();
+        assert!(
+            more.ends_with(&format!("this one has more \"honey\":)\n{OPEN}\ndate = 2024-07-20, hive = B2, honey_kg = 14.5\n{CLOSE}")),
+            "{more}"
+        );
+        let less =
+            note("harvest.csv", "did B1 or B2 make less honey?", harvest).unwrap_or_default();
+        assert!(
+            less.contains("has less \"honey\"")
+                && less.ends_with(&format!("hive = B1, honey_kg = 8\n{CLOSE}")),
+            "{less}"
+        );
+        // No comparative, or no column named: the rows only.
+        let plain = note("harvest.csv", "What did B1 and B2 give?", harvest).unwrap_or_default();
+        assert!(!plain.contains("Compared"), "{plain}");
+        let unnamed = note("harvest.csv", "Which is more, B1 or B2?", harvest).unwrap_or_default();
+        assert!(!unnamed.contains("Compared"), "{unnamed}");
     }
 
     #[test]

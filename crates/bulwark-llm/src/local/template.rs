@@ -64,6 +64,16 @@ const TOOLS_TAIL: &str = "\n</tools>\n\nFor each function call, return a json ob
 /// The user turn added after tool results that spend the budget.
 pub(crate) const ANSWER_NOTE: &str = "Now answer in plain text, without calling a tool.";
 
+/// The answer turn's note when a name or code the question asks about is
+/// in no file (`absent_name.rs`). The name is the user's own word, JSON
+/// quoted.
+fn absent_note(name: &str) -> String {
+    let quoted = Value::String(name.to_owned());
+    format!(
+        "(Searched by the program: no file has {quoted}, so the files say nothing about it.) Now answer in plain text, without calling a tool: say that the files do not have it."
+    )
+}
+
 /// One piece of the prompt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Segment {
@@ -124,6 +134,7 @@ pub(crate) fn render_with(
     let listing = workspace_listing.then(|| listing(request)).flatten();
     let unreachable = super::named_paths::unreachable_note(request);
     let latest_text = super::latest_question(&request.messages);
+    let absent = super::absent_name::absent_name(request);
     let notes = ReadNotes::new(request);
     let mut prompt = Prompt::default();
     let system = if request.system.is_empty() {
@@ -172,8 +183,13 @@ pub(crate) fn render_with(
                     before,
                     after,
                 );
-                if results && !text && spent.left(budget) == 0 {
-                    prompt.turn("user", ANSWER_NOTE);
+                let last = index + 1 == request.messages.len();
+                match absent.as_deref().filter(|_| last && results && !text) {
+                    Some(name) => prompt.turn("user", &absent_note(name)),
+                    None if results && !text && spent.left(budget) == 0 => {
+                        prompt.turn("user", ANSWER_NOTE);
+                    }
+                    None => {}
                 }
             }
             Role::Assistant => assistant(&mut prompt, message),
