@@ -44,14 +44,32 @@ pub(crate) fn absent_name(request: &ChatRequest) -> Option<String> {
         return None;
     }
     let names = names_and_codes(&question);
-    searches_since(request, searcher)?
-        .into_iter()
-        .find_map(|(query, result)| {
-            let lower = query.to_lowercase();
-            let nowhere = hit_files(result?, query, listed).is_empty()
-                && !listed.iter().any(|p| p.to_lowercase().contains(&lower));
-            (nowhere && names.contains(&lower)).then(|| query.to_owned())
+    let searches = searches_since(request, searcher)?;
+    // Each query the searches ran, and whether it found a file.
+    let found: Vec<(String, bool)> = searches
+        .iter()
+        .filter_map(|(query, result)| {
+            Some((
+                query.to_lowercase(),
+                !hit_files((*result)?, query, listed).is_empty(),
+            ))
         })
+        .collect();
+    // A name is found when another search found its root: "dobsonians"
+    // is nowhere, "dobsonian" in `equipment.csv`.
+    let root_found = |name: &str| {
+        found
+            .iter()
+            .any(|(q, hit)| *hit && q.chars().count() >= 4 && name.starts_with(q.as_str()))
+    };
+    found.iter().find_map(|(query, hit)| {
+        let named_by_a_file = listed.iter().any(|p| {
+            let path = p.to_lowercase();
+            path.contains(query.as_str()) || path.contains(query.trim_end_matches('s'))
+        });
+        let nowhere = !hit && !named_by_a_file && !root_found(query);
+        (nowhere && names.contains(query)).then(|| query.clone())
+    })
 }
 
 /// The question's names and codes, lowercase.
@@ -148,7 +166,7 @@ mod tests {
         assert_eq!(turn_kind(&missed, 2, ToolChoice::Auto), TurnKind::Text);
         let prompt = crate::local::rendered_prompt(&missed, 2);
         assert!(
-            prompt.ends_with("(Searched by the program: no file has \"h8\", so the files say nothing about it.) Now answer in plain text, without calling a tool: say that the files do not have it.<|im_end|>\n<|im_start|>assistant\n"),
+            prompt.ends_with("(Searched by the program: no file has \"h8\", so the files say nothing about it.) Now answer in plain text, without calling a tool: say that \"h8\" is not mentioned in the files.<|im_end|>\n<|im_start|>assistant\n"),
             "{prompt}"
         );
         // Found, or a plain word, or a request to write: searching goes on.
@@ -162,6 +180,20 @@ mod tests {
         assert_eq!(absent_name(&word), None);
         let write = searched("Write H8's dates to out/h8.txt", "h8", "(no matches)");
         assert_eq!(absent_name(&write), None);
+        // Its root found: "dobsonians" is nowhere, "dobsonian" is.
+        let mut plural = searched("How big are the Dobsonians?", "dobsonians", "(no matches)");
+        plural.messages[1].blocks.push(Block::ToolUse {
+            id: "s-1".into(),
+            name: "file_search".into(),
+            input: json!({ "query": "dobsonian" }),
+        });
+        plural.messages[2].blocks.push(Block::ToolResult {
+            tool_use_id: "s-1".into(),
+            content: "a.csv:2: T-21,Dobsonian,200".into(),
+            is_error: false,
+            taint: Vec::new(),
+        });
+        assert_eq!(absent_name(&plural), None);
         // A file named for it has it.
         let named = searched("What does the Notes file say?", "notes", "(no matches)");
         assert_eq!(absent_name(&named), None);

@@ -44,12 +44,15 @@ const COUNTING_WORDS: &[&str] = &[
 
 /// The note for a read of `path` (its unwrapped `lines`) for `question`,
 /// `None` when the question counts nothing the file's lines narrow.
-pub(crate) fn narrowed_count_note(path: &str, question: &str, lines: &[&str]) -> Option<String> {
+pub(crate) fn narrowed_count_note(path: &str, question: &str, wrapped: &str) -> Option<String> {
     if !question.to_lowercase().contains("how many") || counts_a_measure(question) {
         return None;
     }
+    let lines = super::shape::unwrapped_lines(wrapped);
+    let lines = lines.as_slice();
     let words = counted_words(question, path);
-    let (units, unit): (Vec<String>, &str) = match Table::of_lines(path, lines) {
+    let table = Table::of_lines(path, lines);
+    let (units, unit): (Vec<String>, &str) = match &table {
         Some(table) => {
             if table.names_a_numeric_column(question) {
                 return None;
@@ -89,10 +92,75 @@ pub(crate) fn narrowed_count_note(path: &str, question: &str, lines: &[&str]) ->
         [rest @ .., last] if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
         _ => quoted.join(""),
     };
-    Some(format!(
-        "(Counted by the program: {matched} {unit}{} with {with}.)",
-        if matched == 1 { "" } else { "s" }
-    ))
+    let plural = if matched == 1 { "" } else { "s" };
+    // A condition no row states ("actually *going ahead*"): the rows'
+    // own states tell which count it asks for.
+    let unstated = words.iter().any(|w| !present.contains(&w));
+    let split = table.as_ref().filter(|_| unstated).and_then(|table| {
+        let rows: Vec<&csv::StringRecord> = table
+            .records
+            .iter()
+            .filter(|r| {
+                let row = r.iter().collect::<Vec<_>>().join(" ").to_lowercase();
+                present.iter().all(|w| mentioned(&row, w))
+            })
+            .collect();
+        split_by_state(table, &rows, wrapped)
+    });
+    Some(match split {
+        Some(split) => format!(
+            "(Counted by the program: {matched} {unit}{plural} with {with}; of these, by a column that differs among them:)\n{split}"
+        ),
+        None => format!("(Counted by the program: {matched} {unit}{plural} with {with}.)"),
+    })
+}
+
+/// At most this many states of a column split a count.
+const MAX_STATES: usize = 3;
+
+/// The counted `rows` split by the columns that take a few short, worded
+/// values among them (a status: "confirmed" ×3, "cancelled" ×1), inside
+/// the kernel's boundary tags: the column's name and its values are the
+/// file's words. None when no column does.
+///
+/// Why: asked "how many Pilates classes are actually going ahead in
+/// March?", the 1.5B model was told of 4 rows with "pilates" and
+/// "march" and answered 4; one of them was cancelled.
+fn split_by_state(table: &Table, rows: &[&csv::StringRecord], wrapped: &str) -> Option<String> {
+    let (open, close) = super::compare::boundary_tags(wrapped)?;
+    let worded = |value: &str| {
+        let value = value.trim();
+        !value.is_empty()
+            && value.chars().count() <= 24
+            && value.chars().any(char::is_alphabetic)
+            && !value.chars().any(|c| c.is_ascii_digit())
+    };
+    let mut lines: Vec<String> = Vec::new();
+    for (column, name) in table.header.iter().enumerate() {
+        let values: Vec<&str> = rows
+            .iter()
+            .filter_map(|r| r.get(column))
+            .map(str::trim)
+            .collect();
+        if values.len() != rows.len() || !values.iter().all(|v| worded(v)) {
+            continue;
+        }
+        let mut states: Vec<(&str, usize)> = Vec::new();
+        for value in values {
+            match states.iter_mut().find(|(v, _)| *v == value) {
+                Some((_, n)) => *n += 1,
+                None => states.push((value, 1)),
+            }
+        }
+        if !(2..=MAX_STATES).contains(&states.len()) || states.len() == rows.len() {
+            continue;
+        }
+        for (value, n) in states {
+            let rows = if n == 1 { "row" } else { "rows" };
+            lines.push(format!("{name} = {value}: {n} {rows}"));
+        }
+    }
+    (!lines.is_empty()).then(|| format!("{open}\n{}\n{close}", lines.join("\n")))
 }
 
 /// The question's words that may narrow a count: those a line is
@@ -208,7 +276,7 @@ fn counted_words(question: &str, path: &str) -> Vec<String> {
 /// Not a year compared ("published *before 2015*": the 1.5B model, told
 /// of the one row with 2015, answered 1), nor other numbers ("over 100",
 /// "week 18").
-fn is_year_in(spoken: &[String], word: &str) -> bool {
+pub(crate) fn is_year_in(spoken: &[String], word: &str) -> bool {
     let year = word.len() == 4 && (word.starts_with("19") || word.starts_with("20"));
     year && spoken
         .windows(2)
@@ -220,11 +288,38 @@ mod tests {
     use super::*;
 
     fn note(path: &str, question: &str, body: &str) -> Option<String> {
-        let lines: Vec<&str> = body.lines().collect();
-        narrowed_count_note(path, question, &lines)
+        narrowed_count_note(path, question, body)
     }
 
     const APPOINTMENTS: &str = "patient,doctor,day\nHana Ito,Dr Berg,Monday\nOmar Said,Dr Lind,Monday\nEva Rossi,Dr Berg,Wednesday\nLea Vogel,Dr Berg,Friday\n";
+
+    #[test]
+    fn a_condition_no_row_states_gets_the_rows_split_by_their_state() {
+        use crate::local::test_wrap::{CLOSE, OPEN, wrap};
+        let bookings = "date,room,hirer,status\n2024-03-02,Hall,Pilates,confirmed\n2024-03-09,Hall,Pilates,confirmed\n2024-03-16,Hall,Pilates,cancelled\n2024-03-16,Kitchen,Lions,confirmed\n2024-04-06,Hall,Pilates,confirmed\n";
+        let going = note(
+            "bookings.csv",
+            "how many Pilates classes are actually going ahead in March?",
+            &wrap(bookings),
+        )
+        .unwrap_or_default();
+        assert_eq!(
+            going,
+            format!(
+                "(Counted by the program: 3 rows with \"pilates\" and \"march\"; of these, by a column that differs among them:)\n{OPEN}\nstatus = confirmed: 2 rows\nstatus = cancelled: 1 row\n{CLOSE}"
+            )
+        );
+        // Every word stated by the rows: the count alone.
+        assert_eq!(
+            note(
+                "bookings.csv",
+                "How many Pilates bookings in March?",
+                &wrap(bookings)
+            )
+            .as_deref(),
+            Some("(Counted by the program: 3 rows with \"pilates\" and \"march\".)")
+        );
+    }
 
     #[test]
     fn the_rows_a_year_narrows_to_are_counted() {

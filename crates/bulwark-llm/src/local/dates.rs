@@ -77,8 +77,17 @@ fn iso_dates(text: &str) -> Vec<MonthDay> {
 /// Month names among `words` (lowercase), each with the day number right
 /// before it ("19 april", "19th of april") or right after ("april 19").
 fn dates_in_words(words: &[String]) -> Vec<MonthDay> {
-    let day_of = |word: Option<&String>| {
-        let word = word?;
+    dated_words(words)
+        .into_iter()
+        .map(|(date, _)| date)
+        .collect()
+}
+
+/// [`dates_in_words`], each date with the index of its day's word.
+fn dated_words(words: &[String]) -> Vec<(MonthDay, Option<usize>)> {
+    let day_of = |at: Option<usize>| {
+        let at = at?;
+        let word = words.get(at)?;
         let digits = word.trim_end_matches(|c: char| c.is_ascii_alphabetic());
         let suffix = &word[digits.len()..];
         let ordinal = matches!(suffix, "" | "st" | "nd" | "rd" | "th");
@@ -86,6 +95,7 @@ fn dates_in_words(words: &[String]) -> Vec<MonthDay> {
             .parse::<u32>()
             .ok()
             .filter(|d| ordinal && !digits.is_empty() && (1..=31).contains(d))
+            .map(|day| (day, at))
     };
     let mut dates = Vec::new();
     for (at, word) in words.iter().enumerate() {
@@ -93,17 +103,42 @@ fn dates_in_words(words: &[String]) -> Vec<MonthDay> {
             continue;
         };
         let before = at.checked_sub(1).and_then(|b| {
-            let word = words.get(b)?;
-            if word == "of" {
-                day_of(b.checked_sub(1).and_then(|bb| words.get(bb)))
+            if words.get(b).is_some_and(|w| w == "of") {
+                day_of(b.checked_sub(1))
             } else {
-                day_of(Some(word))
+                day_of(Some(b))
             }
         });
-        let day = before.or_else(|| day_of(words.get(at + 1)));
-        dates.push(MonthDay { month, day });
+        let day = before.or_else(|| day_of(Some(at + 1)));
+        dates.push((
+            MonthDay {
+                month,
+                day: day.map(|(d, _)| d),
+            },
+            day.map(|(_, at)| at),
+        ));
     }
     dates
+}
+
+/// The words of `question` (lowercase) that give the day of a date in
+/// words: "18th" of "the 18th of March". Such a word is in no file that
+/// keeps its dates as `2024-03-18`, so it is neither searched for nor
+/// said to be missing; the date is ([`iso_fragment`]).
+pub(crate) fn day_words(question: &str) -> Vec<String> {
+    let words = lowercase_words(question);
+    dated_words(&words)
+        .into_iter()
+        .filter_map(|(_, at)| words.get(at?).cloned())
+        .collect()
+}
+
+/// How an ISO date of `date`'s month and day is written inside
+/// `YYYY-MM-DD`: `-03-18`, for a search that finds the rows of that day
+/// whatever the year. None without a day (a month alone is too common a
+/// fragment: `-03-` is in codes and phone numbers).
+pub(crate) fn iso_fragment(date: &MonthDay) -> Option<String> {
+    date.day.map(|day| format!("-{:02}-{day:02}", date.month))
 }
 
 /// `word` as a time of day, `H:MM` without the hour's leading zero

@@ -226,11 +226,13 @@ impl<'m> Engine<'m> {
         }
         // The search tool is the driver's own (`search_first.rs`).
         // Nothing read yet for a file to write: not a write yet.
-        let held_back = if write_waits_for_a_read(request) {
+        let mut held_back = if write_waits_for_a_read(request) {
             writer_tools(request)
         } else {
             Vec::new()
         };
+        held_back.extend(super::listing::spent_listers(request));
+        held_back.extend(super::named_paths::forbidden_changers(request));
         let model_tools: Vec<crate::ToolDef> = offered_tools(request)
             .into_iter()
             .filter(|t| !held_back.contains(&t.name.as_str()))

@@ -25,7 +25,15 @@ const CHANGE_VERBS: &[&str] = &[
 
 /// Words of a question that asks for a listing ("list the files you can
 /// see", "what files are in your workspace?").
-const LISTING_WORDS: &[&str] = &["list", "files", "folders", "directories", "contents"];
+const LISTING_WORDS: &[&str] = &[
+    "list",
+    "files",
+    "folder",
+    "folders",
+    "directory",
+    "directories",
+    "contents",
+];
 
 /// What a question needs read before its answer.
 enum Need<'a> {
@@ -117,7 +125,9 @@ fn needs<'a>(question: &str, listed: &'a [String]) -> Need<'a> {
         };
     }
     let asks_for_listing = words.iter().any(|w| LISTING_WORDS.contains(&w.as_str()))
-        && subject_words(question, &[], Numbers::Count).is_empty()
+        && subject_words(question, &[], Numbers::Count)
+            .iter()
+            .all(|w| LISTING_WORDS.contains(&w.as_str()))
         && names_only_listed_files(question, listed);
     if asks_for_listing {
         Need::Listing
@@ -182,6 +192,8 @@ mod tests {
     fn a_listing_question_needs_a_listing() {
         assert!(listing("List the files you can see."));
         assert!(listing("What files are in your workspace?"));
+        assert!(listing("what's in this folder?"));
+        assert!(listing("What's in the directory?"));
         assert!(!listing("Which files mention max_connections?"));
         assert!(!listing("List the files of /etc."));
         assert!(!listing("What is the budget?"));

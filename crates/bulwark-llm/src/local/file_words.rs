@@ -86,9 +86,19 @@ pub(crate) fn named_by_words<'a>(text: &str, listed: &'a [String]) -> Option<&'a
 pub(crate) fn asks_for_listing(question: &str) -> bool {
     let words = super::mentions::lowercase_words(question);
     words.iter().enumerate().any(|(at, w)| {
-        (LISTING_WORDS.contains(&w.as_str()) || w == "files" || listed_contents(&words, at))
+        (LISTING_WORDS.contains(&w.as_str())
+            || w == "files" && !changed_files(&words, at)
+            || listed_contents(&words, at))
             && !made_list(&words, at)
     })
+}
+
+/// Whether the word at `at` ("files") is what a change verb acts on
+/// ("don't *change any files*"), not what is to be listed.
+fn changed_files(words: &[String], at: usize) -> bool {
+    words[at.saturating_sub(2)..at]
+        .iter()
+        .any(|w| super::named_paths::is_change_verb(w))
 }
 
 /// Whether the word at `at` is "contents" as a folder's ("the contents of
@@ -101,11 +111,27 @@ fn listed_contents(words: &[String], at: usize) -> bool {
             .is_none_or(|next| super::question_words::is_function_word(next))
 }
 
-/// Whether the word at `at` is the noun of "make *a list* of", a thing
-/// to write, not a listing asked for.
+/// Whether the word at `at` is "list" as a noun: "make *a list* of", a
+/// thing to write, or a list of the files' own ("the price on the
+/// *taproom list*", "the *waiting list*"), not a listing asked for.
 fn made_list(words: &[String], at: usize) -> bool {
-    words[at] == "list" && at.checked_sub(1).is_some_and(|before| words[before] == "a")
+    let Some(before) = at.checked_sub(1).map(|b| words[b].as_str()) else {
+        return false;
+    };
+    let after_a_noun = before.chars().all(char::is_alphabetic)
+        && !super::question_words::is_function_word(before)
+        && !REQUEST_WORDS.contains(&before);
+    // "Make me a file out/on-loan.txt *listing* the asset codes": what
+    // the file to write holds.
+    let what_a_file_holds = words[at] == "listing" && after_a_noun;
+    words[at] == "list" && (before == "a" || after_a_noun) || what_a_file_holds
 }
+
+/// Words that may come right before "list" as a verb ("please list the
+/// files", "just list them").
+const REQUEST_WORDS: &[&str] = &[
+    "please", "pls", "just", "now", "then", "also", "and", "simply",
+];
 
 /// Words after which a question's next word is a verb.
 const VERB_CONTEXT: &[&str] = &[
@@ -215,6 +241,19 @@ mod tests {
             Some("members.csv")
         );
         assert!(!asks_for_listing("Make a list of the members."));
+        assert!(!asks_for_listing(
+            "Does the saison's strength on the taproom list match the batch?"
+        ));
+        assert!(asks_for_listing("Please list the files."));
+        assert!(!asks_for_listing(
+            "Does the price match? Just tell me, don't change any files."
+        ));
+        assert!(!asks_for_listing(
+            "Could you make me a file out/on-loan.txt listing the asset codes of the kit on loan?"
+        ));
+        assert!(asks_for_listing("Show me a listing of the docs folder."));
+        assert!(asks_for_listing("Can you list the files?"));
+        assert!(asks_for_listing("what's in the list folder?"));
         assert!(asks_for_listing("List the files."));
         // "Contents" of a folder, not of an insurance policy's name.
         assert!(asks_for_listing(

@@ -1,45 +1,99 @@
-//! The note after a directory listing: the entries' names alone, one per
-//! line. No count: shown "3 files" in the note, the 1.5B model answered
-//! "list the design folder" with "3 files".
+//! A directory listing as the model reads it: one entry per line, its
+//! name first, a folder marked by a trailing `/`, a size in words.
 //!
 //! Why: the kernel lists `File<TAB>490<TAB>2025-05.md`, and asked to list
-//! the inspection notes, the 1.5B model answered "490, 419, 305", the
-//! sizes. The names are file-system content, so they stay inside the
-//! kernel's boundary tags, copied from the result; outside stand only
-//! the program's words and the counts.
+//! the inspection notes, the 1.5B model answered "490, 419, 305,
+//! 2025-05.md, …": the sizes read as entries. A note after the raw
+//! listing with the names alone did not stop it (the raw lines still came
+//! first), so the listing itself is rewritten. No count either: shown
+//! "3 files", the model answered "list the design folder" with "3 files".
+//! The names are file-system content, so they stay inside the kernel's
+//! boundary tags; the program's words outside them are fixed.
 
 use super::compare::boundary_tags;
 use super::shape::unwrapped_lines;
+use crate::{ChatRequest, PathKind};
 
-/// At most this many names in a note; a longer listing is left as it is.
-const MAX_NAMES: usize = 40;
+/// At most this many entries are rewritten; a longer listing is left as
+/// the kernel wrote it.
+const MAX_ENTRIES: usize = 200;
 
-/// The note for a listing's result as wrapped; None when it is not a
-/// listing of `kind<TAB>size<TAB>name` lines.
-pub(crate) fn listing_note(wrapped: &str) -> Option<String> {
+/// The listing `wrapped` (the kernel's result, tags included) with each
+/// `kind<TAB>size<TAB>name` line rewritten; None when some line is not
+/// such an entry (then it is no listing, or one of a format this does
+/// not know, and is shown unchanged).
+pub(crate) fn readable_listing(wrapped: &str) -> Option<String> {
     let (open, close) = boundary_tags(wrapped)?;
-    let mut names: Vec<&str> = Vec::new();
+    let mut entries: Vec<String> = Vec::new();
     for line in unwrapped_lines(wrapped) {
+        if line.trim().is_empty() {
+            continue;
+        }
         let mut fields = line.splitn(3, '\t');
         let (Some(kind), Some(size), Some(name)) = (fields.next(), fields.next(), fields.next())
         else {
-            continue;
+            return None;
         };
-        if !size.chars().all(|c| c.is_ascii_digit()) || size.is_empty() || name.is_empty() {
-            continue;
+        let bytes: u64 = size.parse().ok()?;
+        if name.is_empty() {
+            return None;
         }
-        if !matches!(kind, "File" | "Dir" | "Symlink" | "Other") {
-            continue;
-        }
-        names.push(name);
+        entries.push(match kind {
+            "File" => format!("{name} ({bytes} bytes)"),
+            "Dir" => format!("{name}/ (folder)"),
+            "Symlink" => format!("{name} (link)"),
+            "Other" => name.to_owned(),
+            _ => return None,
+        });
     }
-    if names.is_empty() || names.len() > MAX_NAMES {
+    if entries.is_empty() || entries.len() > MAX_ENTRIES {
         return None;
     }
-    Some(format!(
-        "(Listed by the program: the names alone, one per line:)\n{open}\n{}\n{close}",
-        names.join("\n")
-    ))
+    Some(format!("{open}\n{}\n{close}", entries.join("\n")))
+}
+
+/// The tools that list a directory, once a file was read for a question
+/// that asks for no listing: they are not offered to the model again.
+///
+/// Why: having read the file that answers "which dark-sky trip had the
+/// darker sky?", the 1.5B model listed the workspace and answered with
+/// the listing, the last result it saw. The grammar already names every
+/// file it may read, so a listing after a read finds nothing new.
+pub(crate) fn spent_listers(request: &ChatRequest) -> Vec<&str> {
+    let Some(at) = super::latest_question(&request.messages) else {
+        return Vec::new();
+    };
+    if super::file_words::asks_for_listing(&request.messages[at].text()) {
+        return Vec::new();
+    }
+    let reads_a_file = |name: &str| {
+        request
+            .paths
+            .for_tool(name)
+            .any(|a| a.reads_only && a.kind == PathKind::File)
+    };
+    let mut read_ids: Vec<&str> = Vec::new();
+    let mut read = false;
+    for message in &request.messages[at + 1..] {
+        read_ids.extend(
+            message
+                .tool_uses()
+                .filter(|(_, name, _)| reads_a_file(name))
+                .map(|(id, _, _)| id),
+        );
+        read |= message.ok_results().any(|(id, _)| read_ids.contains(&id));
+    }
+    if !read {
+        return Vec::new();
+    }
+    request
+        .paths
+        .arguments
+        .iter()
+        .filter(|a| a.reads_only && a.kind == PathKind::Directory)
+        .map(|a| a.tool.as_str())
+        .filter(|tool| !reads_a_file(tool))
+        .collect()
 }
 
 #[cfg(test)]
@@ -48,29 +102,69 @@ mod tests {
     use crate::local::test_wrap::{CLOSE, OPEN, wrap};
 
     #[test]
-    fn a_listing_is_noted_by_its_names_inside_the_tags() {
+    fn a_listing_is_shown_name_first_inside_the_tags() {
         let listed = wrap("File\t490\t2025-05.md\nFile\t419\t2025-06.md\nDir\t0\told\n");
         assert_eq!(
-            listing_note(&listed).as_deref(),
+            readable_listing(&listed).as_deref(),
             Some(
-                format!("(Listed by the program: the names alone, one per line:)\n{OPEN}\n2025-05.md\n2025-06.md\nold\n{CLOSE}")
-                    .as_str()
+                format!(
+                    "{OPEN}\n2025-05.md (490 bytes)\n2025-06.md (419 bytes)\nold/ (folder)\n{CLOSE}"
+                )
+                .as_str()
             )
         );
-        // Not a listing: no note.
-        assert_eq!(listing_note(&wrap("(empty directory)")), None);
-        assert_eq!(listing_note(&wrap("name,size\na,1")), None);
-        assert_eq!(listing_note("File\t1\ta.txt"), None, "no tags");
+    }
+
+    #[test]
+    fn anything_else_is_left_as_it_is() {
+        assert_eq!(readable_listing(&wrap("(empty directory)")), None);
+        assert_eq!(readable_listing(&wrap("name,size\na,1")), None);
+        assert_eq!(readable_listing(&wrap("File\tbig\ta.txt")), None);
+        assert_eq!(
+            readable_listing(&wrap("File\t1\ta.txt\nnot an entry")),
+            None
+        );
+        assert_eq!(readable_listing("File\t1\ta.txt"), None, "no tags");
+    }
+
+    #[test]
+    fn a_listing_is_not_offered_after_a_read_unless_one_was_asked_for() {
+        use crate::local::test_requests::{call, request};
+        use crate::{Block, Message, Role};
+        use serde_json::json;
+        let read = |question: &str, ok: bool| {
+            request(vec![
+                Message::user_text(question),
+                call("file_read", json!({"path": "notes.txt"})),
+                Message {
+                    role: Role::User,
+                    blocks: vec![Block::ToolResult {
+                        tool_use_id: "c-file_read".into(),
+                        content: wrap("hello"),
+                        is_error: !ok,
+                        taint: Vec::new(),
+                    }],
+                },
+            ])
+        };
+        assert_eq!(
+            spent_listers(&read("Which trip had the darker sky?", true)),
+            ["file_list"]
+        );
+        // Asked for a listing, before any read, or after a failed one:
+        // still offered.
+        assert!(spent_listers(&read("List the files, then read notes.txt", true)).is_empty());
+        assert!(spent_listers(&read("Which trip had the darker sky?", false)).is_empty());
+        assert!(
+            spent_listers(&request(vec![Message::user_text("Which trip was darker?")])).is_empty()
+        );
     }
 
     proptest::proptest! {
         #[test]
-        fn names_only_appear_inside_the_tags(name in "[^\t\n\r]{1,30}") {
-            let note = listing_note(&wrap(&format!("File\t12\t{name}\n"))).unwrap_or_default();
-            let expected = format!(
-                "(Listed by the program: the names alone, one per line:)\n{OPEN}\n{name}\n{CLOSE}"
-            );
-            proptest::prop_assert_eq!(note, expected);
+        fn names_only_appear_inside_the_tags(name in "[^\t\n\r]{1,30}", size in 0u64..1_000_000) {
+            let shown = readable_listing(&wrap(&format!("File\t{size}\t{name}\n"))).unwrap_or_default();
+            proptest::prop_assert_eq!(shown, format!("{OPEN}\n{name} ({size} bytes)\n{CLOSE}"));
         }
     }
 }

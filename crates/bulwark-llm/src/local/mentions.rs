@@ -52,6 +52,7 @@ pub(crate) fn subject_words(question: &str, named_paths: &[&str], numbers: Numbe
     let mut previous = String::new();
     let mut in_scene = false;
     let mut contracted = false;
+    let day_words = super::dates::day_words(question);
     for (at, token) in tokens.iter().enumerate() {
         let prior = previous.clone();
         let Some(text) = token.text else {
@@ -145,7 +146,10 @@ pub(crate) fn subject_words(question: &str, named_paths: &[&str], numbers: Numbe
         if takes_object {
             continue;
         }
-        if FILE_TYPE_WORDS.contains(&lower.as_str()) || RANKING_WORDS.contains(&lower.as_str()) {
+        if FILE_TYPE_WORDS.contains(&lower.as_str())
+            || RANKING_WORDS.contains(&lower.as_str())
+            || day_words.contains(&lower)
+        {
             continue;
         }
         let a_name = token.is_name();
@@ -161,7 +165,22 @@ pub(crate) fn subject_words(question: &str, named_paths: &[&str], numbers: Numbe
         if counted && !a_name {
             continue;
         }
-        let number = lower.chars().all(|c| c.is_ascii_digit());
+        // "Could I borrow it *this weekend*": when, not what; the file
+        // keeps no weekends.
+        let time_frame = matches!(prior.as_str(), "this" | "next" | "last" | "coming")
+            && TIME_FRAMES.contains(&lower.as_str());
+        // "On sale *right now*", "*right away*": an adverb.
+        let adverb = lower == "right"
+            && tokens
+                .get(at + 1)
+                .and_then(|t| t.text)
+                .is_some_and(|t| matches!(t.to_lowercase().as_str(), "now" | "away"));
+        if (time_frame || adverb || HEDGES.contains(&lower.as_str())) && !a_name {
+            continue;
+        }
+        // "Our *two* Dobsonians": a count spelled out is a number.
+        let number =
+            lower.chars().all(|c| c.is_ascii_digit()) || SPELLED_NUMBERS.contains(&lower.as_str());
         // "Episode *48*", "week *18*": a number after the noun it numbers
         // names one thing, as a name does ("the *3* largest" does not).
         let identifier = number
@@ -169,8 +188,9 @@ pub(crate) fn subject_words(question: &str, named_paths: &[&str], numbers: Numbe
             && !is_function_word(&prior)
             && !RANKING_WORDS.contains(&prior.as_str())
             && !prior.chars().all(|c| c.is_ascii_digit());
-        let worth =
-            identifier || lower.chars().count() >= 3 && (!number || numbers == Numbers::Count);
+        let spelled = SPELLED_NUMBERS.contains(&lower.as_str());
+        let worth = identifier
+            || lower.chars().count() >= 3 && (!number || numbers == Numbers::Count && !spelled);
         if worth && !words.contains(&lower) {
             words.push(lower);
             if words.len() == MAX_WORDS {
@@ -180,6 +200,47 @@ pub(crate) fn subject_words(question: &str, named_paths: &[&str], numbers: Numbe
     }
     words
 }
+
+/// Spans of time a question sets its scene in ("this *weekend*").
+const TIME_FRAMES: &[&str] = &[
+    "weekend",
+    "week",
+    "month",
+    "year",
+    "morning",
+    "afternoon",
+    "evening",
+    "night",
+    "season",
+    "term",
+    "quarter",
+    "summer",
+    "winter",
+    "spring",
+    "autumn",
+];
+
+/// Adverbs that say how sure or how current, not what: "is it
+/// *definitely* going ahead?", "what is *currently* on loan?".
+const HEDGES: &[&str] = &[
+    "definitely",
+    "actually",
+    "currently",
+    "really",
+    "exactly",
+    "probably",
+    "certainly",
+    "presently",
+    "already",
+    "still",
+    "surely",
+    "officially",
+];
+
+/// Small counts spelled out.
+const SPELLED_NUMBERS: &[&str] = &[
+    "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+];
 
 /// Articles that start an object ("buy *the* glaze"): "that" and "his"
 /// or "her" start clauses and follow nouns too often to say a verb.
@@ -533,6 +594,33 @@ mod tests {
             ["guest", "episode", "48"]
         );
         assert_eq!(named("Which are the 3 largest orders?"), ["orders"]);
+        assert_eq!(
+            subject_words(
+                "How many batches are on sale right now?",
+                &[],
+                Numbers::Count
+            ),
+            ["sale"]
+        );
+        assert_eq!(
+            subject_words(
+                "Who has the main hall on the 23rd of March, and is it definitely going ahead?",
+                &[],
+                Numbers::Skip
+            ),
+            ["main", "hall", "march"]
+        );
+        // Spelled out, in a count too; a time frame is no subject either.
+        for numbers in [Numbers::Skip, Numbers::Count] {
+            assert_eq!(
+                subject_words(
+                    "What aperture is the larger of our two Dobsonians, and could I borrow it this weekend?",
+                    &[],
+                    numbers
+                ),
+                ["aperture", "dobsonians"]
+            );
+        }
         assert_eq!(
             named("How many episodes run longer than 50 minutes?"),
             Vec::<String>::new()

@@ -34,6 +34,8 @@ mod counted;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod dates;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod difference;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod enough;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod extremes;

@@ -143,6 +143,70 @@ pub(crate) fn asks_to_write(question: &str) -> bool {
         .any(|w| WRITE_VERBS.contains(&w.as_str()))
 }
 
+/// The tools that change files, when the latest question says not to
+/// ("just tell me, *don't change any files*"): they are not offered.
+///
+/// Why: told exactly that, with a grant to write everywhere, the 1.5B
+/// model wrote its answer to a new file. The door would allow the
+/// write; the user forbade it, so the grammar does not offer it. Not a
+/// security control: the grants are.
+pub(crate) fn forbidden_changers(request: &ChatRequest) -> Vec<&str> {
+    let Some(at) = super::latest_question(&request.messages) else {
+        return Vec::new();
+    };
+    if !forbids_changes(&request.messages[at].text()) {
+        return Vec::new();
+    }
+    let mut tools: Vec<&str> = Vec::new();
+    for argument in request.paths.arguments.iter().filter(|a| !a.reads_only) {
+        if !tools.contains(&argument.tool.as_str()) {
+            tools.push(argument.tool.as_str());
+        }
+    }
+    tools
+}
+
+/// Whether `question` says not to change anything: a negation ("don't",
+/// "do not", "never", "without") right before a verb that changes files
+/// ("don't *forget* to save it" asks for a change).
+pub(crate) fn forbids_changes(question: &str) -> bool {
+    let words = super::mentions::lowercase_words(&question.replace(['\'', '\u{2019}'], ""));
+    words.iter().enumerate().any(|(at, w)| {
+        let negation = matches!(w.as_str(), "dont" | "never" | "without")
+            || w == "not" && at.checked_sub(1).is_some_and(|b| words[b] == "do");
+        negation && words.get(at + 1).is_some_and(|v| is_change_verb(v))
+    })
+}
+
+/// Whether `word` (lowercase) is a verb that changes files.
+pub(crate) fn is_change_verb(word: &str) -> bool {
+    CHANGE_VERBS.contains(&word)
+}
+
+/// Verbs that change files, as a request forbids them.
+const CHANGE_VERBS: &[&str] = &[
+    "change",
+    "changing",
+    "write",
+    "writing",
+    "edit",
+    "editing",
+    "modify",
+    "modifying",
+    "touch",
+    "touching",
+    "save",
+    "saving",
+    "create",
+    "creating",
+    "delete",
+    "deleting",
+    "update",
+    "updating",
+    "alter",
+    "altering",
+];
+
 /// Verbs of a request to have a file written: a new path named in a
 /// question without one ("is there an old/notes.txt?") is no such request.
 const WRITE_VERBS: &[&str] = &[
@@ -220,6 +284,25 @@ pub(crate) fn unreachable_paths(request: &ChatRequest) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_request_not_to_change_files_is_told_from_one_that_asks_for_a_change() {
+        for forbidding in [
+            "Does it match? Just tell me, don't change any files.",
+            "Check the prices but do not edit anything.",
+            "Answer without writing a file.",
+            "Don\u{2019}t touch the files, what is the ABV?",
+        ] {
+            assert!(super::forbids_changes(forbidding), "{forbidding}");
+        }
+        for allowing in [
+            "Write the total to out/total.txt.",
+            "Don't forget to save it to out/a.txt.",
+            "Update the price; do not skip any row.",
+        ] {
+            assert!(!super::forbids_changes(allowing), "{allowing}");
+        }
+    }
+
     use super::*;
     use crate::local::test_requests::{call, listed_of, request, tool};
     use crate::{Message, PathArgumentChoices};

@@ -205,7 +205,9 @@ pub(super) const SCENE_WORDS: &[&str] = &[
 ];
 
 /// Particles of a phrasal verb ("shows *up*", "comes *in*").
-pub(super) const PARTICLES: &[&str] = &["up", "out", "off", "down", "over", "back", "around"];
+pub(super) const PARTICLES: &[&str] = &[
+    "up", "out", "off", "down", "over", "back", "around", "ahead",
+];
 
 /// Whether the word after `at` is a phrasal verb's particle: one of
 /// [`PARTICLES`], or an "in" that ends its sentence ("when the vet comes

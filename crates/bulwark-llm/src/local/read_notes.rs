@@ -34,7 +34,7 @@ use super::enough::answered_after;
 use super::extremes::extreme_note;
 use super::lines::matching_lines_note;
 use super::mentions::mentions_note;
-use super::search::{Looked, MAX_EARNED_READS, search_note};
+use super::search::{Looked, MAX_EARNED_READS, Searching, search_note};
 use super::shape::shape_note;
 use super::steering::{names_file, names_some_file, reader};
 use super::table::matching_rows_note;
@@ -112,14 +112,22 @@ impl<'a> ReadNotes<'a> {
         })
     }
 
+    /// How the result of call `id` is shown when it lists a directory
+    /// ([`super::listing`]); None for any other call, and for a listing of
+    /// a format the rewrite does not know.
+    pub(crate) fn listing(&self, id: &str, content: &str) -> Option<String> {
+        self.lists
+            .contains(id)
+            .then(|| super::listing::readable_listing(content))
+            .flatten()
+    }
+
     /// The notes after a successful result of call `id` (empty when the
     /// call was no file read), each on its own line, for `question` (the
     /// user's text the call answers).
     pub(crate) fn after(&self, id: &str, question: &str, content: &str) -> String {
         if self.lists.contains(id) {
-            return super::listing::listing_note(content)
-                .map(|n| format!("\n{n}"))
-                .unwrap_or_default();
+            return String::new();
         }
         let Some(&path) = self.reads.get(id) else {
             return String::new();
@@ -312,15 +320,13 @@ fn searches<'a>(
             let unread = listed.map(|l| l.iter().filter(|p| !read.contains(&p.as_str())).count());
             let asked = question.as_deref().unwrap_or_default();
             let may_earn = earned < MAX_EARNED_READS && !driver_searched;
-            let Some(mut looked) = search_note(
-                asked,
-                path,
-                content,
+            let searching = Searching {
                 unread,
                 may_earn,
-                &nowhere,
+                nowhere: &nowhere,
                 driver_searched,
-            ) else {
+            };
+            let Some(mut looked) = search_note(asked, path, content, &searching) else {
                 continue;
             };
             earned += usize::from(looked.earns_a_read);

@@ -45,22 +45,35 @@ pub(crate) struct Looked {
     pub(crate) every_file: bool,
 }
 
+/// Where the search for a question stands when a file is read for it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Searching<'a> {
+    /// How many listed files are not read yet for this question (`None`:
+    /// the session's files are not listed).
+    pub(crate) unread: Option<usize>,
+    /// Whether the question may still earn a call.
+    pub(crate) may_earn: bool,
+    /// The words the driver searched every file for and found in none
+    /// (`search_first.rs`).
+    pub(crate) nowhere: &'a [&'a str],
+    /// Whether the driver searched for this question.
+    pub(crate) driver_searched: bool,
+}
+
 /// The note for a read of `content` (as wrapped) for `question`, which
-/// names no file; `unread`: how many listed files are not read yet for
-/// this question (`None`: the session's files are not listed);
-/// `may_earn`: whether the question may still earn a call; `nowhere`: the
-/// words the driver searched every file for and found in none
-/// (`search_first.rs`). `None` when the question has no words to look
-/// for.
+/// names no file. `None` when the question has no words to look for.
 pub(crate) fn search_note(
     question: &str,
     path: &str,
     content: &str,
-    unread: Option<usize>,
-    may_earn: bool,
-    nowhere: &[&str],
-    driver_searched: bool,
+    searching: &Searching<'_>,
 ) -> Option<Looked> {
+    let Searching {
+        unread,
+        may_earn,
+        nowhere,
+        driver_searched,
+    } = *searching;
     // A terse question ("car return fare?", "ash warden hp?") has no
     // phrase after a question word, so no subject words: the words the
     // driver searched for are what it asks about. Without them the read
@@ -136,7 +149,21 @@ pub(crate) fn search_note(
             these_words_are(&absent)
         )
     };
-    let had_words = absent.is_empty() || mostly;
+    // "Kielder *or* the Elan Valley one": the two things compared. A file
+    // with both is the one to answer from, whatever other words it lacks
+    // ("trips", "darker"); told it lacked them, the 1.5B model read on
+    // through three other files and answered from the last.
+    let choices = named_choices(question);
+    let both_choices = absent.iter().any(|w| !choices.iter().any(|c| c == w))
+        && choices.len() == 2
+        && choices.iter().all(|c| in_file(c));
+    let presence = if both_choices {
+        let named: Vec<&str> = choices.iter().map(String::as_str).collect();
+        format!("the question's {} in this file", these_words_are(&named))
+    } else {
+        presence
+    };
+    let had_words = absent.is_empty() || mostly || both_choices;
     let looks_on = !had_words || every_file;
     let earns_a_read = looks_on && unread != Some(0) && may_earn;
     let left = match unread.filter(|_| looks_on) {
@@ -155,6 +182,28 @@ pub(crate) fn search_note(
     })
 }
 
+/// The names on either side of "or" ("Kielder or the Elan Valley one"),
+/// lowercase; empty unless there are two.
+fn named_choices(question: &str) -> Vec<String> {
+    use super::question_words::question_tokens;
+    let tokens = question_tokens(question);
+    let Some(at) = tokens
+        .iter()
+        .position(|t| t.text.is_some_and(|w| w.eq_ignore_ascii_case("or")))
+    else {
+        return Vec::new();
+    };
+    let name = |t: &super::question_words::Token<'_>| {
+        t.is_name().then(|| t.text.map(str::to_lowercase)).flatten()
+    };
+    let before = tokens[at.saturating_sub(3)..at].iter().rev().find_map(name);
+    let after = tokens[at + 1..].iter().take(3).find_map(name);
+    match (before, after) {
+        (Some(a), Some(b)) if a != b => vec![a, b],
+        _ => Vec::new(),
+    }
+}
+
 /// "Which files mention...", "in all files", "how many files": the
 /// answer is every file
 /// that has it, so a read that found it still leaves the rest to read.
@@ -171,8 +220,27 @@ mod tests {
     use super::*;
     use crate::local::test_wrap::wrap;
 
+    /// [`search_note`] with its [`Searching`] spelled out.
+    fn note_with(
+        question: &str,
+        path: &str,
+        content: &str,
+        unread: Option<usize>,
+        may_earn: bool,
+        nowhere: &[&str],
+        driver_searched: bool,
+    ) -> Option<Looked> {
+        let searching = Searching {
+            unread,
+            may_earn,
+            nowhere,
+            driver_searched,
+        };
+        search_note(question, path, content, &searching)
+    }
+
     fn note(question: &str, body: &str, unread: Option<usize>) -> Option<Looked> {
-        search_note(question, "notes.txt", &wrap(body), unread, true, &[], false)
+        note_with(question, "notes.txt", &wrap(body), unread, true, &[], false)
     }
 
     #[test]
@@ -205,6 +273,25 @@ mod tests {
                 every_file: false,
                     })
         );
+    }
+
+    #[test]
+    fn a_file_with_both_things_compared_is_a_find() {
+        let sessions = "## Kielder\nSQM: 21.7\n## Elan Valley\nSQM: 21.4";
+        let ask = "Which of our dark-sky trips had the darker sky, Kielder or the Elan Valley one?";
+        let looked = note(ask, sessions, Some(3)).expect("a note");
+        assert!(looked.found && !looked.earns_a_read, "{looked:?}");
+        assert!(
+            looked
+                .note
+                .contains("\"kielder\" and \"elan\" are in this file"),
+            "{looked:?}"
+        );
+        // One of the two missing: read on.
+        let one = note(ask, "## Kielder\nSQM: 21.7", Some(3)).expect("a note");
+        assert!(!one.found && one.earns_a_read, "{one:?}");
+        assert_eq!(named_choices("Did Ben or Ana pay more?"), ["ben", "ana"]);
+        assert!(named_choices("Is it red or blue?").is_empty());
     }
 
     #[test]
@@ -275,16 +362,16 @@ mod tests {
             "date,trail,elevation_gain_m\n2025-04-06,Ridge Loop,820\n2025-06-01,Falcon Crag,1240";
         let q = "Which club hike has the most elevation gain?";
         let looked =
-            search_note(q, "hikes.csv", &wrap(hikes), Some(3), true, &[], false).expect("a note");
+            note_with(q, "hikes.csv", &wrap(hikes), Some(3), true, &[], false).expect("a note");
         assert!(
             looked.note.contains("\"club\" is not in this file"),
             "{looked:?}"
         );
         let other =
-            search_note(q, "notes.txt", &wrap(hikes), Some(3), true, &[], false).expect("a note");
+            note_with(q, "notes.txt", &wrap(hikes), Some(3), true, &[], false).expect("a note");
         assert!(!other.found, "{other:?}");
         // "club", in no file, only says which hikes: the file is the one.
-        let club = search_note(
+        let club = note_with(
             q,
             "hikes.csv",
             &wrap(hikes),
@@ -297,14 +384,14 @@ mod tests {
         assert!(club.found, "{club:?}");
         // Without the driver's word that no file has it, a miss.
         let unsearched =
-            search_note(q, "hikes.csv", &wrap(hikes), Some(3), true, &[], false).expect("a note");
+            note_with(q, "hikes.csv", &wrap(hikes), Some(3), true, &[], false).expect("a note");
         assert!(!unsearched.found, "{unsearched:?}");
     }
 
     #[test]
     fn a_terse_question_is_about_the_words_the_driver_searched() {
         let fares = "| Vehicle | Single | Return |\n|---|---|---|\n| Car | 24.00 | 42.00 |\n";
-        let looked = search_note(
+        let looked = note_with(
             "car return fare?",
             "fares.md",
             &wrap(fares),
@@ -321,7 +408,7 @@ mod tests {
         );
         // A word missing claims nothing: no note, as before.
         assert!(
-            search_note(
+            note_with(
                 "when did 0.5.0 ship?",
                 "CHANGELOG.md",
                 &wrap("## 0.5.0 - released 2024-04-19"),
@@ -334,7 +421,7 @@ mod tests {
         );
         // Not searched by the driver: no words, no note.
         assert!(
-            search_note(
+            note_with(
                 "car return fare?",
                 "fares.md",
                 &wrap(fares),
@@ -349,7 +436,7 @@ mod tests {
 
     #[test]
     fn a_search_out_of_calls_says_it_stops() {
-        let looked = search_note(
+        let looked = note_with(
             "Where is the harbor password?",
             "notes.txt",
             &wrap("nothing"),
@@ -402,7 +489,7 @@ mod tests {
             question in "(which|the|of|mentions|files|[a-z_0-9]{3,8})( (which|the|of|mentions|files|[a-z_0-9]{3,8})){0,8}",
             unread in proptest::option::of(0usize..6),
         ) {
-            if let Some(looked) = search_note(&question, "notes.txt", &wrap(&body), unread, true, &[], false) {
+            if let Some(looked) = note_with(&question, "notes.txt", &wrap(&body), unread, true, &[], false) {
                 let mut quoted = looked.note.split('"');
                 let fixed = quoted.next().unwrap_or_default();
                 proptest::prop_assert!(

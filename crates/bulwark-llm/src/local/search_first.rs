@@ -106,8 +106,19 @@ pub(crate) fn search_words(question: &str) -> Vec<String> {
         })
         .filter(|w| !w.is_empty())
         .collect();
+    // A date in words ("the 18th of March") is searched as the files
+    // keep it (`2024-03-18`); its day ("18th") is in none of them.
+    for date in super::dates::asked_dates(question) {
+        if let Some(fragment) = super::dates::iso_fragment(&date) {
+            push(&mut words, fragment);
+        }
+    }
+    let day_words = super::dates::day_words(question);
     for word in &raw {
         let digits = word.chars().any(|c| c.is_ascii_digit());
+        if day_words.contains(&word.to_lowercase()) {
+            continue;
+        }
         if digits && word.chars().any(char::is_alphabetic) {
             push(&mut words, word.to_lowercase());
         }
@@ -309,10 +320,23 @@ pub(crate) fn searched_read(
             }
         }
     }
+    // Equal scores: the file with more searches on one line, then the
+    // one with more lines found.
+    let together = most_searches_on_one_line(&searches, listed);
+    let on_one_line = |path: &str| {
+        together
+            .iter()
+            .find(|(p, _)| *p == path)
+            .map_or(0, |(_, n)| *n)
+    };
     let mut best: Option<(&str, f64, usize)> = None;
     for candidate in scores {
-        let better = best.is_none_or(|(_, score, lines)| {
-            candidate.1 > score + 1e-9 || (candidate.1 - score).abs() <= 1e-9 && candidate.2 > lines
+        let better = best.is_none_or(|(path, score, lines)| {
+            let tied = (candidate.1 - score).abs() <= 1e-9;
+            let (mine, theirs) = (on_one_line(candidate.0), on_one_line(path));
+            candidate.1 > score + 1e-9
+                || tied && mine > theirs
+                || tied && mine == theirs && candidate.2 > lines
         });
         if better {
             best = Some(candidate);
@@ -331,22 +355,8 @@ pub(crate) fn hit_files<'a>(
     query: &str,
     listed: &'a [String],
 ) -> Vec<(&'a str, usize)> {
-    let query = query.to_lowercase();
     let mut files: Vec<(&str, usize)> = Vec::new();
-    for line in result.lines() {
-        let Some((path, text)) = listed.iter().find_map(|p| {
-            let rest = line.strip_prefix(p.as_str())?.strip_prefix(':')?;
-            let (number, text) = rest.split_once(':')?;
-            number
-                .chars()
-                .all(|c| c.is_ascii_digit())
-                .then_some((p.as_str(), text))
-        }) else {
-            continue;
-        };
-        if !begins_a_word(&text.to_lowercase(), &query) {
-            continue;
-        }
+    for (path, _) in hit_lines(result, query, listed) {
         match files.iter_mut().find(|(p, _)| *p == path) {
             Some((_, n)) => *n += 1,
             None => files.push((path, 1)),
@@ -355,9 +365,67 @@ pub(crate) fn hit_files<'a>(
     files
 }
 
+/// The lines of a search result that [`hit_files`] counts: each as its
+/// listed file and its line number.
+fn hit_lines<'a, 'r>(
+    result: &'r str,
+    query: &str,
+    listed: &'a [String],
+) -> Vec<(&'a str, &'r str)> {
+    let query = query.to_lowercase();
+    result
+        .lines()
+        .filter_map(|line| {
+            listed.iter().find_map(|p| {
+                let rest = line.strip_prefix(p.as_str())?.strip_prefix(':')?;
+                let (number, text) = rest.split_once(':')?;
+                (number.chars().all(|c| c.is_ascii_digit())
+                    && begins_a_word(&text.to_lowercase(), &query))
+                .then_some((p.as_str(), number))
+            })
+        })
+        .collect()
+}
+
+/// For each file, the most searches that found one of its lines: a line
+/// with the asked date *and* the asked name answers; two lines each
+/// with one of them seldom do.
+fn most_searches_on_one_line<'a>(
+    searches: &[(&str, Option<&str>)],
+    listed: &'a [String],
+) -> Vec<(&'a str, usize)> {
+    let mut lines: Vec<((&str, &str), usize)> = Vec::new();
+    for (query, result) in searches {
+        let Some(result) = result else { continue };
+        let mut seen: Vec<(&str, &str)> = Vec::new();
+        for hit in hit_lines(result, query, listed) {
+            if seen.contains(&hit) {
+                continue;
+            }
+            seen.push(hit);
+            match lines.iter_mut().find(|(l, _)| *l == hit) {
+                Some((_, n)) => *n += 1,
+                None => lines.push((hit, 1)),
+            }
+        }
+    }
+    let mut files: Vec<(&str, usize)> = Vec::new();
+    for ((path, _), n) in lines {
+        match files.iter_mut().find(|(p, _)| *p == path) {
+            Some((_, most)) => *most = (*most).max(n),
+            None => files.push((path, n)),
+        }
+    }
+    files
+}
+
 /// Whether `needle` occurs in `text` where no letter or digit comes
-/// right before it.
+/// right before it; anywhere, for a needle that starts with no letter or
+/// digit (a date's `-03-18` inside `2024-03-18`).
 fn begins_a_word(text: &str, needle: &str) -> bool {
+    if needle.starts_with(|c: char| !c.is_alphanumeric()) {
+        return text.contains(needle);
+    }
     text.match_indices(needle).any(|(at, _)| {
         !text[..at]
             .chars()
@@ -472,6 +540,9 @@ mod tests {
         assert_eq!(search_words("Is ticket HD-303 closed?")[0], "hd-303");
         assert_eq!(search_words("Why was the 10:15 late?")[0], "10:15");
         assert_eq!(search_words("who skippers the 07:15 sailing")[0], "7:15");
+        let dated = search_words("Who is on duty the week starting the 18th of March?");
+        assert_eq!(dated[0], "-03-18");
+        assert!(!dated.contains(&"18th".to_owned()), "{dated:?}");
         let words = search_words("Who's handling the timezone bug?");
         assert!(words[..2].contains(&"timezone".to_owned()), "{words:?}");
         let words = search_words("Does the shop fix e-bike batteries?");
@@ -555,6 +626,35 @@ mod tests {
         );
         assert!(searched_read(&missed, &missed.paths, 2).is_none());
         assert!(next_search(&missed, &missed.paths).is_none());
+    }
+
+    #[test]
+    fn of_equal_scores_the_file_with_the_words_on_one_line_is_read() {
+        let ask = "Which scope did Anne Hale use on the 8th of March?";
+        // Each word in both files, more lines in notes.txt, but the two
+        // together only in a.csv's line 4.
+        let req = searched(
+            ask,
+            &[
+                (
+                    "-03-08",
+                    "notes.txt:7: Hugo joined 2024-03-08\nnotes.txt:8: paid 2024-03-08\nnotes.txt:9: due 2024-03-08\na.csv:3: 2024-03-08,Maya,T-30\na.csv:4: 2024-03-08,Anne Hale,T-21\n",
+                ),
+                (
+                    "anne",
+                    "notes.txt:2: Anne Hale joined 2023\na.csv:4: 2024-03-08,Anne Hale,T-21\n",
+                ),
+            ],
+        );
+        let read = searched_read(&req, &req.paths, 2).expect("a read");
+        assert_eq!(read_paths(&read), ["a.csv"]);
+        assert_eq!(
+            most_searches_on_one_line(
+                &searches_since(&req, "file_search").unwrap_or_default(),
+                &["notes.txt".to_owned(), "a.csv".to_owned()]
+            ),
+            [("notes.txt", 1), ("a.csv", 2)]
+        );
     }
 
     #[test]

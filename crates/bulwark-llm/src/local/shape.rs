@@ -25,7 +25,7 @@ pub(crate) fn shape_note(path: &str, question: &str, wrapped: &str) -> Option<St
     let list = ListShape::of(&lines);
     list.boxes_note(question)
         .or_else(|| super::thresholds::threshold_note(path, question, wrapped))
-        .or_else(|| super::counted::narrowed_count_note(path, question, &lines))
+        .or_else(|| super::counted::narrowed_count_note(path, question, wrapped))
         .or_else(|| asks_a_count(question).then(|| list.note()).flatten())
         .or_else(|| csv_rows_note(path, question, &lines, wrapped))
 }

@@ -249,8 +249,26 @@ pub(crate) fn matching_rows_note(path: &str, question: &str, wrapped: &str) -> O
     // does a cell that starts with a short word the question names ("car
     // return fare" for `Car (up to 5 m)`), a code in a list, or a date in
     // the month asked.
+    // A year the question counts within ("joined *in 2025*") names the
+    // rows whose ISO date is in it; asked to write those members, the
+    // 1.5B model copied every row.
+    let spoken = lowercase_words(&text);
+    let years: Vec<&String> = spoken
+        .iter()
+        .filter(|w| super::counted::is_year_in(&spoken, w))
+        .collect();
+    let in_asked_year = |cell: &str| {
+        let cell = cell.trim();
+        years.iter().any(|year| {
+            cell.strip_prefix(year.as_str())
+                .is_some_and(|rest| rest.len() == 6 && rest.starts_with('-'))
+        })
+    };
     let cell_is_named = |cell: &str| {
         let named = cell_words(cell);
+        if in_asked_year(cell) {
+            return true;
+        }
         named.iter().any(|w| telling(w, 4) && asked.contains(w))
             || named
                 .first()
@@ -302,14 +320,30 @@ pub(crate) fn matching_rows_note(path: &str, question: &str, wrapped: &str) -> O
         .collect();
     // The file's name is what its rows are ("the beekeeping *episode*"
     // in `episodes.csv`), not a word a cell would hold.
+    // The noun a which-question asks for ("which *telescope* did Anne
+    // use") is the kind of the answer, a column's, not a word its row
+    // would hold: said to be missing, it hid the row that answers.
+    let asked_kind: Option<&String> = asked
+        .windows(2)
+        .find(|pair| matches!(pair[0].as_str(), "which" | "what"))
+        .map(|pair| &pair[1]);
     let absent: Vec<String> = absent_words(&subject_words(&text, &[path], Numbers::Skip), wrapped)
         .into_iter()
+        .filter(|w| asked_kind.is_none_or(|kind| kind != w))
         .map(|w| stem(w).to_owned())
         .collect();
+    // Near, and not across a preposition that sets a scope: "the
+    // *studio* in *2025*" is when, not which studio.
     let near = |at: usize| {
-        asked[at.saturating_sub(NEAR)..(at + NEAR + 1).min(asked.len())]
-            .iter()
-            .any(|w| picking.contains(w))
+        let from = at.saturating_sub(NEAR);
+        let to = (at + NEAR + 1).min(asked.len());
+        (from..to).any(|j| {
+            let (low, high) = (at.min(j), at.max(j));
+            picking.contains(&asked[j])
+                && !asked[low + 1..high]
+                    .iter()
+                    .any(|w| SCOPE_PREPOSITIONS.contains(&w.as_str()))
+        })
     };
     if asked
         .iter()
@@ -336,6 +370,19 @@ pub(crate) fn matching_rows_note(path: &str, question: &str, wrapped: &str) -> O
             }),
         _ => None,
     };
+    let worked_out = picked
+        .first()
+        .filter(|first| picked.iter().all(|r| std::ptr::eq(r.1, first.1)))
+        .and_then(|first| {
+            let records: Vec<&csv::StringRecord> = picked.iter().map(|r| r.2).collect();
+            super::difference::difference_line(first.1, &records, &text)
+        })
+        .map(|line| format!("\n(Worked out by the program:)\n{open}\n{line}\n{close}"));
+    let asked_cell = match picked.as_slice() {
+        [only] => asked_cell(only.1, only.2, &text)
+            .map(|line| format!("\n(The column the question names:)\n{open}\n{line}\n{close}")),
+        _ => None,
+    };
     let heading = match lines.len() {
         1 => "(Found by the program: the row of the table with the question's words:)".to_owned(),
         n => {
@@ -343,10 +390,44 @@ pub(crate) fn matching_rows_note(path: &str, question: &str, wrapped: &str) -> O
         }
     };
     Some(format!(
-        "{heading}\n{open}\n{}\n{close}{}",
+        "{heading}\n{open}\n{}\n{close}{}{}{}",
         lines.join("\n"),
-        larger.unwrap_or_default()
+        larger.unwrap_or_default(),
+        worked_out.unwrap_or_default(),
+        asked_cell.unwrap_or_default()
     ))
+}
+
+/// `column = value` of the one column of `record` whose name the
+/// question says whole (every word of three letters or more), when
+/// exactly one does and the question asks no difference.
+///
+/// Why: asked the price of a pint of the session IPA, shown its row
+/// (`Pint = £4.30, 4-pint carry-out = £15.00`), the 1.5B model answered
+/// £15.00 as often as not: "pint" is in both names.
+fn asked_cell(table: &Table, record: &csv::StringRecord, question: &str) -> Option<String> {
+    if super::difference::asks_a_difference(question) {
+        return None;
+    }
+    let spoken = question.to_lowercase();
+    let named: Vec<usize> = (0..table.header.len())
+        .filter(|&column| {
+            let words: Vec<String> = lowercase_words(&table.header[column])
+                .into_iter()
+                .filter(|w| w.chars().count() >= 3 && !is_function_word(w))
+                .collect();
+            !words.is_empty() && words.iter().all(|w| super::mentions::mentioned(&spoken, w))
+        })
+        .collect();
+    let [column] = named.as_slice() else {
+        return None;
+    };
+    let value = record.get(*column)?.trim();
+    // A cell the question names is how the row was picked, not asked.
+    if value.is_empty() || spoken.contains(&value.to_lowercase()) {
+        return None;
+    }
+    Some(format!("{} = {value}", table.header[*column]))
 }
 
 /// Words that ask which of two has more, and which has less.
@@ -400,6 +481,10 @@ fn larger_of_two<'r>(
     Some(((*word).clone(), high, if first { rows[0] } else { rows[1] }))
 }
 
+/// Prepositions between a missing word and a picking one that part
+/// them ("joined the studio *in* 2025").
+const SCOPE_PREPOSITIONS: &[&str] = &["in", "during", "since", "from", "at"];
+
 /// How many words apart a missing word still qualifies a picking one.
 const NEAR: usize = 2;
 
@@ -452,6 +537,111 @@ mod tests {
         // Not a Markdown file, or no day that picks: no note.
         assert_eq!(note("rota.txt", "Who served on 9 March?", ROTA), None);
         assert_eq!(note("rota.md", "Who served on 20 March?", ROTA), None);
+    }
+
+    #[test]
+    fn the_kind_a_which_question_asks_for_does_not_hide_the_row() {
+        let log = "| Date | Observer | Instrument |\n|---|---|---|\n| 2024-03-08 | Maya Obi | T-30 |\n| 2024-03-08 | Anne Hale | T-21 |\n| 2024-04-01 | Anne Hale | T-12 |\n";
+        let picked = note(
+            "log.md",
+            "Which telescope did Anne Hale use on the 8th of March?",
+            log,
+        )
+        .unwrap_or_default();
+        assert!(
+            picked.contains("the row of the table") && picked.contains("T-21"),
+            "{picked}"
+        );
+        // A missing word that is no kind asked still says the row is not
+        // the answer: "rating" is in no column.
+        assert_eq!(
+            note(
+                "log.md",
+                "Was Anne Hale's rating good on the 8th of March?",
+                log
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn a_difference_asked_for_is_worked_out_from_the_picked_rows() {
+        let rates = "| Room | Weekday daytime | Weekday evening | Weekend |\n|---|---|---|---|\n| Main Hall | £18.00 | £22.00 | £28.00 |\n| Small Room | £11.00 | £13.50 | £15.00 |\n| Kitchen | £8.00 | £8.00 | £10.00 |\n";
+        let more = note(
+            "rates.md",
+            "How much more an hour is the small room at weekends than on weekday evenings?",
+            rates,
+        )
+        .unwrap_or_default();
+        assert!(
+            more.contains("(Worked out by the program:)")
+                && more.contains("Weekend - Weekday evening = £15.00 - £13.50 = 1.50"),
+            "{more}"
+        );
+        let rooms = note(
+            "rates.md",
+            "How much cheaper is the small room than the main hall at the weekend?",
+            rates,
+        )
+        .unwrap_or_default();
+        assert!(
+            rooms.contains("Weekend (Main Hall) - Weekend (Small Room) = £28.00 - £15.00 = 13.00"),
+            "{rooms}"
+        );
+        // No difference asked: the row alone.
+        let plain = note(
+            "rates.md",
+            "What does the small room cost at weekends?",
+            rates,
+        )
+        .unwrap_or_default();
+        assert!(!plain.contains("Worked out"), "{plain}");
+    }
+
+    #[test]
+    fn a_year_asked_picks_the_rows_dated_in_it() {
+        let members = "id,name,joined\nM01,Ana Roe,2021-09-04\nM02,Ben Ode,2025-01-15\nM03,Cy Lam,2024-06-30\nM04,Dee Fox,2025-04-03\n";
+        let picked = note(
+            "members.csv",
+            "Make a file listing everyone who joined the studio in 2025.",
+            members,
+        )
+        .unwrap_or_default();
+        assert!(
+            picked.contains("the 2 rows")
+                && picked.contains("Ben Ode")
+                && picked.contains("Dee Fox"),
+            "{picked}"
+        );
+        assert!(!picked.contains("Cy Lam"), "{picked}");
+        // A year compared is no year within.
+        assert_eq!(
+            note("members.csv", "Who joined before 2025?", members),
+            None
+        );
+    }
+
+    #[test]
+    fn the_one_column_the_question_names_is_shown_alone() {
+        let prices = "| Beer | ABV | Pint | 4-pint carry-out |\n|---|---|---|---|\n| Pale | 4.5% | £4.50 | £16.00 |\n| Tidewater Session IPA | 3.9% | £4.30 | £15.00 |\n| Tidewater IPA | 6.4% | £5.90 | £21.50 |\n";
+        let pint = note(
+            "prices.md",
+            "How much is a pint of the session IPA in our taproom?",
+            prices,
+        )
+        .unwrap_or_default();
+        assert!(
+            pint.ends_with(&format!(
+                "(The column the question names:)\n{OPEN}\nPint = £4.30\n{CLOSE}"
+            )),
+            "{pint}"
+        );
+        // No column named, or the row alone: no such line.
+        let row = note("prices.md", "Tell me about the session IPA.", prices).unwrap_or_default();
+        assert!(
+            row.contains("Session IPA") && !row.contains("The column"),
+            "{row}"
+        );
     }
 
     #[test]

@@ -64,13 +64,38 @@ const TOOLS_TAIL: &str = "\n</tools>\n\nFor each function call, return a json ob
 /// The user turn added after tool results that spend the budget.
 pub(crate) const ANSWER_NOTE: &str = "Now answer in plain text, without calling a tool.";
 
+/// [`ANSWER_NOTE`], and for a question that asks two things ("what
+/// aperture is it, *and could I* borrow it?") a reminder to answer both:
+/// the 1.5B model answered the first and dropped the second.
+fn answer_note(question: &str) -> String {
+    if asks_two_things(question) {
+        format!("{ANSWER_NOTE} The question asks two things: answer both.")
+    } else {
+        ANSWER_NOTE.to_owned()
+    }
+}
+
+/// Whether `question` joins a second question to the first: "and"
+/// right before a question word or an auxiliary ("…, *and is* it
+/// going ahead?").
+fn asks_two_things(question: &str) -> bool {
+    const SECOND_QUESTION: &[&str] = &[
+        "is", "are", "was", "were", "could", "can", "do", "does", "did", "will", "would", "has",
+        "have", "should", "what", "who", "when", "where", "which", "how", "why",
+    ];
+    let words = super::mentions::lowercase_words(question);
+    words.windows(2).enumerate().any(|(at, pair)| {
+        at >= 2 && pair[0] == "and" && SECOND_QUESTION.contains(&pair[1].as_str())
+    })
+}
+
 /// The answer turn's note when a name or code the question asks about is
 /// in no file (`absent_name.rs`). The name is the user's own word, JSON
 /// quoted.
 fn absent_note(name: &str) -> String {
     let quoted = Value::String(name.to_owned());
     format!(
-        "(Searched by the program: no file has {quoted}, so the files say nothing about it.) Now answer in plain text, without calling a tool: say that the files do not have it."
+        "(Searched by the program: no file has {quoted}, so the files say nothing about it.) Now answer in plain text, without calling a tool: say that {quoted} is not mentioned in the files."
     )
 }
 
@@ -187,7 +212,10 @@ pub(crate) fn render_with(
                 match absent.as_deref().filter(|_| last && results && !text) {
                     Some(name) => prompt.turn("user", &absent_note(name)),
                     None if results && !text && spent.left(budget) == 0 => {
-                        prompt.turn("user", ANSWER_NOTE);
+                        prompt.turn(
+                            "user",
+                            &answer_note(question.as_deref().unwrap_or_default()),
+                        );
                     }
                     None => {}
                 }
@@ -228,10 +256,14 @@ fn user(
                 if *is_error {
                     results.push_str(TOOL_ERROR_PREFIX);
                 }
-                match searches.summary(tool_use_id, content) {
-                    Some(summary) if !*is_error => results.push_str(&summary),
-                    _ => results.push_str(content),
-                }
+                let shown = (!*is_error)
+                    .then(|| {
+                        searches
+                            .summary(tool_use_id, content)
+                            .or_else(|| notes.listing(tool_use_id, content))
+                    })
+                    .flatten();
+                results.push_str(shown.as_deref().unwrap_or(content));
                 if !*is_error {
                     results.push_str(&notes.after(tool_use_id, question, content));
                 }
@@ -343,6 +375,19 @@ pub(crate) fn flatten(segments: &[Segment]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_second_question_joined_by_and_is_two_things() {
+        assert!(super::asks_two_things(
+            "What aperture is the larger Dobsonian, and could I borrow it this weekend?"
+        ));
+        assert!(super::asks_two_things(
+            "Who has the hall on the 23rd, and is it going ahead?"
+        ));
+        assert!(!super::asks_two_things("Who is on call and on leave?"));
+        assert!(!super::asks_two_things("And what about Ben?"));
+        assert_eq!(super::answer_note("What is the fee?"), super::ANSWER_NOTE);
+    }
+
     use super::*;
     use crate::ToolDef;
     use serde_json::json;
