@@ -285,6 +285,20 @@ pub(crate) fn unreachable_paths(request: &ChatRequest) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     #[test]
+    fn a_request_not_to_change_files_withholds_exactly_the_tools_that_change_them() {
+        use crate::Message;
+        use crate::local::test_requests::request;
+        let forbidding = request(vec![Message::user_text(
+            "Does notes.txt match a.csv? Just tell me, don't change any files.",
+        )]);
+        // `file_edit` is the one tool whose path argument is not read-only.
+        assert_eq!(super::forbidden_changers(&forbidding), ["file_edit"]);
+        let asking = request(vec![Message::user_text("Fix the typo in notes.txt.")]);
+        assert!(super::forbidden_changers(&asking).is_empty());
+        assert!(super::forbidden_changers(&request(Vec::new())).is_empty());
+    }
+
+    #[test]
     fn a_request_not_to_change_files_is_told_from_one_that_asks_for_a_change() {
         for forbidding in [
             "Does it match? Just tell me, don't change any files.",
