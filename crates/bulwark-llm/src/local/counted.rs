@@ -244,10 +244,19 @@ fn states_a_count(units: &[String], present: &[&String]) -> bool {
 /// the thing counted ("how many *bookings* are still *waiting* on a
 /// *deposit*": waiting, deposit): none for "how many people are listed".
 pub(crate) fn condition_words(question: &str, path: &str) -> Vec<String> {
+    let counted = counted_noun(question);
+    counted_words(question, path)
+        .into_iter()
+        .filter(|w| Some(w) != counted.as_ref())
+        .collect()
+}
+
+/// The thing a "how many" question counts: the first word after "how
+/// many" that names a thing ("how many *different* parts": parts), in
+/// lowercase; `None` for any other question.
+pub(crate) fn counted_noun(question: &str) -> Option<String> {
     let words = super::mentions::lowercase_words(question);
-    // The first word after "how many" that names a thing ("how many
-    // *different* parts": parts).
-    let counted = words
+    words
         .windows(2)
         .position(|w| w[0] == "how" && w[1] == "many")
         .and_then(|at| {
@@ -255,11 +264,19 @@ pub(crate) fn condition_words(question: &str, path: &str) -> Vec<String> {
                 !super::mentions::is_function_word(w) && !COUNTING_WORDS.contains(&w.as_str())
             })
         })
-        .cloned();
-    counted_words(question, path)
-        .into_iter()
-        .filter(|w| Some(w) != counted.as_ref())
-        .collect()
+        .cloned()
+}
+
+/// What a "how many" question counts, past a measure of it: "how many
+/// *tins of sweetcorn*" counts sweetcorn, not the tins of beans.
+pub(crate) fn counted_thing(question: &str) -> Option<String> {
+    let noun = counted_noun(question)?;
+    let words = super::mentions::lowercase_words(question);
+    let of = words
+        .windows(3)
+        .find(|w| w[0] == noun && w[1] == "of" && !super::mentions::is_function_word(&w[2]))
+        .map(|w| w[2].clone());
+    Some(of.unwrap_or(noun))
 }
 
 fn counted_words(question: &str, path: &str) -> Vec<String> {

@@ -19,6 +19,10 @@ const BY_HOW_MUCH: &[&str] = &[
 pub(crate) fn asks_a_difference(question: &str) -> bool {
     let words = lowercase_words(question);
     words.iter().any(|w| w == "difference")
+        // "Which one is cheaper, and *by how much*?"
+        || words.windows(3).any(|w| {
+            w[0] == "by" && w[1] == "how" && matches!(w[2].as_str(), "much" | "many")
+        })
         || words.windows(2).enumerate().any(|(at, pair)| {
             pair[0] == "how"
                 && matches!(pair[1].as_str(), "much" | "many")
@@ -43,7 +47,7 @@ pub(crate) fn number_in(cell: &str) -> Option<(f64, usize)> {
 }
 
 /// `a − b` (the larger first) written with the decimals of its inputs.
-fn difference(a: (f64, usize), b: (f64, usize)) -> String {
+pub(crate) fn difference(a: (f64, usize), b: (f64, usize)) -> String {
     let decimals = a.1.max(b.1);
     format!("{:.decimals$}", (a.0 - b.0).abs())
 }
@@ -131,6 +135,7 @@ mod tests {
             "What's the price difference between A and B?"
         ));
         assert!(asks_a_difference("how many more members joined in 2024?"));
+        assert!(asks_a_difference("Which one is cheaper, and by how much?"));
         assert!(!asks_a_difference(
             "How much is the small room at weekends?"
         ));

@@ -94,7 +94,7 @@ impl LocalDriver {
         let request = ChatRequest {
             model: request.model.clone(),
             system: request.system.clone(),
-            messages: repaired_history(PROVIDER, request)?,
+            messages: super::short_forms::in_files_terms(repaired_history(PROVIDER, request)?),
             tools: request.tools.clone(),
             max_tokens: request.max_tokens,
             paths: request.paths.clone(),

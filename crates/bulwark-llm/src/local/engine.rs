@@ -209,7 +209,8 @@ impl<'m> Engine<'m> {
             TurnKind::Tools {
                 max_calls,
                 text: false,
-            } => named_file_reads(request, &uncalled, max_calls)
+            } => super::folder_files::compared_folder_reads(request, &uncalled, max_calls)
+                .or_else(|| named_file_reads(request, &uncalled, max_calls))
                 .or_else(|| searched_read(request, &uncalled, max_calls))
                 .or_else(|| next_search(request, &uncalled))
                 .or_else(|| worded_read_on(request, &uncalled, max_calls)),

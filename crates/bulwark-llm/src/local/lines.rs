@@ -65,10 +65,11 @@ const REQUEST_WORDS: &[&str] = &[
 /// `question`; `None` when it is not a lookup in a text file, or no line
 /// stands out.
 pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> Option<String> {
-    let lower = question.to_lowercase();
-    if lower.contains("how many") {
-        return None;
-    }
+    // A count ("how many fixes") is shown as one only when one line
+    // holds the question's words and a number of its own: "22mm
+    // compression elbows: 7" answers how many are left; lines that share
+    // a word are otherwise the things counted, and `shape.rs` counts.
+    let counting = question.to_lowercase().contains("how many");
     if question
         .split_whitespace()
         .filter(|w| is_path_word(w))
@@ -91,7 +92,7 @@ pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> 
     }
     let subject = subject_words(question, &[path], Numbers::Skip);
     let numbers = super::mentions::qualifying_numbers(question);
-    if !absent_words(&subject, wrapped).is_empty()
+    if lacks_the_subject(&subject, wrapped)
         || !super::mentions::absent_numbers(&numbers, wrapped).is_empty()
     {
         return None;
@@ -110,9 +111,17 @@ pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> 
         Some(date) => holds_asked_date(&lower[at], &[date]),
         None => occurrences(&lower[at], w) > 0,
     };
-    let weight = |w: &str| match date_of(w) {
-        Some(date) if date.day.is_some() => 2,
-        _ => 1,
+    // A word on few lines tells them apart more than one on many: "coat"
+    // and "matted" pick the matting rule's line, where "dog" and
+    // "charge" each pick two others too. Scores are in units of the
+    // lines' count so they stay whole numbers and ties stay exact.
+    let lines_with = |w: &str| (0..lines.len()).filter(|&at| has(at, w)).count().max(1);
+    let weight = |w: &str| {
+        let asked = match date_of(w) {
+            Some(date) if date.day.is_some() => 2,
+            _ => 1,
+        };
+        asked * lines.len() / lines_with(w)
     };
     let parents: Vec<Option<usize>> = (0..lines.len()).map(|at| parent(&lines, at)).collect();
     // A line's score counts the words of its parent too ("Dr Lind
@@ -145,6 +154,9 @@ pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> 
     if best == 0 || picked.len() > MAX_PICKED {
         return None;
     }
+    if counting && !(picked.len() == 1 && holds_its_own_number(lines[picked[0]], question)) {
+        return None;
+    }
     let mut shown: Vec<usize> = Vec::new();
     // The parent that helped pick a line is not shown: under "## Reception"
     // the 1.5B model answered "who works reception in the afternoons?"
@@ -173,7 +185,70 @@ pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> 
         }
     };
     let body: Vec<&str> = shown.iter().map(|&i| lines[i].trim()).collect();
-    Some(format!("{heading}\n{open}\n{}\n{close}", body.join("\n")))
+    let part = match (picked.as_slice(), shown.len()) {
+        ([at], 1) => qualified_part(lines[*at], &words).map(|part| {
+            format!("\n(The part of that line the question's words pick:)\n{open}\n{part}\n{close}")
+        }),
+        _ => None,
+    };
+    Some(format!(
+        "{heading}\n{open}\n{}\n{close}{}",
+        body.join("\n"),
+        part.unwrap_or_default()
+    ))
+}
+
+/// Of a line that gives a value and then others for a kind of case
+/// ("Term subs: £45, or £25 for students", "Adults £12; children £6"),
+/// the one later part a word of the question is in when the first part
+/// lacks it: "for students" picks £25. Why: shown the whole line, the
+/// 1.5B model answered "£45, or £25 for students". `None` when no such
+/// part stands out, or the parts carry no numbers.
+fn qualified_part<'l>(line: &'l str, words: &[String]) -> Option<&'l str> {
+    let parts: Vec<&str> = line
+        .split([',', ';'])
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect();
+    let numbered = |p: &str| p.chars().any(|c| c.is_ascii_digit());
+    if parts.len() < 2 || !parts.iter().all(|p| numbered(p)) {
+        return None;
+    }
+    let has = |part: &str, w: &str| occurrences(&part.to_lowercase(), w) > 0;
+    let picking: Vec<&str> = parts[1..]
+        .iter()
+        .copied()
+        .filter(|part| words.iter().any(|w| has(part, w) && !has(parts[0], w)))
+        .collect();
+    match picking.as_slice() {
+        [part] => Some(part),
+        _ => None,
+    }
+}
+
+/// Whether the file lacks what the question is about: a name or code of
+/// its subject, or as many of the subject's words as it has. One plain
+/// word of many ("how much *extra* is charged for a badly matted coat")
+/// is the question's own phrasing, not a missing subject; the wifi
+/// *password* in a file with only the wifi router is.
+fn lacks_the_subject(subject: &[String], wrapped: &str) -> bool {
+    let absent = absent_words(subject, wrapped);
+    let named = |w: &&str| w.chars().any(|c| c.is_ascii_digit());
+    absent.iter().any(named) || !absent.is_empty() && absent.len() * 2 >= subject.len()
+}
+
+/// Whether `line` has a number the question does not: the count a line
+/// of stock or a tally gives ("Ball valves: 5"), not the "22" of the
+/// "22mm" asked about.
+fn holds_its_own_number(line: &str, question: &str) -> bool {
+    let numbers = |text: &str| -> Vec<String> {
+        text.split(|c: char| !c.is_ascii_digit())
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    let asked = numbers(question);
+    numbers(line).iter().any(|n| !asked.contains(n))
 }
 
 /// For two or more picked lines under different Markdown headings or INI
@@ -434,6 +509,63 @@ mod tests {
     }
 
     #[test]
+    fn rare_words_pick_the_line_and_one_word_of_phrasing_may_be_missing() {
+        let policies = "# Salon policies\n\n## Collection\nDogs not collected on time are charged a late fee of £5.\n\n## Cancellations\nMissed appointments are charged 50% of the price.\n\n## Matting\nHeavily matted coats may need a shave-down. This adds £15 to the groom.\n\n## Vaccinations\nAll dogs must be vaccinated.\n";
+        let note = matching_lines_note(
+            "policies.md",
+            "How much extra does the salon charge if a dog's coat is badly matted?",
+            &wrap(policies),
+        )
+        .expect("a note");
+        assert!(note.contains("adds £15"), "{note}");
+        assert!(!note.contains("£5."), "{note}");
+    }
+
+    #[test]
+    fn the_part_of_a_line_for_the_case_asked_is_shown_too() {
+        let schedule = "Rehearsals - autumn term\nEvery Wednesday, 7:30pm.\nNo rehearsal on 29 October.\nTerm subs: £45, or £25 for students and concessions.";
+        let note = matching_lines_note(
+            "schedule.txt",
+            "How much are the term subs for students?",
+            &wrap(schedule),
+        )
+        .expect("a note");
+        assert!(
+            note.contains("pick:)\n<untrusted_0123456789abcdef tool=\"file_read\" source=\"workspace\">\nor £25 for students and concessions.\n"),
+            "{note}"
+        );
+        // The first part's case: the line alone.
+        let plain = matching_lines_note(
+            "schedule.txt",
+            "How much are the term subs?",
+            &wrap(schedule),
+        )
+        .expect("a note");
+        assert!(!plain.contains("pick:)"), "{plain}");
+        assert_eq!(
+            qualified_part("Adults £12; children £6", &["children".to_owned()]),
+            Some("children £6")
+        );
+        assert_eq!(
+            qualified_part("Open Mon, Tue and Wed", &["wed".to_owned()]),
+            None
+        );
+    }
+
+    #[test]
+    fn a_count_one_line_gives_is_that_line() {
+        let stock = "Van stock check - van 2\n15mm copper pipe: 6 lengths\n15mm compression elbows: 18\n22mm compression elbows: 7\nBall valves: 5";
+        let note = matching_lines_note(
+            "van.txt",
+            "How many 22mm compression elbows are left on van 2?",
+            &wrap(stock),
+        )
+        .expect("a note");
+        assert!(note.contains("22mm compression elbows: 7"), "{note}");
+        assert!(!note.contains(": 18"), "{note}");
+    }
+
+    #[test]
     fn no_note_for_a_missing_subject_a_count_a_table_or_a_short_file() {
         let notes = "The oven runs 10 degrees hot.\nOrder more olive oil.\nThe wifi router is in the hall.\nBins out on Monday.";
         assert_eq!(
@@ -450,6 +582,17 @@ mod tests {
                 "guide.md",
                 "How many contacts are in guide.md?",
                 &wrap(GUIDE)
+            ),
+            None
+        );
+        // A count that one line does not give by a number of its own.
+        let sections =
+            "Rehearsals\nSectionals (tenors): Mondays\nSectionals (sopranos): Tuesdays\nTea at 8.";
+        assert_eq!(
+            matching_lines_note(
+                "plan.txt",
+                "How many sectionals are there for tenors?",
+                &wrap(sections)
             ),
             None
         );

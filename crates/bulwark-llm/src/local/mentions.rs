@@ -146,9 +146,14 @@ pub(crate) fn subject_words(question: &str, named_paths: &[&str], numbers: Numbe
         if takes_object {
             continue;
         }
+        // "*What time* does it start?", "what date": the kind of answer
+        // asked for, as "when" is; the file has the time, not the word.
+        let answer_kind = matches!(prior.as_str(), "what" | "which")
+            && matches!(lower.as_str(), "time" | "date" | "day" | "year" | "month");
         if FILE_TYPE_WORDS.contains(&lower.as_str())
             || RANKING_WORDS.contains(&lower.as_str())
             || day_words.contains(&lower)
+            || answer_kind
         {
             continue;
         }
@@ -263,6 +268,20 @@ pub(crate) fn occurrences(haystack: &str, word: &str) -> usize {
     let other_form = other_f_form(word);
     haystack.matches(root(word)).count()
         + other_form.map_or(0, |form| haystack.matches(form.as_str()).count())
+        + spelled_out_group(word).map_or(0, |spelled| {
+            spelled
+                .iter()
+                .map(|form| haystack.matches(form.as_str()).count())
+                .sum()
+        })
+}
+
+/// An age group's spelled-out forms ("under-12", "under 12") for the
+/// short form the question is given in (`short_forms.rs`: "u12").
+fn spelled_out_group(word: &str) -> Option<[String; 2]> {
+    let age = word.strip_prefix('u')?;
+    let digits = (1..=2).contains(&age.len()) && age.chars().all(|c| c.is_ascii_digit());
+    digits.then(|| [format!("under-{age}"), format!("under {age}")])
 }
 
 /// The other number of a word whose plural turns `f` into `ves`: "half"
@@ -447,7 +466,7 @@ fn has_unit(haystack: &str, symbol: &str) -> bool {
     })
 }
 
-const MONTHS: [&str; 12] = [
+pub(crate) const MONTHS: [&str; 12] = [
     "january",
     "february",
     "march",

@@ -43,6 +43,26 @@ fn a_verb_whose_particle_ends_the_question_is_no_subject_word() {
 }
 
 #[test]
+fn the_kind_of_answer_and_the_opponent_word_are_no_subject_words() {
+    // As a search's note weighs them, where common words still count.
+    let words = |q: &str| subject_words(q, &[], Numbers::Count);
+    assert_eq!(
+        words("What time does the U14 game against Otley Town kick off?"),
+        ["u14", "game", "otley", "town"]
+    );
+    assert_eq!(
+        words("What date is the Spring concert?"),
+        ["spring", "concert"]
+    );
+    assert_eq!(
+        words("Read the only file in the reports folder: how much was invoiced?"),
+        ["reports"]
+    );
+    // Not after "what": the time is the subject.
+    assert!(words("Where is the time sheet kept?").contains(&"time".to_owned()));
+}
+
+#[test]
 fn a_word_that_takes_an_object_is_no_subject_word() {
     let words = |q: &str| subject_words(q, &[], Numbers::Skip);
     assert_eq!(
@@ -202,6 +222,9 @@ fn plurals_in_ves_are_found() {
     assert_eq!(occurrences("the top shelf", "shelves"), 1);
     assert_eq!(occurrences("two knives", "knife"), 1);
     assert_eq!(occurrences("a roof", "half"), 0);
+    // An age group asked in the short form is found spelled out.
+    assert_eq!(occurrences("the under-12 squad, under 12s", "u12"), 2);
+    assert_eq!(occurrences("under-14s", "u12"), 0);
 }
 
 #[test]

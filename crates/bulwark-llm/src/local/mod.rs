@@ -42,6 +42,8 @@ mod extremes;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod file_words;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod folder_files;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod lines;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod listing;
@@ -67,6 +69,8 @@ mod search;
 mod search_first;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod shape;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod short_forms;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod table;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]

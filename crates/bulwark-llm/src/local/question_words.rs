@@ -15,6 +15,7 @@ pub(super) const LEADS: &[&str] = &[
     "a",
     "an",
     "about",
+    "against",
     "of",
     "in",
     "for",
@@ -124,6 +125,7 @@ pub(super) const STOP_WORDS: &[&str] = &[
     "another",
     "one",
     "ones",
+    "only",
     // The request's own verbs ("*check* your files", "*look* through").
     "check",
     "look",

@@ -61,9 +61,16 @@ pub(crate) struct ReadNotes<'a> {
 impl<'a> ReadNotes<'a> {
     pub(crate) fn new(request: &'a ChatRequest) -> Self {
         let reads = file_reads(request);
-        let compared = comparisons(request, &reads);
+        let (compared, compared_first) = comparisons(request, &reads);
         let listed = reader(request, &request.paths).map(|(_, _, listed)| listed);
-        let searched = searches(request, &reads, listed);
+        let mut searched = searches(request, &reads, listed);
+        // Two files compared are what the question asked about: their
+        // search notes ("the question's word "squads" is not in this
+        // file; 3 files are not read yet") sent the 1.5B model reading
+        // on past the comparison, then answering that no file had them.
+        for id in compared.keys().chain(&compared_first) {
+            searched.remove(id);
+        }
         let answered = answered_after(request, &reads, listed.unwrap_or_default());
         let mut paths: Vec<&str> = reads.values().copied().collect();
         paths.sort_unstable();
@@ -107,7 +114,10 @@ impl<'a> ReadNotes<'a> {
             let looked = self.searched.get(id);
             (
                 earned + usize::from(looked.is_some_and(|l| l.earns_a_read)),
-                found || looked.is_some_and(|l| l.found) || self.answered.contains(id),
+                found
+                    || looked.is_some_and(|l| l.found)
+                    || self.answered.contains(id)
+                    || self.compared.contains_key(id),
             )
         })
     }
@@ -247,27 +257,37 @@ fn read_results<'a>(
 fn comparisons<'a>(
     request: &'a ChatRequest,
     reads: &HashMap<&'a str, &'a str>,
-) -> HashMap<&'a str, String> {
+) -> (HashMap<&'a str, String>, Vec<&'a str>) {
     let mut notes = HashMap::new();
+    let mut firsts = Vec::new();
     let mut question = String::new();
-    let mut read: Vec<Read<'a>> = Vec::new();
+    let mut read: Vec<(&'a str, Read<'a>)> = Vec::new();
+    let folders = super::folder_files::folders(&request.paths);
     for message in request.messages.iter().filter(|m| m.role == Role::User) {
         for (id, path, content) in read_results(message, reads) {
             let this = Read {
                 path,
                 wrapped: content,
             };
-            if let [first] = read.as_slice() {
+            if let [(first_id, first)] = read.as_slice() {
                 let named = |p: &str| super::steering::names_file(&question, p, &[]).is_some();
+                // Two files of the folder a comparing question names
+                // ("which of the quotes is cheaper?").
+                let in_folder = |p: &str| {
+                    super::folder_files::compares(&question)
+                        && super::folder_files::in_named_folder(&question, p, &folders)
+                };
                 if first.path != path
-                    && named(first.path)
-                    && named(path)
+                    && (named(first.path) && named(path)
+                        || asks_across_files(&question)
+                        || in_folder(first.path) && in_folder(path))
                     && let Some(note) = comparison_note(&question, *first, this)
                 {
                     notes.insert(id, note);
+                    firsts.push(*first_id);
                 }
             }
-            read.push(this);
+            read.push((id, this));
         }
         let text = message.text();
         if !text.is_empty() {
@@ -275,7 +295,20 @@ fn comparisons<'a>(
             read.clear();
         }
     }
-    notes
+    (notes, firsts)
+}
+
+/// Whether `question` asks what two things share or where they differ
+/// ("which player is in *both* squads", "gave in February *but not* in
+/// January", "what do they have *in common*"): the first two files read
+/// for it are compared, named or not. Without the comparison the 1.5B
+/// model, both squads in front of it, said no player was in both.
+fn asks_across_files(question: &str) -> bool {
+    let words = super::mentions::lowercase_words(question);
+    let pair = |a: &str, b: &str| words.windows(2).any(|w| w[0] == a && w[1] == b);
+    words.iter().any(|w| {
+        matches!(w.as_str(), "both" | "compare" | "common" | "same") || w.starts_with("differ")
+    }) || pair("but", "not")
 }
 
 /// The program's search note ([`search_note`]) for each read made for a
@@ -338,6 +371,11 @@ fn searches<'a>(
                 && let Some(tally) = files_found(&hits, content)
             {
                 looked.note.push_str(&tally);
+            } else if !looked.earns_a_read && hits.is_empty() && read.len() > 1 {
+                // The search ended without a find: said so in as many
+                // words. After four misses the 1.5B model answered that
+                // the last file read "does not exist".
+                looked.note.push_str(NONE_HAS_THEM);
             }
             notes.insert(id, looked);
         }
@@ -355,6 +393,9 @@ fn searches<'a>(
     notes
 }
 
+/// The end of a search that found the question's words in no file read.
+const NONE_HAS_THEM: &str = "\n(Searched by the program: none of the files read has them.)";
+
 /// At the end of a search of every file: the files read that have the
 /// question's words, by the paths the model called. Why: after four reads
 /// and their notes, the 1.5B model answered "which files mention
@@ -362,7 +403,7 @@ fn searches<'a>(
 /// from the workspace, so they go inside the result's boundary tags.
 fn files_found(hits: &[&str], wrapped: &str) -> Option<String> {
     if hits.is_empty() {
-        return Some("\n(Searched by the program: none of the files read has them.)".to_owned());
+        return Some(NONE_HAS_THEM.to_owned());
     }
     let (open, close) = super::compare::boundary_tags(wrapped)?;
     Some(format!(
@@ -484,6 +525,40 @@ mod tests {
             &[("old.ini", "port = 80"), ("new.ini", "port = 81")],
         );
         assert_eq!(after(&req, "1"), "");
+    }
+
+    #[test]
+    fn two_files_read_for_what_they_share_are_compared_named_or_not() {
+        let req = request(
+            "Which player is in both the U12 and the U14 squads?",
+            &[
+                ("a.csv", "name,shirt\nKai Mensah,6\nLeo Hussain,2"),
+                ("b.csv", "name,shirt\nKai Mensah,12\nRyan Holt,1"),
+            ],
+        );
+        let second = after(&req, "1");
+        assert!(second.contains("(Compared by the program"), "{second}");
+        assert!(second.contains("Kai Mensah"), "{second}");
+        // The two compared are what was asked about: the answer is next.
+        assert_eq!(
+            ReadNotes::new(&req).searched_in(&req.messages[2]),
+            (0, true)
+        );
+        let listed = ["a.csv", "b.csv", "c.md", "d.md"];
+        let files = [
+            ("a.csv", "name,shirt\nKai Mensah,6"),
+            ("b.csv", "name,shirt\nKai Mensah,12"),
+        ];
+        let looking = searching("Which player is in both squads?", &listed, &files);
+        let notes = ReadNotes::new(&looking);
+        assert_eq!(notes.searched_in(&looking.messages[2]), (0, true));
+        assert!(!after(&looking, "0").contains("Searched by the program"));
+        assert!(asks_across_files(
+            "Who gave in February but not in January?"
+        ));
+        assert!(asks_across_files("How do the two quotes differ?"));
+        assert!(!asks_across_files("But is it not raining?"));
+        assert!(!asks_across_files("Who plays in the U14 squad?"));
     }
 
     #[test]
@@ -659,5 +734,14 @@ mod tests {
             ReadNotes::new(&req).searched_in(&req.messages[2]),
             (super::MAX_EARNED_READS, false)
         );
+        // The read that ends a search for one thing says no file read
+        // has its words; the reads that read on do not.
+        let files: Vec<(&str, &str)> = listed[..5].iter().map(|p| (*p, "nothing here")).collect();
+        let req = searching("What is the harbor password?", &listed, &files);
+        assert!(after(&req, "3").ends_with(
+            "the search stops here.)\n(Searched by the program: none of the files read has them.)"
+        ));
+        assert!(!after(&req, "1").contains("none of the files"));
+        assert!(!after(&req, "0").contains("none of the files"));
     }
 }

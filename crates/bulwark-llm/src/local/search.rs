@@ -163,7 +163,26 @@ pub(crate) fn search_note(
     } else {
         presence
     };
-    let had_words = absent.is_empty() || mostly || both_choices;
+    // "How many *sopranos* are there in the choir?": the file that lists
+    // the thing counted is the one to count in, whatever plain word of
+    // the question's it lacks ("choir"); told it lacked one, the 1.5B
+    // model read on and counted the concert programme. A name missing
+    // ("Rita's tickets") still is a miss.
+    let counted = super::counted::counted_thing(question);
+    let names = question_names(question);
+    let counted_here = counted.as_ref().filter(|noun| {
+        !absent.is_empty()
+            && absent_words(std::slice::from_ref(*noun), content).is_empty()
+            && absent.iter().all(|w| !names.iter().any(|n| n == w))
+    });
+    let presence = match counted_here {
+        Some(noun) => format!(
+            "the question's {} in this file",
+            these_words_are(&[noun.as_str()])
+        ),
+        None => presence,
+    };
+    let had_words = absent.is_empty() || mostly || both_choices || counted_here.is_some();
     let looks_on = !had_words || every_file;
     let earns_a_read = looks_on && unread != Some(0) && may_earn;
     let left = match unread.filter(|_| looks_on) {
@@ -180,6 +199,15 @@ pub(crate) fn search_note(
         had_words,
         every_file,
     })
+}
+
+/// The question's names ("Rita", "U14"), lowercase.
+fn question_names(question: &str) -> Vec<String> {
+    super::question_words::question_tokens(question)
+        .iter()
+        .filter(|t| t.is_name())
+        .filter_map(|t| t.text.map(str::to_lowercase))
+        .collect()
 }
 
 /// The names on either side of "or" ("Kielder or the Elan Valley one"),
@@ -292,6 +320,34 @@ mod tests {
         assert!(!one.found && one.earns_a_read, "{one:?}");
         assert_eq!(named_choices("Did Ben or Ana pay more?"), ["ben", "ana"]);
         assert!(named_choices("Is it red or blue?").is_empty());
+    }
+
+    #[test]
+    fn a_file_listing_the_counted_thing_is_a_find_unless_a_name_is_missing() {
+        let members = "name,part\nRuth,soprano\nAnna,soprano\nFiona,alto";
+        let looked = note(
+            "How many sopranos are there in the choir?",
+            members,
+            Some(3),
+        )
+        .expect("a note");
+        assert!(looked.found && looked.had_words, "{looked:?}");
+        assert!(
+            looked.note.contains("\"sopranos\" is in this file"),
+            "{looked:?}"
+        );
+        // A measure of the thing counted is not the thing.
+        let stock = "item,category,quantity\nBaked beans,tins,64\nPeas,tins,46";
+        let sweetcorn = note(
+            "How many tins of sweetcorn do we have in stock?",
+            stock,
+            Some(3),
+        )
+        .expect("a note");
+        assert!(!sweetcorn.found && sweetcorn.earns_a_read, "{sweetcorn:?}");
+        let tickets = "id,owner\n1,Ben\n2,Ana";
+        let rita = note("How many tickets does Rita have open?", tickets, Some(3)).expect("a note");
+        assert!(!rita.found && rita.earns_a_read, "{rita:?}");
     }
 
     #[test]

@@ -310,8 +310,62 @@ pub(crate) fn names_file(text: &str, path: &str, listed: &[String]) -> Option<us
     };
     match (word(path), unique_base.then(|| word(base)).flatten()) {
         (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
+        (a, b) => a.or(b).or_else(|| month_named(text, path, listed)),
     }
+}
+
+/// Where `text` names the month a file is named for ("in *January*" for
+/// `donations/jan.csv`, "March" for `march.md`), when no other listed
+/// file is named for that month. Why: asked which donor gave in February
+/// but not in January, the searches for the months found nothing (the
+/// rows say `2025-01-06`) and the 1.5B model read the opening hours.
+fn month_named(text: &str, path: &str, listed: &[String]) -> Option<usize> {
+    let month_of_file = |p: &str| {
+        let base = p.rsplit('/').next().unwrap_or(p);
+        let stem = base.rsplit_once('.').map_or(base, |(stem, _)| stem);
+        let stem = stem.to_lowercase();
+        let stem = if stem == "sept" {
+            "sep".to_owned()
+        } else {
+            stem
+        };
+        match stem.as_str() {
+            "mar" => Some(3),
+            "may" => Some(5),
+            _ => super::mentions::month_of(&stem),
+        }
+    };
+    let month = month_of_file(path)?;
+    if listed
+        .iter()
+        .filter(|p| month_of_file(p) == Some(month))
+        .count()
+        > 1
+    {
+        return None;
+    }
+    const PRONOUNS: &[&str] = &["i", "we", "you", "he", "she", "they", "it"];
+    let words: Vec<(usize, String)> = text
+        .split_inclusive(|c: char| !c.is_alphanumeric())
+        .scan(0, |at, word| {
+            let start = *at;
+            *at += word.len();
+            let bare = word.trim_end_matches(|c: char| !c.is_alphanumeric());
+            Some((start, bare.to_lowercase()))
+        })
+        .filter(|(_, w)| !w.is_empty())
+        .collect();
+    words.iter().enumerate().find_map(|(n, (at, word))| {
+        // The month's whole name ("Jan" may be a person); "may" beside a
+        // pronoun is the verb ("may I", "you may").
+        let whole = super::mentions::MONTHS.get(month as usize - 1) == Some(&word.as_str());
+        let beside_pronoun = [n.checked_sub(1), Some(n + 1)]
+            .into_iter()
+            .flatten()
+            .filter_map(|i| words.get(i))
+            .any(|(_, w)| PRONOUNS.contains(&w.as_str()));
+        (whole && !(word == "may" && beside_pronoun)).then_some(*at)
+    })
 }
 
 /// Whether `text` names a file at all: a word that reads as a path (in
@@ -590,5 +644,32 @@ mod tests {
         assert_eq!(names_file("my-notes.txt", "notes.txt", &listed), None);
         assert_eq!(names_file("old/notes.txt", "notes.txt", &listed), None);
         assert_eq!(names_file("notes.txts", "notes.txt", &listed), None);
+    }
+
+    #[test]
+    fn a_month_names_the_one_file_named_for_it() {
+        let listed = vec![
+            "donations/jan.csv".to_owned(),
+            "donations/feb.csv".to_owned(),
+            "may.md".to_owned(),
+            "stock.csv".to_owned(),
+        ];
+        let ask = "Which donor gave in February but not in January?";
+        assert_eq!(names_file(ask, "donations/feb.csv", &listed), Some(20));
+        assert_eq!(names_file(ask, "donations/jan.csv", &listed), Some(40));
+        assert_eq!(names_file(ask, "stock.csv", &listed), None);
+        assert_eq!(
+            names_file("What happened in May?", "may.md", &listed),
+            Some(17)
+        );
+        // "may" the verb names no month; nor does "Jan" the name.
+        assert_eq!(names_file("May I see the notes?", "may.md", &listed), None);
+        assert_eq!(
+            names_file("What did Jan give?", "donations/jan.csv", &listed),
+            None
+        );
+        // Two files for one month: neither is named by it.
+        let twice = vec!["2024/jan.csv".to_owned(), "2025/jan.csv".to_owned()];
+        assert_eq!(names_file("in January", "2024/jan.csv", &twice), None);
     }
 }

@@ -345,10 +345,24 @@ pub(crate) fn matching_rows_note(path: &str, question: &str, wrapped: &str) -> O
                     .any(|w| SCOPE_PREPOSITIONS.contains(&w.as_str()))
         })
     };
+    // A noun right after a name or code that picks the row says what
+    // kind of thing it is ("the *U14 game*", "the *Brompton bike*"): the
+    // row is one, whatever it calls it. After a plain word it does not
+    // ("the purple *widget*" of a purple gadget's row).
+    let names: Vec<String> = super::question_words::question_tokens(&text)
+        .iter()
+        .filter(|t| t.is_name())
+        .filter_map(|t| t.text.map(str::to_lowercase))
+        .collect();
+    let kind_of_a_name = |at: usize| {
+        at.checked_sub(1)
+            .map(|before| &asked[before])
+            .is_some_and(|before| picking.contains(before) && names.contains(before))
+    };
     if asked
         .iter()
         .enumerate()
-        .any(|(at, w)| absent.contains(w) && near(at))
+        .any(|(at, w)| absent.contains(w) && near(at) && !kind_of_a_name(at))
     {
         return None;
     }

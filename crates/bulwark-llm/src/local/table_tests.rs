@@ -231,6 +231,22 @@ fn a_code_or_a_word_of_a_title_picks_its_row() {
 }
 
 #[test]
+fn a_noun_after_a_name_that_picks_says_what_the_row_is() {
+    let fixtures = "date,team,opponent,kickoff\n2025-09-06,U12,Otley Town,10:00\n2025-09-13,U14,Otley Town,12:00\n2025-09-20,U14,Ilkley,10:00";
+    let row = note(
+        "fixtures.csv",
+        "What time does the U14 game against Otley Town kick off?",
+        fixtures,
+    )
+    .unwrap_or_default();
+    assert!(
+        row.contains("team = U14, opponent = Otley Town, kickoff = 12:00"),
+        "{row}"
+    );
+    assert!(!row.contains("10:00"), "{row}");
+}
+
+#[test]
 fn no_rows_when_a_word_is_missing_or_nothing_is_picked_out() {
     // "purple" is not in the file: the blue widget's row would mislead.
     assert_eq!(

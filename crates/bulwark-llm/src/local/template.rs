@@ -84,8 +84,13 @@ fn asks_two_things(question: &str) -> bool {
         "have", "should", "what", "who", "when", "where", "which", "how", "why",
     ];
     let words = super::mentions::lowercase_words(question);
+    // "Which one is cheaper, *and by how* much?"
+    let by_how = |at: usize| {
+        words.get(at + 1).is_some_and(|w| w == "by")
+            && words.get(at + 2).is_some_and(|w| w == "how")
+    };
     words.windows(2).enumerate().any(|(at, pair)| {
-        at >= 2 && pair[0] == "and" && SECOND_QUESTION.contains(&pair[1].as_str())
+        at >= 2 && pair[0] == "and" && (SECOND_QUESTION.contains(&pair[1].as_str()) || by_how(at))
     })
 }
 
@@ -384,6 +389,9 @@ mod tests {
             "Who has the hall on the 23rd, and is it going ahead?"
         ));
         assert!(!super::asks_two_things("Who is on call and on leave?"));
+        assert!(super::asks_two_things(
+            "Which one is cheaper, and by how much?"
+        ));
         assert!(!super::asks_two_things("And what about Ben?"));
         assert_eq!(super::answer_note("What is the fee?"), super::ANSWER_NOTE);
     }
