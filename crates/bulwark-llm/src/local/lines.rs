@@ -115,14 +115,18 @@ pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> 
     // and "matted" pick the matting rule's line, where "dog" and
     // "charge" each pick two others too. Scores are in units of the
     // lines' count so they stay whole numbers and ties stay exact.
-    let lines_with = |w: &str| (0..lines.len()).filter(|&at| has(at, w)).count().max(1);
-    let weight = |w: &str| {
-        let asked = match date_of(w) {
-            Some(date) if date.day.is_some() => 2,
-            _ => 1,
-        };
-        asked * lines.len() / lines_with(w)
-    };
+    // Once per word, not per line: a long file's lines times its lines.
+    let weights: Vec<usize> = words
+        .iter()
+        .map(|w| {
+            let asked = match date_of(w) {
+                Some(date) if date.day.is_some() => 2,
+                _ => 1,
+            };
+            let lines_with = (0..lines.len()).filter(|&at| has(at, w)).count().max(1);
+            asked * lines.len() / lines_with
+        })
+        .collect();
     let parents: Vec<Option<usize>> = (0..lines.len()).map(|at| parent(&lines, at)).collect();
     // A line's score counts the words of its parent too ("Dr Lind
     // (paediatrics)" under "## Doctors" for "the paediatrics doctor"), so
@@ -137,8 +141,9 @@ pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> 
             }
             words
                 .iter()
-                .filter(|w| has(at, w) || parents[at].is_some_and(|p| !title(p) && has(p, w)))
-                .map(|w| weight(w))
+                .zip(&weights)
+                .filter(|(w, _)| has(at, w) || parents[at].is_some_and(|p| !title(p) && has(p, w)))
+                .map(|(_, weight)| weight)
                 .sum()
         })
         .collect();
