@@ -258,16 +258,114 @@ fn keyed_tables_note(
         (format!("Only in {}", name(first.path)), &only_a),
         (format!("Only in {}", name(second.path)), &only_b),
     ] {
-        if values.is_empty() {
-            note.push_str(&format!("\n({heading}: none.)"));
-        } else {
-            note.push_str(&format!(
-                "\n({heading}:)\n{open}\n{}\n{close}",
-                values.join("\n")
-            ));
-        }
+        push_listed(&mut note, &heading, values, (open, close));
+    }
+    if asks_about_change(question)
+        && let Some(changes) = changed_rows(&a, &b, column, &both, (open, close))
+    {
+        note.push_str(&changes);
     }
     Some(note)
+}
+
+/// Words of a question about what changed between two files ("which fee
+/// *stayed the same*", "what *went up*").
+const CHANGE_WORDS: &[&str] = &[
+    "same",
+    "stayed",
+    "unchanged",
+    "change",
+    "changed",
+    "changes",
+    "differ",
+    "differs",
+    "different",
+    "difference",
+    "differences",
+    "went",
+    "rose",
+    "fell",
+    "increased",
+    "decreased",
+    "raised",
+    "lowered",
+];
+
+fn asks_about_change(question: &str) -> bool {
+    super::mentions::lowercase_words(question)
+        .iter()
+        .any(|w| CHANGE_WORDS.contains(&w.as_str()))
+}
+
+/// Of the rows in both tables (by `keys` in `column`), those whose other
+/// columns have the same values in both, and those whose values changed,
+/// with both values. Why: asked "which membership fee stayed the same",
+/// shown only that every membership was in both files, the 1.5B model
+/// answered "the membership fee". `None` unless every key is on one row
+/// of each table.
+fn changed_rows(
+    a: &super::table::Table,
+    b: &super::table::Table,
+    column: usize,
+    keys: &[&str],
+    (open, close): (&str, &str),
+) -> Option<String> {
+    let row_of = |t: &super::table::Table, key: &str| -> Option<csv::StringRecord> {
+        let mut rows = t.records.iter().filter(|r| {
+            r.get(column)
+                .is_some_and(|v| normalized(v.trim()) == normalized(key))
+        });
+        let row = rows.next()?.clone();
+        rows.next().is_none().then_some(row)
+    };
+    let (mut same, mut changed) = (Vec::new(), Vec::new());
+    for key in keys {
+        let (old, new) = (row_of(a, key)?, row_of(b, key)?);
+        let mut differences = Vec::new();
+        let mut kept = Vec::new();
+        for (at, name) in a.header.iter().enumerate().filter(|(at, _)| *at != column) {
+            let (before, after) = (
+                old.get(at).unwrap_or("").trim(),
+                new.get(at).unwrap_or("").trim(),
+            );
+            if normalized(before) == normalized(after) {
+                kept.push(format!("{name} = {before}"));
+            } else {
+                differences.push(format!("{name}: {before} -> {after}"));
+            }
+        }
+        if kept.is_empty() && differences.is_empty() {
+            return None;
+        }
+        if differences.is_empty() {
+            same.push(format!("{key}: {}", kept.join(", ")));
+        } else {
+            changed.push(format!("{key}: {}", differences.join(", ")));
+        }
+    }
+    let mut note = String::from("\n(Of the rows in both, from the first file to the second:)");
+    for (heading, rows) in [("The same in both", &same), ("Changed", &changed)] {
+        push_listed(&mut note, heading, rows, (open, close));
+    }
+    Some(note)
+}
+
+/// `heading` and `values` (file content, so inside the tags), or "none".
+fn push_listed<S: AsRef<str>>(
+    note: &mut String,
+    heading: &str,
+    values: &[S],
+    (open, close): (&str, &str),
+) {
+    if values.is_empty() {
+        note.push_str(&format!("\n({heading}: none.)"));
+    } else {
+        let values: Vec<&str> = values.iter().map(AsRef::as_ref).collect();
+        note.push_str(&format!(
+            "\n({heading}:)\n{open}\n{}\n{close}",
+            values.join("\n")
+        ));
+    }
 }
 
 /// For each setting (`key = value`, `key: value`, set once in each file)

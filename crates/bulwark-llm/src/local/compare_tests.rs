@@ -322,3 +322,40 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn rows_in_both_tables_are_told_apart_by_whether_they_changed() {
+    let old = (
+        "fees-2024.csv",
+        "membership,annual_fee_gbp\nfull,320\noff-peak,210\njunior,90\n",
+    );
+    let new = (
+        "fees-2025.csv",
+        "membership,annual_fee_gbp\nfull,345\noff-peak,225\njunior,90\n",
+    );
+    let note = asked(
+        "Which membership fee stayed the same between fees-2024.csv and fees-2025.csv?",
+        old,
+        new,
+    )
+    .expect("a note");
+    assert!(
+        note.contains(&format!(
+            "(The same in both:)\n{OPEN}\njunior: annual_fee_gbp = 90\n{CLOSE}\n(Changed:)\n{OPEN}\nfull: annual_fee_gbp: 320 -> 345\noff-peak: annual_fee_gbp: 210 -> 225\n{CLOSE}"
+        )),
+        "{note}"
+    );
+    // Not asked what changed: the keys alone.
+    let plain = asked("Which memberships are in both files?", old, new).expect("a note");
+    assert!(
+        plain.contains("In both files") && !plain.contains("Changed"),
+        "{plain}"
+    );
+    // A key on two rows of a table: no row to compare it by.
+    let twice = (
+        "fees-2025.csv",
+        "membership,annual_fee_gbp\nfull,345\nfull,350\noff-peak,225\njunior,90\n",
+    );
+    let note = asked("Which fee stayed the same?", old, twice).expect("a note");
+    assert!(!note.contains("The same in both"), "{note}");
+}

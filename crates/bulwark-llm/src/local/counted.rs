@@ -311,6 +311,19 @@ mod tests {
     const APPOINTMENTS: &str = "patient,doctor,day\nHana Ito,Dr Berg,Monday\nOmar Said,Dr Lind,Monday\nEva Rossi,Dr Berg,Wednesday\nLea Vogel,Dr Berg,Friday\n";
 
     #[test]
+    fn a_verb_after_a_word_of_counting_is_not_what_is_counted() {
+        // "items *got* fixed": the verb is passed over, the state counted.
+        assert_eq!(
+            counted_noun("How many items got fixed at the April session?").as_deref(),
+            Some("fixed")
+        );
+        assert_eq!(
+            counted_noun("How many dogs have been groomed?").as_deref(),
+            Some("dogs")
+        );
+    }
+
+    #[test]
     fn a_condition_no_row_states_gets_the_rows_split_by_their_state() {
         use crate::local::test_wrap::{CLOSE, OPEN, wrap};
         let bookings = "date,room,hirer,status\n2024-03-02,Hall,Pilates,confirmed\n2024-03-09,Hall,Pilates,confirmed\n2024-03-16,Hall,Pilates,cancelled\n2024-03-16,Kitchen,Lions,confirmed\n2024-04-06,Hall,Pilates,confirmed\n";

@@ -209,7 +209,10 @@ impl<'m> Engine<'m> {
             TurnKind::Tools {
                 max_calls,
                 text: false,
-            } => super::folder_files::compared_folder_reads(request, &uncalled, max_calls)
+            } => super::listing::which_file_listing(request, max_calls)
+                .or_else(|| {
+                    super::folder_files::compared_folder_reads(request, &uncalled, max_calls)
+                })
                 .or_else(|| named_file_reads(request, &uncalled, max_calls))
                 .or_else(|| searched_read(request, &uncalled, max_calls))
                 .or_else(|| next_search(request, &uncalled))

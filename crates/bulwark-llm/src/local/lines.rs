@@ -28,6 +28,7 @@ use super::mentions::{
     Numbers, absent_words, is_file_type_word, is_function_word, lowercase_words, month_of,
     occurrences, subject_words,
 };
+use super::ranges::{Quantity, asked_quantities, range_holds};
 use super::shape::unwrapped_lines;
 use super::steering::is_path_word;
 use super::table::Table;
@@ -91,15 +92,20 @@ pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> 
         return None;
     }
     let subject = subject_words(question, &[path], Numbers::Skip);
-    let numbers = super::mentions::qualifying_numbers(question);
     if lacks_the_subject(&subject, wrapped)
-        || !super::mentions::absent_numbers(&numbers, wrapped).is_empty()
+        || !super::mentions::absent_qualifying_numbers(question, wrapped).is_empty()
     {
         return None;
     }
-    let words = asked_words(question, path);
+    let mut words = asked_words(question, path);
     if words.is_empty() {
         return None;
+    }
+    // "What *can't* they repair?": the negation is what picks "We can't
+    // repair: ..." over the title line that only says "Repair Café"; as
+    // a word it was lost ("can" and "t" are function words).
+    if is_negated(&question.to_lowercase(), NEGATING_IN_QUESTIONS) {
+        words.push(NEGATION.to_owned());
     }
     let lower: Vec<String> = lines.iter().map(|l| l.to_lowercase()).collect();
     // A month's name is found in a date of that month, and the day asked
@@ -109,6 +115,7 @@ pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> 
     let date_of = |w: &str| month_of(w).and_then(|m| dates.iter().find(|d| d.month == m).copied());
     let has = |at: usize, w: &str| match date_of(w) {
         Some(date) => holds_asked_date(&lower[at], &[date]),
+        None if w == NEGATION => is_negated(&lower[at], NEGATING_IN_LINES),
         None => occurrences(&lower[at], w) > 0,
     };
     // A word on few lines tells them apart more than one on many: "coat"
@@ -134,17 +141,36 @@ pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> 
     // A document's title ("# Release process") is about the whole file:
     // it picks no line, and under it the model was shown most of the file.
     let title = |at: usize| at == 0 && lines[0].starts_with("# ");
+    // "If I cancel *10 days* before": a line whose range of days holds
+    // 10 is the one, over lines with the same words whose ranges do not
+    // (`ranges.rs`); those are out.
+    let quantities = asked_quantities(question);
+    let in_range = |at: usize| -> Option<bool> {
+        let verdicts: Vec<bool> = quantities
+            .iter()
+            .filter_map(|q| range_holds(&lower[at], q))
+            .collect();
+        (!verdicts.is_empty()).then(|| verdicts.iter().all(|&holds| holds))
+    };
     let scores: Vec<usize> = (0..lines.len())
         .map(|at| {
             if title(at) {
                 return 0;
             }
-            words
-                .iter()
-                .zip(&weights)
-                .filter(|(w, _)| has(at, w) || parents[at].is_some_and(|p| !title(p) && has(p, w)))
-                .map(|(_, weight)| weight)
-                .sum()
+            let range_bonus = match in_range(at) {
+                Some(false) => return 0,
+                Some(true) => 2 * lines.len(),
+                None => 0,
+            };
+            range_bonus
+                + words
+                    .iter()
+                    .zip(&weights)
+                    .filter(|(w, _)| {
+                        has(at, w) || parents[at].is_some_and(|p| !title(p) && has(p, w))
+                    })
+                    .map(|(_, weight)| weight)
+                    .sum::<usize>()
         })
         .collect();
     let best = scores.iter().copied().max().unwrap_or(0);
@@ -182,7 +208,22 @@ pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> 
     if shown.len() + 1 >= lines.len() {
         return None;
     }
+    // The range that picked the line, said in the question's words: shown
+    // "50% refund if you cancel 7 to 13 days before" for "if I cancel 10
+    // days before", the 1.5B model still answered from the "less than 7
+    // days" line of the file above it.
+    let in_its_range = match picked.as_slice() {
+        [at] if in_range(*at) == Some(true) => quantities
+            .iter()
+            .find(|q| range_holds(&lower[*at], q) == Some(true))
+            .map(Quantity::spoken),
+        _ => None,
+    };
     let heading = match shown.len() {
+        1 if in_its_range.is_some() => format!(
+            "(Found by the program: the line of the file whose range holds the question's \"{}\":)",
+            in_its_range.unwrap_or_default()
+        ),
         _ if headed.is_some() => "(Found by the program: the lines of the file with the question's words, under their headings:)".to_owned(),
         1 => "(Found by the program: the line of the file with the question's words:)".to_owned(),
         n => {
@@ -201,6 +242,25 @@ pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> 
         body.join("\n"),
         part.unwrap_or_default()
     ))
+}
+
+/// The word that stands for a negation among the asked words: it is no
+/// word a line can hold, so only [`is_negated`] finds it.
+const NEGATION: &str = "\u{0}not";
+
+/// Words that negate a question ("what *can't* they fix", "what is *not*
+/// included"), besides any ending in "n't".
+const NEGATING_IN_QUESTIONS: &[&str] = &["not", "cannot", "never"];
+
+/// Words that negate a line ("*No* refund if ...", "*Nothing* with a
+/// cracked screen"), besides any ending in "n't".
+const NEGATING_IN_LINES: &[&str] = &["not", "cannot", "never", "no", "none", "nothing"];
+
+/// Whether `text` (lowercase) holds a negation: a word of `negating`, or
+/// one ending in "n't" (straight or curly apostrophe).
+fn is_negated(text: &str, negating: &[&str]) -> bool {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '\u{2019}'))
+        .any(|w| negating.contains(&w) || w.ends_with("n't") || w.ends_with("n\u{2019}t"))
 }
 
 /// Of a line that gives a value and then others for a kind of case
@@ -368,284 +428,5 @@ fn push_new(shown: &mut Vec<usize>, at: usize) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::local::test_wrap::{CLOSE, OPEN, wrap};
-
-    const GUIDE: &str = "# Team guide\n\n## Hours\nThe office is open from 08:00 to 18:00.\n\n## Contacts\n- Facilities: room 214\n- IT help desk: extension 4410\n";
-
-    #[test]
-    fn lines_alike_are_shown_under_the_headings_that_tell_them_apart() {
-        let flour = "# Flour suppliers\n\n## Millstone Mill\n- Rye flour: €1.35 per kg\n- Wheat flour (T65): €0.95 per kg\n- Delivery: Wednesdays\n\n## Valley Organics\n- Spelt flour: €2.10 per kg\n- Wheat flour (T65, organic): €1.40 per kg\n- Delivery: Fridays\n";
-        let note = matching_lines_note(
-            "suppliers/flour.md",
-            "Which supplier sells wheat flour cheaper?",
-            &wrap(flour),
-        );
-        assert_eq!(
-            note.as_deref(),
-            Some(
-                format!("(Found by the program: the lines of the file with the question's words, under their headings:)\n{OPEN}\n## Millstone Mill\n- Wheat flour (T65): €0.95 per kg\n## Valley Organics\n- Wheat flour (T65, organic): €1.40 per kg\n{CLOSE}")
-                    .as_str()
-            )
-        );
-    }
-
-    #[test]
-    fn the_line_with_the_questions_words_is_shown_inside_the_tags() {
-        let note = matching_lines_note(
-            "guide.md",
-            "What is the extension of the IT help desk in guide.md?",
-            &wrap(GUIDE),
-        );
-        assert_eq!(
-            note.as_deref(),
-            Some(
-                format!("(Found by the program: the line of the file with the question's words:)\n{OPEN}\n- IT help desk: extension 4410\n{CLOSE}")
-                    .as_str()
-            )
-        );
-    }
-
-    #[test]
-    fn a_code_and_the_day_asked_pick_their_line() {
-        let log = "Feed log\n2024-11-02  T1 T2 T4   pellets (winter mix)\n2024-11-03  T3        pellets\n2024-11-09  T1 T2     flakes\n2024-12-01  all       flakes\n";
-        let t3 = matching_lines_note("feed.txt", "When did T3 get its pellets?", &wrap(log))
-            .unwrap_or_default();
-        assert!(t3.contains("2024-11-03  T3") && !t3.contains("T1"), "{t3}");
-        let ninth = matching_lines_note(
-            "feed.txt",
-            "What does the log say for 9 November?",
-            &wrap(log),
-        )
-        .unwrap_or_default();
-        assert!(
-            ninth.contains("2024-11-09") && !ninth.contains("11-02"),
-            "{ninth}"
-        );
-    }
-
-    #[test]
-    fn a_heading_brings_its_section() {
-        let body = "# Incidents\n\n## March\n- Disk full on gamma\n- Certificate expired\n\n## April\n- beta lost power for an hour\n";
-        let note = matching_lines_note(
-            "incidents.md",
-            "What happened in April? See incidents.md.",
-            &wrap(body),
-        );
-        assert_eq!(
-            note.as_deref(),
-            Some(
-                format!("(Found by the program: the 2 lines of the file with the question's words:)\n{OPEN}\n## April\n- beta lost power for an hour\n{CLOSE}")
-                    .as_str()
-            )
-        );
-    }
-
-    #[test]
-    fn an_item_is_picked_by_its_own_words_and_its_sections() {
-        let staff = "# Staff\n\n## Doctors\n- Dr Berg (general practice)\n- Dr Lind (paediatrics)\n\n## Reception\n- Sara Holm, mornings\n- Ken Aoki, afternoons\n";
-        let shown = |question: &str, body: &str, path: &str| {
-            matching_lines_note(path, question, &wrap(body)).map(|n| {
-                n.lines()
-                    .skip(2)
-                    .take_while(|l| *l != CLOSE)
-                    .collect::<Vec<_>>()
-                    .join("|")
-            })
-        };
-        assert_eq!(
-            shown(
-                "Who is the paediatrics doctor, according to staff.md?",
-                staff,
-                "staff.md"
-            )
-            .as_deref(),
-            Some("- Dr Lind (paediatrics)")
-        );
-        assert_eq!(
-            shown(
-                "Who works reception in the afternoons? staff.md lists it.",
-                staff,
-                "staff.md"
-            )
-            .as_deref(),
-            Some("- Ken Aoki, afternoons")
-        );
-        // A YAML key picked by its parent's word too.
-        let gear = "drums:\n  kit: Ludwig Classic\nguitar:\n  amp: Vox AC30\n  pedals: 6\nbass:\n  amp: Ampeg SVT\n";
-        assert_eq!(
-            shown(
-                "Which amp does the guitar use in gear.yaml?",
-                gear,
-                "gear.yaml"
-            )
-            .as_deref(),
-            Some("amp: Vox AC30")
-        );
-        // A JSON key in another form of the question's word.
-        let config = "{\n  \"clinic_name\": \"Riverside\",\n  \"opening_hour\": 8,\n  \"closing_hour\": 18,\n  \"sms\": true\n}\n";
-        assert_eq!(
-            shown(
-                "At what hour does the clinic close, per config.json?",
-                config,
-                "config.json"
-            )
-            .as_deref(),
-            Some("\"closing_hour\": 18,")
-        );
-        // A number after its noun picks its item.
-        let booking = "# Guest booking\n\n## Confirmed\n- Episode 47: Marta Silva, 30 March\n- Episode 48: Hugo Lefevre, 13 April\n\n## Asked\n- Priya Nair\n";
-        assert_eq!(
-            shown(
-                "In guests/booking.md, who's confirmed for episode 48?",
-                booking,
-                "guests/booking.md"
-            )
-            .as_deref(),
-            Some("- Episode 48: Hugo Lefevre, 13 April")
-        );
-        // An INI section names the setting's group.
-        let ini = "[server]\nport = 80\nhost = a\n[backup]\nport = 9000\nhost = b\n";
-        assert_eq!(
-            shown("Which port does the backup use?", ini, "app.ini").as_deref(),
-            Some("port = 9000")
-        );
-    }
-
-    #[test]
-    fn rare_words_pick_the_line_and_one_word_of_phrasing_may_be_missing() {
-        let policies = "# Salon policies\n\n## Collection\nDogs not collected on time are charged a late fee of £5.\n\n## Cancellations\nMissed appointments are charged 50% of the price.\n\n## Matting\nHeavily matted coats may need a shave-down. This adds £15 to the groom.\n\n## Vaccinations\nAll dogs must be vaccinated.\n";
-        let note = matching_lines_note(
-            "policies.md",
-            "How much extra does the salon charge if a dog's coat is badly matted?",
-            &wrap(policies),
-        )
-        .expect("a note");
-        assert!(note.contains("adds £15"), "{note}");
-        assert!(!note.contains("£5."), "{note}");
-    }
-
-    #[test]
-    fn the_part_of_a_line_for_the_case_asked_is_shown_too() {
-        let schedule = "Rehearsals - autumn term\nEvery Wednesday, 7:30pm.\nNo rehearsal on 29 October.\nTerm subs: £45, or £25 for students and concessions.";
-        let note = matching_lines_note(
-            "schedule.txt",
-            "How much are the term subs for students?",
-            &wrap(schedule),
-        )
-        .expect("a note");
-        assert!(
-            note.contains("pick:)\n<untrusted_0123456789abcdef tool=\"file_read\" source=\"workspace\">\nor £25 for students and concessions.\n"),
-            "{note}"
-        );
-        // The first part's case: the line alone.
-        let plain = matching_lines_note(
-            "schedule.txt",
-            "How much are the term subs?",
-            &wrap(schedule),
-        )
-        .expect("a note");
-        assert!(!plain.contains("pick:)"), "{plain}");
-        assert_eq!(
-            qualified_part("Adults £12; children £6", &["children".to_owned()]),
-            Some("children £6")
-        );
-        assert_eq!(
-            qualified_part("Open Mon, Tue and Wed", &["wed".to_owned()]),
-            None
-        );
-    }
-
-    #[test]
-    fn a_count_one_line_gives_is_that_line() {
-        let stock = "Van stock check - van 2\n15mm copper pipe: 6 lengths\n15mm compression elbows: 18\n22mm compression elbows: 7\nBall valves: 5";
-        let note = matching_lines_note(
-            "van.txt",
-            "How many 22mm compression elbows are left on van 2?",
-            &wrap(stock),
-        )
-        .expect("a note");
-        assert!(note.contains("22mm compression elbows: 7"), "{note}");
-        assert!(!note.contains(": 18"), "{note}");
-    }
-
-    #[test]
-    fn no_note_for_a_missing_subject_a_count_a_table_or_a_short_file() {
-        let notes = "The oven runs 10 degrees hot.\nOrder more olive oil.\nThe wifi router is in the hall.\nBins out on Monday.";
-        assert_eq!(
-            matching_lines_note(
-                "notes.txt",
-                "What is the wifi password in notes.txt?",
-                &wrap(notes)
-            ),
-            None,
-            "\"password\" is not in the file: the router's line is no answer"
-        );
-        assert_eq!(
-            matching_lines_note(
-                "guide.md",
-                "How many contacts are in guide.md?",
-                &wrap(GUIDE)
-            ),
-            None
-        );
-        // A count that one line does not give by a number of its own.
-        let sections =
-            "Rehearsals\nSectionals (tenors): Mondays\nSectionals (sopranos): Tuesdays\nTea at 8.";
-        assert_eq!(
-            matching_lines_note(
-                "plan.txt",
-                "How many sectionals are there for tenors?",
-                &wrap(sections)
-            ),
-            None
-        );
-        let csv = "item,shelf\nrice,bottom\nflour,top\noats,middle\nsugar,top";
-        assert_eq!(
-            matching_lines_note(
-                "pantry.csv",
-                "Which shelf is the rice on in pantry.csv?",
-                &wrap(csv)
-            ),
-            None
-        );
-        assert_eq!(
-            matching_lines_note(
-                "a.txt",
-                "Who has the key?",
-                &wrap("The key is with Ana.\nBye.")
-            ),
-            None
-        );
-        // Words that pick no line, or too many, pick nothing.
-        assert_eq!(
-            matching_lines_note("guide.md", "Summarize guide.md.", &wrap(GUIDE)),
-            None
-        );
-        let same = "- room A\n- room B\n- room C\n- room D";
-        assert_eq!(
-            matching_lines_note("rooms.md", "Which room is free?", &wrap(same)),
-            None
-        );
-    }
-
-    proptest::proptest! {
-        /// Whatever the file holds, outside the tags is only the
-        /// program's heading.
-        #[test]
-        fn file_bytes_only_appear_inside_the_tags(
-            body in "[a-z #\n]{0,200}",
-            question in "(what|which|the|of|in|[a-z]{3,8})( (what|which|the|of|in|[a-z]{3,8})){0,8}",
-        ) {
-            if let Some(note) = matching_lines_note("f.md", &question, &wrap(&body)) {
-                let mut parts = note.lines();
-                let heading = parts.next().unwrap_or_default();
-                proptest::prop_assert!(heading.starts_with("(Found by the program: the "), "{heading:?}");
-                proptest::prop_assert_eq!(parts.next(), Some(OPEN));
-                proptest::prop_assert_eq!(note.lines().last(), Some(CLOSE));
-                proptest::prop_assert_eq!(note.matches(CLOSE).count(), 1);
-            }
-        }
-    }
-}
+#[path = "lines_tests.rs"]
+mod tests;

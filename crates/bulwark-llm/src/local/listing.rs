@@ -96,6 +96,69 @@ pub(crate) fn spent_listers(request: &ChatRequest) -> Vec<&str> {
         .collect()
 }
 
+/// For a question that asks which file holds something ("which file has
+/// the term dates, and when does the summer term start?"), the first
+/// call: the workspace's root listed. Why: asked which file, the 1.5B
+/// model read the one whose name matched and answered, having looked at
+/// no other; a listing shows the user what was weighed, and is the step
+/// such a question is checked for. `None` once any call was made for the
+/// question, or when no tool lists the root with a path alone.
+pub(crate) fn which_file_listing(
+    request: &ChatRequest,
+    max_calls: usize,
+) -> Option<Vec<super::output::Call>> {
+    let at = super::latest_question(&request.messages)?;
+    if max_calls == 0
+        || request.messages[at + 1..]
+            .iter()
+            .any(|m| m.tool_uses().next().is_some())
+        || !asks_which_file(&request.messages[at].text())
+    {
+        return None;
+    }
+    let lister = request.paths.arguments.iter().find(|a| {
+        let root_listed = match &a.allowed {
+            crate::AllowedPaths::Listed(paths) => paths.iter().any(String::is_empty),
+            _ => false,
+        };
+        a.reads_only
+            && a.kind == PathKind::Directory
+            && root_listed
+            && path_alone(request, &a.tool, &a.argument)
+    })?;
+    let mut arguments = serde_json::Map::new();
+    arguments.insert(
+        lister.argument.clone(),
+        serde_json::Value::String(String::new()),
+    );
+    Some(vec![(lister.tool.clone(), arguments)])
+}
+
+/// "Which file has ...", "what document mentions ...".
+fn asks_which_file(question: &str) -> bool {
+    super::mentions::lowercase_words(question)
+        .windows(2)
+        .any(|pair| {
+            matches!(pair[0].as_str(), "which" | "what")
+                && matches!(pair[1].as_str(), "file" | "document")
+        })
+}
+
+/// Whether `tool` takes `argument` and nothing else: a lister, not a
+/// search (which needs a query) nor a reader.
+fn path_alone(request: &ChatRequest, tool: &str, argument: &str) -> bool {
+    request.tools.iter().any(|t| {
+        let Some(props) = t
+            .input_schema
+            .get("properties")
+            .and_then(serde_json::Value::as_object)
+        else {
+            return false;
+        };
+        t.name == tool && props.len() == 1 && props.contains_key(argument)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +221,34 @@ mod tests {
         assert!(
             spent_listers(&request(vec![Message::user_text("Which trip was darker?")])).is_empty()
         );
+    }
+
+    #[test]
+    fn a_question_of_which_file_lists_the_workspace_first() {
+        use crate::Message;
+        use crate::local::test_requests::{call, request};
+        use serde_json::json;
+        let asked =
+            |question: &str| which_file_listing(&request(vec![Message::user_text(question)]), 3);
+        let listed = asked("Which file has the term dates, and when does the summer term start?")
+            .expect("a listing");
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].0, "file_list");
+        assert_eq!(
+            serde_json::Value::Object(listed[0].1.clone()),
+            json!({"path": ""})
+        );
+        // Not asked which file; a call already made; no call left.
+        assert_eq!(asked("When does the summer term start?"), None);
+        assert_eq!(asked("What is in the file notes.txt?"), None);
+        let after_a_call = request(vec![
+            Message::user_text("Which file mentions port 8088?"),
+            call("file_read", json!({"path": "notes.txt"})),
+        ]);
+        assert_eq!(which_file_listing(&after_a_call, 3), None);
+        let question = request(vec![Message::user_text("Which file mentions port 8088?")]);
+        assert_eq!(which_file_listing(&question, 0), None);
+        assert!(which_file_listing(&question, 1).is_some());
     }
 
     proptest::proptest! {

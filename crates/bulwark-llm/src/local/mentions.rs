@@ -24,6 +24,10 @@ const MAX_WORDS: usize = 6;
 /// At most this many words of one phrase.
 const PHRASE_WORDS: usize = 3;
 
+/// Words a price is asked with, before "to" and the service priced
+/// ("cost to neuter", "charge to hire").
+const PRICE_WORDS: &[&str] = &["cost", "costs", "charge", "charges", "pay", "price", "fee"];
+
 /// Whether a number (or a [`COMMON_VERBS`] verb) in the question is one
 /// of its subject words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,7 +139,18 @@ pub(crate) fn subject_words(question: &str, named_paths: &[&str], numbers: Numbe
         // a word right before an article takes an object; a verb, not a
         // thing the file would hold. Said missing, the supplier's row
         // went unread ("buy" is in no row).
+        // "How much does it cost *to neuter* a cat": after a price's "to"
+        // the verb is the service the price list names ("Neutering"),
+        // and the thing asked; a file without it has no such price.
+        let priced_service = prior == "to"
+            && at >= 2
+            && word_at(at - 2).is_some_and(|w| PRICE_WORDS.contains(&w.as_str()))
+            && !is_function_word(&lower);
+        if priced_service {
+            in_phrase = PHRASE_WORDS;
+        }
         let takes_object = !token.is_name()
+            && !priced_service
             && !DETERMINERS.contains(&prior.as_str())
             && tokens.get(at + 1).is_some_and(|next| {
                 !next.starts_sentence
@@ -337,8 +352,8 @@ pub(crate) fn mentions_note(
 ) -> Option<String> {
     let words = subject_words(question, named_paths, Numbers::Skip);
     let mut absent = absent_words(&words, content);
-    let numbers = qualifying_numbers(question);
-    absent.extend(absent_numbers(&numbers, content));
+    let numbers = absent_qualifying_numbers(question, content);
+    absent.extend(numbers.iter().map(String::as_str));
     absent.retain(|w| {
         others
             .iter()
@@ -391,6 +406,26 @@ pub(crate) fn qualifying_numbers(question: &str) -> Vec<String> {
         }
     }
     numbers
+}
+
+/// The [`qualifying_numbers`] of `question` that `content` (as wrapped)
+/// lacks, save those a range the file states covers: "if I cancel *10*
+/// days before" of a file that says "7 to 13 days" (`ranges.rs`).
+pub(crate) fn absent_qualifying_numbers(question: &str, content: &str) -> Vec<String> {
+    let numbers = qualifying_numbers(question);
+    let absent = absent_numbers(&numbers, content);
+    if absent.is_empty() {
+        return Vec::new();
+    }
+    let lines: Vec<String> = super::shape::unwrapped_lines(content)
+        .into_iter()
+        .map(str::to_lowercase)
+        .collect();
+    absent
+        .into_iter()
+        .filter(|n| !super::ranges::in_a_stated_range(question, n, &lines))
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Those of `numbers` that `content` (as wrapped) does not hold as a

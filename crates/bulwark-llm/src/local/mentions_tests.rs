@@ -340,3 +340,40 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn the_service_a_price_is_asked_for_is_a_subject_word() {
+    let words = |q: &str| subject_words(q, &[], Numbers::Count);
+    assert_eq!(
+        words("How much does it cost to neuter a cat?"),
+        ["neuter", "cat"]
+    );
+    assert_eq!(
+        words("How much do you charge to hire the hall?"),
+        ["hire", "hall"]
+    );
+    // Not after a price: a verb before its object, as before.
+    assert_eq!(
+        words("Where do we buy the Celadon Blue?"),
+        ["celadon", "blue"]
+    );
+}
+
+#[test]
+fn an_asked_number_a_stated_range_covers_is_not_absent() {
+    let policies = wrap("Full refund: at least 14 days before.\nHalf: 7 to 13 days before.\n");
+    assert!(
+        absent_qualifying_numbers("If I cancel 10 days before, what do I get?", &policies)
+            .is_empty()
+    );
+    // Another unit, or outside every range stated: absent.
+    assert_eq!(
+        absent_qualifying_numbers("If I cancel 10 weeks before, what do I get?", &policies),
+        ["10"]
+    );
+    let capped = wrap("Groups: up to 8 people.\nPrivate room: 9 to 12 people.\n");
+    assert_eq!(
+        absent_qualifying_numbers("Can 20 people come?", &capped),
+        ["20"]
+    );
+}

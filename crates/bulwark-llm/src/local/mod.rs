@@ -59,6 +59,7 @@ mod own_content;
 mod prefix_cache;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod question_words;
+mod ranges;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod read_notes;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]

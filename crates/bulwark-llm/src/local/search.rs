@@ -130,6 +130,12 @@ pub(crate) fn search_note(
     // had "call" and "week" the model named week 17's engineer.
     let mostly =
         words.len() >= 3 && absent.len() == 1 && !absent[0].chars().all(|c| c.is_ascii_digit());
+    // Words the driver's search found in no file nor file name: no read
+    // can find them, so the search is over, with that as its finding.
+    // Told only that the search stopped, the 1.5B model read on into
+    // the price list and gave the cat vaccination's price for neutering.
+    let absent_everywhere =
+        !mostly && !absent.is_empty() && absent.iter().all(|w| found_nowhere(w));
     let present: Vec<&str> = words
         .iter()
         .map(String::as_str)
@@ -142,6 +148,15 @@ pub(crate) fn search_note(
             "the question's {} in this file, but not \"{}\"",
             these_words_are(&present),
             absent.join("")
+        )
+    } else if absent_everywhere {
+        // The driver's search found them in no file: reading on cannot
+        // find them, and "not in this file" alone sent the 1.5B model
+        // answering from the file it had ("neuter a cat": a vaccination
+        // price).
+        format!(
+            "the question's {} in no file of the workspace",
+            these_words_are(&absent)
         )
     } else {
         format!(
@@ -183,7 +198,7 @@ pub(crate) fn search_note(
         None => presence,
     };
     let had_words = absent.is_empty() || mostly || both_choices || counted_here.is_some();
-    let looks_on = !had_words || every_file;
+    let looks_on = !had_words && !absent_everywhere || every_file;
     let earns_a_read = looks_on && unread != Some(0) && may_earn;
     let left = match unread.filter(|_| looks_on) {
         None => String::new(),
@@ -269,6 +284,44 @@ mod tests {
 
     fn note(question: &str, body: &str, unread: Option<usize>) -> Option<Looked> {
         note_with(question, "notes.txt", &wrap(body), unread, true, &[], false)
+    }
+
+    #[test]
+    fn a_word_the_search_found_nowhere_ends_the_search_as_its_finding() {
+        let appointments =
+            wrap("pet,species,reason\nMittens,cat,dental check\nLuna,cat,vaccination\n");
+        let question = "How much does it cost to neuter a cat?";
+        let ended = note_with(
+            question,
+            "appointments.csv",
+            &appointments,
+            Some(2),
+            false,
+            &["neuter"],
+            true,
+        )
+        .expect("a note");
+        assert!(ended.found && !ended.earns_a_read, "{ended:?}");
+        assert_eq!(
+            ended.note,
+            "(Searched by the program: the question's word \"neuter\" is in no file of the workspace.)"
+        );
+        // Not found by the search nowhere: another file may have it.
+        let looking = note_with(
+            question,
+            "appointments.csv",
+            &appointments,
+            Some(2),
+            true,
+            &[],
+            true,
+        )
+        .expect("a note");
+        assert!(!looking.found, "{looking:?}");
+        assert!(
+            looking.note.contains("\"neuter\" is not in this file"),
+            "{looking:?}"
+        );
     }
 
     #[test]
