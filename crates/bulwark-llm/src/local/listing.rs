@@ -102,12 +102,20 @@ pub(crate) fn spent_listers(request: &ChatRequest) -> Vec<&str> {
 /// model read the one whose name matched and answered, having looked at
 /// no other; a listing shows the user what was weighed, and is the step
 /// such a question is checked for. `None` once any call was made for the
-/// question, or when no tool lists the root with a path alone.
+/// question, or when no tool lists the root with a path alone, or when
+/// the driver will search for the question's words instead
+/// (`search_first.rs`: it names no file): the search finds the file by
+/// its content, where a listing first spent the call the search needed
+/// ("which file mentions port 8088?" listed twice and read nothing).
 pub(crate) fn which_file_listing(
     request: &ChatRequest,
+    paths: &crate::PathChoices,
     max_calls: usize,
 ) -> Option<Vec<super::output::Call>> {
     let at = super::latest_question(&request.messages)?;
+    if super::search_first::next_search(request, paths).is_some() {
+        return None;
+    }
     if max_calls == 0
         || request.messages[at + 1..]
             .iter()
@@ -228,8 +236,10 @@ mod tests {
         use crate::Message;
         use crate::local::test_requests::{call, request};
         use serde_json::json;
-        let asked =
-            |question: &str| which_file_listing(&request(vec![Message::user_text(question)]), 3);
+        let asked = |question: &str| {
+            let asking = request(vec![Message::user_text(question)]);
+            which_file_listing(&asking, &asking.paths, 3)
+        };
         let listed = asked("Which file has the term dates, and when does the summer term start?")
             .expect("a listing");
         assert_eq!(listed.len(), 1);
@@ -245,10 +255,40 @@ mod tests {
             Message::user_text("Which file mentions port 8088?"),
             call("file_read", json!({"path": "notes.txt"})),
         ]);
-        assert_eq!(which_file_listing(&after_a_call, 3), None);
+        assert_eq!(
+            which_file_listing(&after_a_call, &after_a_call.paths, 3),
+            None
+        );
         let question = request(vec![Message::user_text("Which file mentions port 8088?")]);
-        assert_eq!(which_file_listing(&question, 0), None);
-        assert!(which_file_listing(&question, 1).is_some());
+        assert_eq!(which_file_listing(&question, &question.paths, 0), None);
+        assert!(which_file_listing(&question, &question.paths, 1).is_some());
+        // With a search tool, a question naming no file is searched for
+        // instead; one that names a file by its words is still listed.
+        let mut searching = request(vec![Message::user_text("Which file mentions port 8088?")]);
+        searching.tools.push(crate::local::test_requests::tool(
+            "file_search",
+            json!({"type": "object", "properties": {"query": {"type": "string"}}}),
+        ));
+        searching
+            .paths
+            .arguments
+            .push(crate::local::test_requests::listed(
+                "file_search",
+                PathKind::Directory,
+                &[""],
+            ));
+        assert_eq!(which_file_listing(&searching, &searching.paths, 3), None);
+        for choices in &mut searching.paths.arguments {
+            if let (crate::AllowedPaths::Listed(paths), "file_read") =
+                (&mut choices.allowed, choices.tool.as_str())
+            {
+                paths.push("term-dates.txt".into());
+            }
+        }
+        searching.messages = vec![Message::user_text(
+            "Which file has the term dates, and when does the summer term start?",
+        )];
+        assert!(which_file_listing(&searching, &searching.paths, 3).is_some());
     }
 
     proptest::proptest! {
