@@ -22,7 +22,7 @@ use super::search_first::{hit_files, searcher, searches_since};
 use super::steering::reader;
 use crate::ChatRequest;
 
-const WEEKDAYS: &[&str] = &[
+pub(crate) const WEEKDAYS: &[&str] = &[
     "monday",
     "tuesday",
     "wednesday",

@@ -21,7 +21,9 @@ use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use llama_cpp_2::{LogOptions, send_logs_to_tracing};
 
 use super::file_words::worded_read_on;
-use super::grammar::{call_grammar_with_paths, text_grammar, tool_grammar_with_paths};
+use super::grammar::{
+    call_grammar_with_paths, call_grammar_with_prefix, text_grammar, tool_grammar_with_paths,
+};
 use super::named_paths::{
     pending_write, unreachable_paths, write_turn, write_waits_for_a_read, writer_tools,
 };
@@ -205,7 +207,14 @@ impl<'m> Engine<'m> {
             self.options.tool_choice,
         );
         let uncalled = uncalled_paths(request);
+        // A request to add to a file read since: the one write, keeping
+        // what the file held (`append.rs`).
+        let append = match kind {
+            TurnKind::Tools { .. } => super::append::append_turn(request),
+            TurnKind::Text => None,
+        };
         let decided = match kind {
+            TurnKind::Tools { .. } if append.is_some() => None,
             TurnKind::Tools {
                 max_calls,
                 text: false,
@@ -214,6 +223,7 @@ impl<'m> Engine<'m> {
                     super::folder_files::compared_folder_reads(request, &uncalled, max_calls)
                 })
                 .or_else(|| named_file_reads(request, &uncalled, max_calls))
+                .or_else(|| super::choice_files::weighed_file_reads(request, &uncalled, max_calls))
                 .or_else(|| searched_read(request, &uncalled, max_calls))
                 .or_else(|| next_search(request, &uncalled))
                 .or_else(|| worded_read_on(request, &uncalled, max_calls)),
@@ -242,20 +252,32 @@ impl<'m> Engine<'m> {
             .filter(|t| !held_back.contains(&t.name.as_str()))
             .cloned()
             .collect();
-        let grammar_text = match kind {
-            TurnKind::Text => text_grammar(),
-            TurnKind::Tools {
-                max_calls,
-                text: true,
-            } => tool_grammar_with_paths(
+        let grammar_text = match (kind, &append) {
+            (TurnKind::Tools { .. }, Some(append)) => call_grammar_with_prefix(
+                std::slice::from_ref(&append.tool),
+                &append.paths,
+                1,
+                &append.prefix,
+            )?,
+            (TurnKind::Text, _) => text_grammar(),
+            (
+                TurnKind::Tools {
+                    max_calls,
+                    text: true,
+                },
+                None,
+            ) => tool_grammar_with_paths(
                 &model_tools,
                 &uncalled,
                 model_calls_this_turn(request, &uncalled, max_calls),
             )?,
-            TurnKind::Tools {
-                max_calls,
-                text: false,
-            } => {
+            (
+                TurnKind::Tools {
+                    max_calls,
+                    text: false,
+                },
+                None,
+            ) => {
                 let targets = pending_write(request);
                 if !targets.is_empty() {
                     let (tools, paths) = write_turn(request, &targets);

@@ -153,6 +153,26 @@ pub fn call_grammar_with_paths(
     build(tools, paths, max_calls, false)
 }
 
+/// A string argument whose value must begin with `prefix`: what a file
+/// already holds, in a write that adds to it (`append.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgumentPrefix {
+    pub tool: String,
+    pub argument: String,
+    pub prefix: String,
+}
+
+/// [`call_grammar_with_paths`], with `prefixed`'s argument required and
+/// beginning with its prefix.
+pub fn call_grammar_with_prefix(
+    tools: &[ToolDef],
+    paths: &PathChoices,
+    max_calls: usize,
+    prefixed: &ArgumentPrefix,
+) -> Result<String, GrammarError> {
+    build_with(tools, paths, max_calls, false, Some(prefixed))
+}
+
 /// The grammar of a turn that must make 1..=`max_calls` calls to exactly
 /// `tools` (no text): [`super::ToolChoice::Required`].
 pub fn call_grammar(tools: &[ToolDef], max_calls: usize) -> Result<String, GrammarError> {
@@ -164,6 +184,16 @@ fn build(
     paths: &PathChoices,
     max_calls: usize,
     allow_text: bool,
+) -> Result<String, GrammarError> {
+    build_with(tools, paths, max_calls, allow_text, None)
+}
+
+fn build_with(
+    tools: &[ToolDef],
+    paths: &PathChoices,
+    max_calls: usize,
+    allow_text: bool,
+    prefixed: Option<&ArgumentPrefix>,
 ) -> Result<String, GrammarError> {
     if tools.is_empty() {
         return Err(GrammarError::NoTools);
@@ -182,11 +212,25 @@ fn build(
     let mut alternatives = Vec::with_capacity(tools.len());
     for (index, tool) in tools.iter().enumerate() {
         let hint = format!("t{index}");
-        let Some(slots) = builder.path_slots(tool, paths, &hint) else {
+        let Some(mut slots) = builder.path_slots(tool, paths, &hint) else {
             // A required path argument with nothing to offer: no valid
             // call to this tool exists this turn.
             continue;
         };
+        if let Some(prefixed) = prefixed.filter(|p| p.tool == tool.name) {
+            // The JSON string's opening quote and the prefix's escaped
+            // text, without the closing quote: then a character that is
+            // no space, quote or escape (a write that adds, adds
+            // something to see), then any JSON string text.
+            let open = json_string(&prefixed.prefix);
+            let open = &open[..open.len() - 1];
+            let rule = builder.fresh(&format!("{hint}-prefix"));
+            builder.add(
+                &rule,
+                format!(r#"{} [^"\\\x00-\x20] json-char* "\"""#, literal(open)),
+            );
+            slots.insert(prefixed.argument.clone(), PathSlot::Required(rule));
+        }
         let args = builder.arguments(&tool.input_schema, &hint, &slots);
         let head = format!("{}, \"arguments\": ", json_string(&tool.name));
         let name = builder.fresh(&format!("tool{index}"));

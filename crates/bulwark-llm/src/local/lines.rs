@@ -116,6 +116,13 @@ pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> 
     let has = |at: usize, w: &str| match date_of(w) {
         Some(date) => holds_asked_date(&lower[at], &[date]),
         None if w == NEGATION => is_negated(&lower[at], NEGATING_IN_LINES),
+        // "Van *2*" is not in "2025" nor in "KX21": a number is found
+        // whole. As a part of words, "2" was on every van's line, and no
+        // line stood out.
+        None if w.chars().all(|c| c.is_ascii_digit()) => {
+            super::mentions::absent_numbers(std::slice::from_ref(&w.to_owned()), &lower[at])
+                .is_empty()
+        }
         None => occurrences(&lower[at], w) > 0,
     };
     // A word on few lines tells them apart more than one on many: "coat"

@@ -334,3 +334,16 @@ fn a_negated_question_picks_the_negated_line() {
     assert!(is_negated("we don\u{2019}t open", NEGATING_IN_LINES));
     assert!(!is_negated("a note on dont", NEGATING_IN_QUESTIONS));
 }
+
+#[test]
+fn a_number_asked_picks_the_line_with_that_number_whole() {
+    let vans = "Fleet - Swift Removals\n\nVan 1: Luton box van, reg KX19 TRM, MOT due 14 August 2025\nVan 2: Luton box van, reg KX21 BNH, MOT due 3 July 2025\nVan 3: 7.5t lorry, reg PL68 YDV, MOT due 22 November 2025\nVan 4: Transit, reg KX71 ARF, MOT due 3 June 2026\n\nVan 2 has a sticky tail-lift: book it in with the MOT.\n";
+    let note =
+        matching_lines_note("vans.txt", "when's van 2 due its MOT?", &wrap(vans)).expect("a line");
+    assert!(
+        note.contains("Van 2: Luton box van, reg KX21 BNH, MOT due 3 July 2025"),
+        "{note}"
+    );
+    assert!(!note.contains("Van 1"), "{note}");
+    assert!(!note.contains("sticky"), "{note}");
+}

@@ -158,17 +158,38 @@ pub(crate) fn subject_words(question: &str, named_paths: &[&str], numbers: Numbe
                         .text
                         .is_some_and(|t| OBJECT_ARTICLES.contains(&t.to_lowercase().as_str()))
             });
-        if takes_object {
+        // "Who do we *buy* rye flour from", "what did you *order*": after
+        // an auxiliary and its pronoun comes the verb, and then what the
+        // file would hold. Said missing, "buy" sent the model reading on
+        // past the line "Rye flour: Harrow Farm Mill".
+        let verb_after_pronoun = at >= 2
+            && SUBJECT_PRONOUNS.contains(&prior.as_str())
+            && word_at(at - 2).is_some_and(|w| AUXILIARIES.contains(&w.as_str()))
+            && !token.is_name();
+        if takes_object || verb_after_pronoun {
             continue;
         }
         // "*What time* does it start?", "what date": the kind of answer
         // asked for, as "when" is; the file has the time, not the word.
         let answer_kind = matches!(prior.as_str(), "what" | "which")
-            && matches!(lower.as_str(), "time" | "date" | "day" | "year" | "month");
+            && matches!(
+                lower.as_str(),
+                "time"
+                    | "times"
+                    | "date"
+                    | "dates"
+                    | "day"
+                    | "days"
+                    | "year"
+                    | "years"
+                    | "month"
+                    | "months"
+            );
         if FILE_TYPE_WORDS.contains(&lower.as_str())
             || RANKING_WORDS.contains(&lower.as_str())
             || day_words.contains(&lower)
             || answer_kind
+            || SUBJECT_PRONOUNS.contains(&lower.as_str()) && !token.is_name()
         {
             continue;
         }
@@ -255,7 +276,14 @@ const HEDGES: &[&str] = &[
     "still",
     "surely",
     "officially",
+    "somewhere",
+    "anywhere",
+    "perhaps",
+    "maybe",
 ];
+
+/// Pronouns that can be the subject of a question's verb ("do *we* buy").
+const SUBJECT_PRONOUNS: &[&str] = &["we", "you", "i", "they", "he", "she"];
 
 /// Small counts spelled out.
 const SPELLED_NUMBERS: &[&str] = &[

@@ -377,3 +377,23 @@ fn an_asked_number_a_stated_range_covers_is_not_absent() {
         ["20"]
     );
 }
+
+#[test]
+fn pronouns_their_verbs_and_hedges_are_no_subject_words() {
+    let words = |q: &str| subject_words(q, &[], Numbers::Skip);
+    assert_eq!(
+        words("Who do we buy rye flour from? It's in the suppliers notes somewhere."),
+        ["rye", "flour", "suppliers", "notes"]
+    );
+    assert_eq!(words("When do they open on Sundays?"), ["sundays"]);
+    // "What days": the kind of answer, as "when" is.
+    assert_eq!(words("What days is the hygienist in?"), ["hygienist"]);
+    assert_eq!(words("what did you order for the party?"), ["party"]);
+    // A name after the pronoun is still the thing asked.
+    assert_eq!(words("Where did you see Marek?"), ["marek"]);
+    // "Your" opens a noun phrase as "the" does.
+    assert_eq!(
+        words("How much is your gluten-free loaf?"),
+        ["gluten", "free", "loaf"]
+    );
+}

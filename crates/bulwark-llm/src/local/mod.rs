@@ -28,6 +28,12 @@ mod steering;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod absent_name;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod answer_kind;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod append;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod choice_files;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod compare;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod counted;
@@ -35,6 +41,8 @@ mod counted;
 mod dates;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod difference;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod editions;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod enough;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
@@ -63,6 +71,8 @@ mod ranges;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod read_notes;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod read_only;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod repetition;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod search;
@@ -82,6 +92,8 @@ mod test_requests;
 mod test_wrap;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod thresholds;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod time_asked;
 
 #[cfg(feature = "local")]
 mod driver;
@@ -340,8 +352,9 @@ pub(crate) fn turn_kind(request: &ChatRequest, budget: u32, choice: ToolChoice) 
             text: false,
         };
     }
-    // A name or code the question asks about is in no file: answer now.
-    if absent_name::absent_name(request).is_some() {
+    // A name or code the question asks about is in no file, or a change
+    // was asked of tools that only read: answer now.
+    if absent_name::absent_name(request).is_some() || read_only::refused_change(request) {
         return TurnKind::Text;
     }
     let notes = read_notes::ReadNotes::new(request);

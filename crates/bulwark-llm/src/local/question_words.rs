@@ -35,6 +35,7 @@ pub(super) const LEADS: &[&str] = &[
     "s",
     "my",
     "our",
+    "your",
     "mention",
     "mentions",
     "mentioning",

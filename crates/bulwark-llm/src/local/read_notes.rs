@@ -122,6 +122,30 @@ impl<'a> ReadNotes<'a> {
         })
     }
 
+    /// The question's words that a read in `message` found to be in no
+    /// file of the workspace, when they are what it asks about
+    /// ([`super::search::Looked::asks_what_is_nowhere`]).
+    pub(crate) fn nowhere_in(&self, message: &Message) -> Option<&[String]> {
+        message.ok_results().find_map(|(id, _)| {
+            self.searched
+                .get(id)
+                .filter(|looked| looked.asks_what_is_nowhere())
+                .map(|looked| looked.nowhere.as_slice())
+        })
+    }
+
+    /// Whether `question` asks for a time of day and the files `message`
+    /// brings back, at least one, give none (`time_asked.rs`).
+    pub(crate) fn give_no_time(&self, message: &Message, question: &str) -> bool {
+        let mut read = message
+            .ok_results()
+            .filter(|(id, _)| self.reads.contains_key(id))
+            .peekable();
+        read.peek().is_some()
+            && super::time_asked::asks_for_a_time(question)
+            && read.all(|(_, content)| !super::time_asked::has_a_time(content))
+    }
+
     /// How the result of call `id` is shown when it lists a directory
     /// ([`super::listing`]); None for any other call, and for a listing of
     /// a format the rewrite does not know.
@@ -183,6 +207,7 @@ impl<'a> ReadNotes<'a> {
                 })
                 .flatten(),
             self.compared.get(id).cloned(),
+            super::time_asked::no_time_note(question, content).map(str::to_owned),
             searched.map(|l| l.note.clone()),
         ];
         notes
@@ -263,6 +288,7 @@ fn comparisons<'a>(
     let mut question = String::new();
     let mut read: Vec<(&'a str, Read<'a>)> = Vec::new();
     let folders = super::folder_files::folders(&request.paths);
+    let listed = reader(request, &request.paths).map_or(&[][..], |(_, _, listed)| listed);
     for message in request.messages.iter().filter(|m| m.role == Role::User) {
         for (id, path, content) in read_results(message, reads) {
             let this = Read {
@@ -277,8 +303,16 @@ fn comparisons<'a>(
                     super::folder_files::compares(&question)
                         && super::folder_files::in_named_folder(&question, p, &folders)
                 };
+                // The two a question weighs by words of their names, or
+                // as two editions (`choice_files.rs`).
+                let weighed = || {
+                    super::choice_files::weighed_files(&question, listed).is_some_and(|(a, b)| {
+                        [a, b] == [first.path, path] || [b, a] == [first.path, path]
+                    })
+                };
                 if first.path != path
                     && (named(first.path) && named(path)
+                        || weighed()
                         || asks_across_files(&question)
                         || in_folder(first.path) && in_folder(path))
                     && let Some(note) = comparison_note(&question, *first, this)

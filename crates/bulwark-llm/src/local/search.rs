@@ -43,6 +43,20 @@ pub(crate) struct Looked {
     pub(crate) had_words: bool,
     /// The question asks which files have them.
     pub(crate) every_file: bool,
+    /// The question's words the driver's search found in no file, when
+    /// they are what it asks about ([`Looked::asks_what_is_nowhere`]).
+    pub(crate) nowhere: Vec<String>,
+}
+
+impl Looked {
+    /// Whether the thing asked is in no file: the words found nowhere
+    /// include one before the question's last subject word ("*teeth*
+    /// whitening", "*gluten*-free loaf"), which says which thing, not
+    /// only what kind ("the sourdough *bread*" of a list that says
+    /// "sourdough").
+    pub(crate) fn asks_what_is_nowhere(&self) -> bool {
+        !self.nowhere.is_empty()
+    }
 }
 
 /// Where the search for a question stands when a file is read for it.
@@ -104,7 +118,12 @@ pub(crate) fn search_note(
     // One pass over the content for every word (it is lowercased once).
     let missing = absent_words(&words, content);
     let in_file = |w: &str| !missing.contains(&w) || occurrences(&name, w) > 0;
-    let found_nowhere = |w: &str| nowhere.iter().any(|q| w.starts_with(q));
+    // A word of a query found nowhere: "gluten" of "gluten-free".
+    let found_nowhere = |w: &str| {
+        nowhere.iter().any(|q| {
+            w.starts_with(q) || q.contains(['-', ' ']) && q.split(['-', ' ']).any(|part| part == w)
+        })
+    };
     // A word no file has, right before one this file has, only says
     // which kind of it ("the *club* hike" of `hikes.csv`): it tells no
     // file apart, and is not what is asked.
@@ -128,14 +147,23 @@ pub(crate) fn search_note(
     // A number is never the question's own word: "week *18*" of a rota
     // that stops at week 17 is the thing asked for, and told the rota
     // had "call" and "week" the model named week 17's engineer.
-    let mostly =
-        words.len() >= 3 && absent.len() == 1 && !absent[0].chars().all(|c| c.is_ascii_digit());
+    // Counted among the file's words only when it has them: "free" of
+    // "gluten-free loaf" is not, though it only says which kind.
+    let here = words.iter().filter(|w| in_file(w)).count();
+    let mostly = here >= 2 && absent.len() == 1 && !absent[0].chars().all(|c| c.is_ascii_digit());
     // Words the driver's search found in no file nor file name: no read
     // can find them, so the search is over, with that as its finding.
     // Told only that the search stopped, the 1.5B model read on into
     // the price list and gave the cat vaccination's price for neutering.
     let absent_everywhere =
         !mostly && !absent.is_empty() && absent.iter().all(|w| found_nowhere(w));
+    let last_word = words.last().map(String::as_str);
+    let nowhere_asked: Vec<String> =
+        if absent_everywhere && absent.iter().any(|w| Some(*w) != last_word) {
+            absent.iter().map(|w| (*w).to_owned()).collect()
+        } else {
+            Vec::new()
+        };
     let present: Vec<&str> = words
         .iter()
         .map(String::as_str)
@@ -213,6 +241,7 @@ pub(crate) fn search_note(
         found: !looks_on,
         had_words,
         every_file,
+        nowhere: nowhere_asked,
     })
 }
 
@@ -325,6 +354,39 @@ mod tests {
     }
 
     #[test]
+    fn a_compound_found_nowhere_is_the_thing_asked_and_a_missing_kind_is_not() {
+        let prices = wrap("item,size,price_gbp\nrye loaf,small,3.40\nsourdough,large,4.90\n");
+        let found = |question: &str, nowhere: &[&str]| {
+            note_with(
+                question,
+                "prices.csv",
+                &prices,
+                Some(1),
+                false,
+                nowhere,
+                true,
+            )
+            .expect("a note")
+        };
+        // "gluten-free" was searched and found nowhere: "gluten" is too.
+        let gluten = found("How much is your gluten-free loaf?", &["gluten-free"]);
+        assert!(gluten.found, "{gluten:?}");
+        assert!(gluten.asks_what_is_nowhere(), "{gluten:?}");
+        assert_eq!(gluten.nowhere, ["gluten"]);
+        assert!(
+            gluten.note.contains("in no file of the workspace"),
+            "{gluten:?}"
+        );
+        // The last word of the thing asked, missing alone, is only what
+        // kind of thing: the file may still have it.
+        let bread = found("How much is the sourdough bread?", &["bread"]);
+        assert!(!bread.asks_what_is_nowhere(), "{bread:?}");
+        // Not searched for: not known to be nowhere.
+        let unsearched = found("How much is your gluten-free loaf?", &[]);
+        assert!(!unsearched.asks_what_is_nowhere(), "{unsearched:?}");
+    }
+
+    #[test]
     fn a_missing_number_is_a_miss_however_many_words_are_there() {
         let rota = "# On-call rota\nweek_16: Owen\nweek_17: Sam";
         let looked = note("Who is on call in week 18?", rota, Some(2)).expect("a note");
@@ -352,6 +414,7 @@ mod tests {
                 found: false,
                 had_words: false,
                 every_file: false,
+nowhere: Vec::new(),
                     })
         );
     }
@@ -437,6 +500,7 @@ mod tests {
                 found: true,
                 had_words: true,
                 every_file: false,
+nowhere: Vec::new(),
                     })
         );
     }
@@ -453,6 +517,7 @@ mod tests {
                 found: false,
                 had_words: true,
                 every_file: true,
+nowhere: Vec::new(),
                     })
         );
         let last = note(q, "host = b", Some(0)).map(|l| (l.note, l.earns_a_read));

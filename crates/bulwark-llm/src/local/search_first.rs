@@ -335,10 +335,18 @@ pub(crate) fn searched_read(
         }
     }
     // Equal scores: the file with more searches on one line, then the
-    // one with more lines found.
+    // one with more of them giving the kind of answer asked, then the one
+    // with more lines found, then the later edition (`editions.rs`).
     let together = most_searches_on_one_line(&searches, listed);
     let on_one_line = |path: &str| {
         together
+            .iter()
+            .find(|(p, _)| *p == path)
+            .map_or(0, |(_, n)| *n)
+    };
+    let of_the_kind = lines_of_the_asked_kind(&searches, listed, &question);
+    let kind_lines = |path: &str| {
+        of_the_kind
             .iter()
             .find(|(p, _)| *p == path)
             .map_or(0, |(_, n)| *n)
@@ -348,9 +356,15 @@ pub(crate) fn searched_read(
         let better = best.is_none_or(|(path, score, lines)| {
             let tied = (candidate.1 - score).abs() <= 1e-9;
             let (mine, theirs) = (on_one_line(candidate.0), on_one_line(path));
+            let (kind, their_kind) = (kind_lines(candidate.0), kind_lines(path));
+            let same_lines = tied && mine == theirs && kind == their_kind;
             candidate.1 > score + 1e-9
                 || tied && mine > theirs
-                || tied && mine == theirs && candidate.2 > lines
+                || tied && mine == theirs && kind > their_kind
+                || same_lines && candidate.2 > lines
+                || same_lines
+                    && candidate.2 == lines
+                    && super::editions::later_edition(candidate.0, path, &question)
         });
         if better {
             best = Some(candidate);
@@ -394,6 +408,19 @@ fn hit_lines<'a, 'r>(
     query: &str,
     listed: &'a [String],
 ) -> Vec<(&'a str, &'r str)> {
+    hits_with_text(result, query, listed)
+        .into_iter()
+        .map(|(path, number, _)| (path, number))
+        .collect()
+}
+
+/// The hits of a search result (`path:line: text`) where `query` begins
+/// a word, as (path, line number, text).
+fn hits_with_text<'a, 'r>(
+    result: &'r str,
+    query: &str,
+    listed: &'a [String],
+) -> Vec<(&'a str, &'r str, &'r str)> {
     let query = query.to_lowercase();
     result
         .lines()
@@ -403,10 +430,39 @@ fn hit_lines<'a, 'r>(
                 let (number, text) = rest.split_once(':')?;
                 (number.chars().all(|c| c.is_ascii_digit())
                     && begins_a_word(&text.to_lowercase(), &query))
-                .then_some((p.as_str(), number))
+                .then_some((p.as_str(), number, text))
             })
         })
         .collect()
+}
+
+/// Per file, how many of its hit lines give the kind of answer the
+/// question asks for (`answer_kind.rs`): "Ruth - hygienist, Tuesdays and
+/// Thursdays" for "what days is the hygienist in?".
+fn lines_of_the_asked_kind<'a>(
+    searches: &[(&str, Option<&str>)],
+    listed: &'a [String],
+    question: &str,
+) -> Vec<(&'a str, usize)> {
+    let Some(kind) = super::answer_kind::asked_kind(question) else {
+        return Vec::new();
+    };
+    let mut files: Vec<(&str, usize)> = Vec::new();
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    for (query, result) in searches {
+        let Some(result) = result else { continue };
+        for (path, number, text) in hits_with_text(result, query, listed) {
+            if seen.contains(&(path, number)) || !kind.is_on(text) {
+                continue;
+            }
+            seen.push((path, number));
+            match files.iter_mut().find(|(p, _)| *p == path) {
+                Some((_, n)) => *n += 1,
+                None => files.push((path, 1)),
+            }
+        }
+    }
+    files
 }
 
 /// For each file, the most searches that found one of its lines: a line

@@ -172,6 +172,54 @@ fn of_equal_scores_the_file_with_the_words_on_one_line_is_read() {
 }
 
 #[test]
+fn of_two_editions_found_alike_the_later_is_read_unless_the_older_is_asked() {
+    let found = |ask: &str| {
+        let mut req = searched(
+            ask,
+            &[(
+                "rye",
+                "prices-2024.csv:5: rye loaf,small,3.20\nprices-2025.csv:5: rye loaf,small,3.40\n",
+            )],
+        );
+        for argument in &mut req.paths.arguments {
+            if argument.tool == "file_read" {
+                *argument = listed(
+                    "file_read",
+                    PathKind::File,
+                    &["prices-2024.csv", "prices-2025.csv"],
+                );
+            }
+        }
+        let read = searched_read(&req, &req.paths, 2).expect("a read");
+        read_paths(&read)[0].to_owned()
+    };
+    assert_eq!(found("how much is a small rye loaf?"), "prices-2025.csv");
+    assert_eq!(
+        found("what was a small rye loaf in 2024?"),
+        "prices-2024.csv"
+    );
+}
+
+#[test]
+fn of_files_found_alike_the_one_whose_line_gives_the_kind_asked_is_read() {
+    let found = |ask: &str| {
+        let req = searched(
+            ask,
+            &[(
+                "hygienist",
+                "a.csv:6: 2025-06-10,11:15,Mrs B. Okafor,Hygienist (Ruth),scale\nnotes.txt:5: Ruth Adeyemi - hygienist, Tuesdays and Thursdays only\n",
+            )],
+        );
+        let read = searched_read(&req, &req.paths, 2).expect("a read");
+        read_paths(&read)[0].to_owned()
+    };
+    assert_eq!(found("What days is the hygienist in?"), "notes.txt");
+    assert_eq!(found("What time is the hygienist's appointment?"), "a.csv");
+    // No kind asked: the first found, as before.
+    assert_eq!(found("Who is the hygienist?"), "a.csv");
+}
+
+#[test]
 fn a_named_file_a_listing_or_no_search_tool_is_not_searched() {
     for ask in [
         "What does notes.txt say about Rufus?",

@@ -104,6 +104,33 @@ fn absent_note(name: &str) -> String {
     )
 }
 
+/// The answer turn's note when the question asks for a time of day and
+/// the files just read give none (`time_asked.rs`). Told only that "this
+/// file gives no time of day", the 1.5B model answered "what time does
+/// the ride set off?" with the row's `start` column, a place.
+const NO_TIME_NOTE: &str = "(Searched by the program: the files read give no time of day.) Now answer in plain text, without calling a tool: say that the files do not give the time.";
+
+/// The question's own spelling of `words`: the words of the question
+/// that are one of them or hyphen one to another ("gluten" of
+/// "gluten-free"), in order, joined by spaces ("teeth whitening").
+fn asked_phrase(question: &str, words: &[String]) -> String {
+    let mut phrase: Vec<String> = Vec::new();
+    for token in question.split_whitespace() {
+        let token = token
+            .trim_matches(|c: char| !c.is_alphanumeric())
+            .to_lowercase();
+        let has_one = token.split('-').any(|part| words.iter().any(|w| w == part));
+        if has_one && !phrase.contains(&token) {
+            phrase.push(token);
+        }
+    }
+    if phrase.is_empty() {
+        words.join(" ")
+    } else {
+        phrase.join(" ")
+    }
+}
+
 /// One piece of the prompt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Segment {
@@ -162,7 +189,11 @@ pub(crate) fn render_with(
     workspace_listing: bool,
 ) -> Vec<Segment> {
     let listing = workspace_listing.then(|| listing(request)).flatten();
-    let unreachable = super::named_paths::unreachable_note(request);
+    let unreachable = if super::read_only::refused_change(request) {
+        Some(super::read_only::READ_ONLY_NOTE.to_owned())
+    } else {
+        super::named_paths::unreachable_note(request)
+    };
     let latest_text = super::latest_question(&request.messages);
     let absent = super::absent_name::absent_name(request);
     let notes = ReadNotes::new(request);
@@ -214,8 +245,19 @@ pub(crate) fn render_with(
                     after,
                 );
                 let last = index + 1 == request.messages.len();
-                match absent.as_deref().filter(|_| last && results && !text) {
+                let nowhere = notes
+                    .nowhere_in(message)
+                    .filter(|_| last && results && !text)
+                    .map(|words| asked_phrase(question.as_deref().unwrap_or_default(), words));
+                let asked = question.as_deref().unwrap_or_default();
+                let no_time = last && results && !text && notes.give_no_time(message, asked);
+                match absent
+                    .as_deref()
+                    .filter(|_| last && results && !text)
+                    .or(nowhere.as_deref())
+                {
                     Some(name) => prompt.turn("user", &absent_note(name)),
+                    None if no_time => prompt.turn("user", NO_TIME_NOTE),
                     None if results && !text && spent.left(budget) == 0 => {
                         prompt.turn(
                             "user",

@@ -1,0 +1,236 @@
+//! Two files a question weighs against each other without naming them:
+//! by a word of each name ("did we order more Hidcote in *spring* or in
+//! *autumn*?" of `orders/spring-order.csv` and `orders/autumn-order.csv`),
+//! or as this year's against last ("has the rye loaf *gone up since last
+//! year*?" of `prices-2024.csv` and `prices-2025.csv`). Both are read on
+//! the first turn.
+//!
+//! Why: the 1.5B model, or the driver's search, read one of the two, and
+//! the answer compared it with nothing: "Spring" from the autumn order
+//! alone; "no, it has not gone up" from last year's list alone. The
+//! files are known from the session's path choices, and each read still
+//! passes the door.
+
+use super::output::Call;
+use super::steering::{read_call, reader};
+use crate::{ChatRequest, PathChoices, Role};
+
+/// The reads of the two files the latest question weighs, when it is
+/// the last message (nothing called for it yet) and two calls are left.
+pub(crate) fn weighed_file_reads(
+    request: &ChatRequest,
+    paths: &PathChoices,
+    max_calls: usize,
+) -> Option<Vec<Call>> {
+    if max_calls < 2 {
+        return None;
+    }
+    let asked = request
+        .messages
+        .last()
+        .filter(|m| m.role == Role::User && super::asks(m))?;
+    let question = asked.text();
+    let (tool, argument, listed) = reader(request, paths)?;
+    let (first, second) = weighed_files(&question, listed)?;
+    Some(vec![
+        read_call(tool, argument, first),
+        read_call(tool, argument, second),
+    ])
+}
+
+/// The two files `question` weighs against each other, of `listed`:
+/// by a word of each name, or as two editions.
+pub(crate) fn weighed_files<'a>(
+    question: &str,
+    listed: &'a [String],
+) -> Option<(&'a str, &'a str)> {
+    chosen_files(question, listed).or_else(|| editions(question, listed))
+}
+
+/// The two files named by the words on either side of the question's
+/// "or" ("in *spring* or in *autumn*"), each the only listed file with
+/// that word in its name.
+fn chosen_files<'a>(question: &str, listed: &'a [String]) -> Option<(&'a str, &'a str)> {
+    let words = super::mentions::lowercase_words(question);
+    let or = words.iter().position(|w| w == "or")?;
+    let telling = |w: &&String| !super::question_words::is_function_word(w);
+    let left = words[..or].iter().rev().find(telling)?;
+    let right = words[or + 1..].iter().find(telling)?;
+    let (a, b) = (
+        only_file_named(left, listed)?,
+        only_file_named(right, listed)?,
+    );
+    (a != b).then_some((a, b))
+}
+
+/// The one listed file with `word` as a word of its name.
+fn only_file_named<'a>(word: &str, listed: &'a [String]) -> Option<&'a str> {
+    let mut named = listed.iter().filter(|path| {
+        let name = path.rsplit('/').next().unwrap_or(path).to_lowercase();
+        name.split(|c: char| !c.is_alphanumeric())
+            .any(|part| part == word)
+    });
+    let one = named.next()?;
+    named.next().is_none().then_some(one.as_str())
+}
+
+/// The two latest editions of the one family of files the workspace has
+/// (`editions.rs`), earlier first, when the question asks how something
+/// changed over time ([`asks_over_time`]).
+fn editions<'a>(question: &str, listed: &'a [String]) -> Option<(&'a str, &'a str)> {
+    if !asks_over_time(question) {
+        return None;
+    }
+    let mut families: Vec<(String, Vec<&str>)> = Vec::new();
+    for path in listed
+        .iter()
+        .filter(|p| p.contains(|c: char| c.is_ascii_digit()))
+    {
+        let shape = super::editions::shape(path);
+        match families.iter_mut().find(|(s, _)| *s == shape) {
+            Some((_, members)) => members.push(path),
+            None => families.push((shape, vec![path])),
+        }
+    }
+    let mut family = families.into_iter().filter(|(_, m)| m.len() >= 2);
+    let (_, mut members) = family.next()?;
+    // Two families: which one is asked about is not known.
+    if family.next().is_some() {
+        return None;
+    }
+    members.sort_by(|a, b| {
+        if super::editions::later_edition(a, b, "") {
+            std::cmp::Ordering::Greater
+        } else if super::editions::later_edition(b, a, "") {
+            std::cmp::Ordering::Less
+        } else {
+            std::cmp::Ordering::Equal
+        }
+    });
+    let newest = members.pop()?;
+    Some((members.pop()?, newest))
+}
+
+/// "Has it *gone up since last year*", "did it *rise*", "*compared
+/// with last year*": a question about what changed between editions.
+pub(crate) fn asks_over_time(question: &str) -> bool {
+    let words = super::mentions::lowercase_words(question);
+    let pair = |a: &[&str], b: &[&str]| {
+        words
+            .windows(2)
+            .any(|w| a.contains(&w[0].as_str()) && b.contains(&w[1].as_str()))
+    };
+    let moved = pair(&["gone", "go", "went", "come", "gotten"], &["up", "down"]);
+    let before = pair(
+        &["last", "previous", "a"],
+        &["year", "years", "month", "season", "term", "time"],
+    ) && words
+        .iter()
+        .any(|w| matches!(w.as_str(), "last" | "previous" | "ago" | "since"));
+    let changed = words.iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "rise"
+                | "risen"
+                | "rose"
+                | "increase"
+                | "increased"
+                | "decrease"
+                | "decreased"
+                | "drop"
+                | "dropped"
+                | "fallen"
+                | "fell"
+        )
+    });
+    moved || before || changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Message;
+    use crate::PathKind;
+    use crate::local::test_requests::{listed, read_paths, request};
+
+    fn asked(question: &str, files: &[&str]) -> ChatRequest {
+        let mut req = request(vec![Message::user_text(question)]);
+        for argument in &mut req.paths.arguments {
+            if argument.tool == "file_read" {
+                *argument = listed("file_read", PathKind::File, files);
+            }
+        }
+        req
+    }
+
+    fn reads(question: &str, files: &[&str]) -> Option<Vec<String>> {
+        let req = asked(question, files);
+        weighed_file_reads(&req, &req.paths, 2)
+            .map(|calls| read_paths(&calls).iter().map(|p| (*p).to_owned()).collect())
+    }
+
+    const ORDERS: &[&str] = &[
+        "care-guide.md",
+        "orders/autumn-order.csv",
+        "orders/spring-order.csv",
+        "stock.csv",
+    ];
+    const PRICES: &[&str] = &["hours.md", "prices-2024.csv", "prices-2025.csv"];
+
+    #[test]
+    fn two_files_chosen_between_by_a_word_of_each_name_are_both_read() {
+        assert_eq!(
+            reads(
+                "Did we order more Hidcote lavender in spring or in autumn?",
+                ORDERS
+            ),
+            Some(vec![
+                "orders/spring-order.csv".to_owned(),
+                "orders/autumn-order.csv".to_owned()
+            ])
+        );
+        // A choice of things, not of files.
+        assert_eq!(reads("Is Hidcote or Munstead cheaper?", ORDERS), None);
+        assert_eq!(reads("What is in stock?", ORDERS), None);
+    }
+
+    #[test]
+    fn a_question_of_change_over_time_reads_the_two_latest_editions() {
+        assert_eq!(
+            reads("Has the big rye loaf gone up since last year?", PRICES),
+            Some(vec![
+                "prices-2024.csv".to_owned(),
+                "prices-2025.csv".to_owned()
+            ])
+        );
+        assert_eq!(
+            reads(
+                "Did the rent rise?",
+                &["rent-2023.csv", "rent-2025.csv", "rent-2024.csv"]
+            ),
+            Some(vec!["rent-2024.csv".to_owned(), "rent-2025.csv".to_owned()])
+        );
+        // Not about change, or no editions, or two families.
+        assert_eq!(reads("How much is a rye loaf?", PRICES), None);
+        assert_eq!(reads("Has it gone up since last year?", ORDERS), None);
+        assert_eq!(
+            reads(
+                "Has it gone up since last year?",
+                &["a-2024.csv", "a-2025.csv", "b-2024.csv", "b-2025.csv"]
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn nothing_is_read_with_fewer_than_two_calls_or_after_a_call() {
+        let req = asked("Has the rye loaf gone up since last year?", PRICES);
+        assert!(weighed_file_reads(&req, &req.paths, 1).is_none());
+        let mut called = req.clone();
+        called.messages.push(crate::local::test_requests::call(
+            "file_read",
+            serde_json::json!({"path": "hours.md"}),
+        ));
+        assert!(weighed_file_reads(&called, &called.paths, 2).is_none());
+    }
+}
