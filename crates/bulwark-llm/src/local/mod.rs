@@ -21,6 +21,7 @@
 //!   written down. The driver runs whatever GGUF path it is given.
 
 pub mod grammar;
+mod spaced_json;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod steering;
 // Without the driver only the catalogue, the grammar and the prompt
@@ -101,6 +102,8 @@ mod driver;
 mod engine;
 #[cfg(feature = "local")]
 mod stream;
+#[cfg(feature = "local")]
+mod token_choice;
 
 use std::num::NonZeroU32;
 use std::path::PathBuf;
