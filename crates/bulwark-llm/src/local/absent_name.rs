@@ -12,11 +12,11 @@
 //! name one thing, and across 370 tasks of fifteen sets every one that no
 //! file had was asked about something absent. Plain words do not: a file
 //! says "delayed" where the question says "late" (a rule on any word was
-//! tried and dropped: right on 2 of the 6 questions it fired on). Months
-//! and weekdays are no names ("in February" is found in `2025-02-17`),
+//! tried and dropped: right on 2 of the 6 questions it fired on). Months,
+//! weekdays and holidays are no names ("in February" is found in `2025-02-17`),
 //! and a request to write is no lookup.
 
-use super::mentions::{lowercase_words, month_of};
+use super::mentions::lowercase_words;
 use super::question_words::question_tokens;
 use super::search_first::{hit_files, searcher, searches_since};
 use super::steering::reader;
@@ -78,8 +78,9 @@ fn names_and_codes(question: &str) -> Vec<String> {
     for token in question_tokens(question).iter().filter(|t| t.is_name()) {
         let Some(text) = token.text else { continue };
         let lower = text.to_lowercase();
-        let calendar =
-            month_of(&lower).is_some() || WEEKDAYS.contains(&lower.trim_end_matches('s'));
+        // A day, a month or a holiday is when, not a thing: "after
+        // *Christmas*" is in term dates as "Spring term: 12 January".
+        let calendar = super::dates::says_when(&lower);
         if lower.chars().count() >= 2 && !calendar && !found.contains(&lower) {
             found.push(lower);
         }
@@ -117,6 +118,8 @@ mod tests {
         );
         assert!(names_and_codes("When did the 2nd delivery come?").is_empty());
         assert!(names_and_codes("How many tickets are open?").is_empty());
+        assert!(names_and_codes("When do classes start after Christmas?").is_empty());
+        assert!(names_and_codes("Is it open on Easter Monday?").is_empty());
     }
 
     use crate::local::test_requests::*;

@@ -66,11 +66,10 @@ fn totals_note(
         let [line] = lines.as_slice() else {
             return None;
         };
-        let number = line
-            .split(|c: char| !(c.is_ascii_digit() || c == '.' || c == ','))
-            .map(|t| t.trim_matches([',', '.']))
-            .rfind(|t| t.chars().any(|c| c.is_ascii_digit()))?;
-        Some(((*line).to_owned(), super::difference::number_in(number)?))
+        Some((
+            (*line).to_owned(),
+            super::section_totals::last_number(line)?,
+        ))
     };
     let (a_line, a) = total(first)?;
     let (b_line, b) = total(second)?;

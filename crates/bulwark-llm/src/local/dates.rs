@@ -156,6 +156,64 @@ pub(crate) fn clock_time(word: &str) -> Option<String> {
     Some(format!("{hour}:{minute:02}"))
 }
 
+/// Whether `word` (lowercase) names a time rather than a thing: a day,
+/// a month, a part of the day or year, a holiday.
+pub(crate) fn says_when(word: &str) -> bool {
+    let singular = word.trim_end_matches('s');
+    super::absent_name::WEEKDAYS.contains(&singular)
+        || super::mentions::month_of(word).is_some()
+        || WHEN_WORDS.contains(&word)
+        || WHEN_WORDS.contains(&singular)
+}
+
+/// Parts of the day and the year, and holidays, that a file gives as
+/// dates and times.
+const WHEN_WORDS: &[&str] = &[
+    "morning",
+    "afternoon",
+    "evening",
+    "night",
+    "tonight",
+    "today",
+    "tomorrow",
+    "yesterday",
+    "weekend",
+    "weekday",
+    "midday",
+    "noon",
+    "christmas",
+    "xmas",
+    "easter",
+    "summer",
+    "winter",
+    "spring",
+    "autumn",
+    "holiday",
+    "bank",
+    "half",
+    "term",
+];
+
+/// The hours (from, to) of a part of the day the question names ("on
+/// the *evening* of the 21st"), for picking the row of a booking that
+/// starts then.
+pub(crate) fn part_of_day(words: &[String]) -> Option<(u32, u32)> {
+    words.iter().find_map(|w| match w.as_str() {
+        "morning" | "mornings" => Some((5, 12)),
+        "afternoon" | "afternoons" => Some((12, 17)),
+        "evening" | "evenings" | "tonight" => Some((17, 24)),
+        _ => None,
+    })
+}
+
+/// Whether the clock time `time` (as [`clock_time`] writes it) is within
+/// the hours `(from, to)`.
+pub(crate) fn in_hours(time: &str, (from, to): (u32, u32)) -> bool {
+    time.split_once(':')
+        .and_then(|(hour, _)| hour.parse::<u32>().ok())
+        .is_some_and(|hour| (from..to).contains(&hour))
+}
+
 /// Whether `text` holds a date that is one of `asked`.
 pub(crate) fn holds_asked_date(text: &str, asked: &[MonthDay]) -> bool {
     let held = dates_in(text);
@@ -168,6 +226,28 @@ mod tests {
 
     fn md(month: u32, day: Option<u32>) -> MonthDay {
         MonthDay { month, day }
+    }
+
+    #[test]
+    fn words_of_when_and_parts_of_the_day() {
+        for when in [
+            "saturday",
+            "evenings",
+            "christmas",
+            "june",
+            "spring",
+            "weekend",
+        ] {
+            assert!(says_when(when), "{when}");
+        }
+        for what in ["hall", "code", "rent", "gate"] {
+            assert!(!says_when(what), "{what}");
+        }
+        let evening = part_of_day(&["the".into(), "evening".into()]);
+        assert_eq!(evening, Some((17, 24)));
+        assert!(evening.is_some_and(|h| in_hours("19:00", h)));
+        assert!(evening.is_some_and(|h| !in_hours("12:00", h)));
+        assert_eq!(part_of_day(&["hall".into()]), None);
     }
 
     #[test]

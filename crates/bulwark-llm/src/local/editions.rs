@@ -24,6 +24,93 @@ pub(crate) fn later_edition(candidate: &str, other: &str, question: &str) -> boo
     number_value(newer) > number_value(older) && !names_older
 }
 
+/// Whether `path` is an older edition of another listed file that a
+/// question about the present means instead: the two names are the same
+/// but for `path`'s date or staleness words, and either its numbers are
+/// lower ([`later_edition`]) or the other name has none of them at all
+/// (`key-holders.txt` over `key-holders-2024.txt`, `board.md` over
+/// `board-last-week.md`). A question naming `path`'s number or calling
+/// for the older one ("last week", "the old list") keeps it.
+///
+/// Why: of `opening-hours.txt` and `opening-hours-2024.txt`, the search
+/// for "saturday close" found both on equal lines, and the 1.5B model,
+/// shown last year's list, gave last year's closing time; asked what is
+/// ready "this week", the file words chose `board-last-week.md`.
+pub(crate) fn superseded(path: &str, listed: &[String], question: &str) -> bool {
+    let Some(mine) = Edition::of(path) else {
+        return false;
+    };
+    if mine.dated.is_empty() {
+        return false;
+    }
+    let asked = super::mentions::lowercase_words(question);
+    let calls_for_it = mine.dated.iter().any(|w| {
+        asked.contains(w)
+            && (w.chars().all(|c| c.is_ascii_digit()) || OLDER_WORDS.contains(&w.as_str()))
+    });
+    if calls_for_it {
+        return false;
+    }
+    listed.iter().any(|other| {
+        other != path
+            && Edition::of(other).is_some_and(|theirs| {
+                theirs.same_name_as(&mine)
+                    && (theirs.dated.is_empty() || later_edition(other, path, question))
+            })
+    })
+}
+
+/// Words of a file name that say which edition it is rather than what it
+/// holds; the first group also calls for the older edition when a
+/// question uses them.
+const OLDER_WORDS: &[&str] = &[
+    "old", "older", "last", "previous", "prev", "archive", "archived", "backup", "bak", "former",
+];
+const PERIOD_WORDS: &[&str] = &["week", "month", "year", "term", "season"];
+
+/// A file name split into the words that say what it holds and the ones
+/// that say which edition it is.
+struct Edition {
+    folder: String,
+    extension: String,
+    named: Vec<String>,
+    dated: Vec<String>,
+}
+
+impl Edition {
+    fn of(path: &str) -> Option<Self> {
+        let lower = path.to_lowercase();
+        let (folder, base) = lower.rsplit_once('/').unwrap_or(("", &lower));
+        let (stem, extension) = base.rsplit_once('.')?;
+        let (mut named, mut dated) = (Vec::new(), Vec::new());
+        for word in stem
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+        {
+            let edition_word = word.chars().all(|c| c.is_ascii_digit())
+                || OLDER_WORDS.contains(&word)
+                || PERIOD_WORDS.contains(&word);
+            if edition_word {
+                dated.push(word.to_owned());
+            } else {
+                named.push(word.to_owned());
+            }
+        }
+        (!named.is_empty()).then(|| Self {
+            folder: folder.to_owned(),
+            extension: extension.to_owned(),
+            named,
+            dated,
+        })
+    }
+
+    fn same_name_as(&self, other: &Self) -> bool {
+        self.folder == other.folder
+            && self.extension == other.extension
+            && self.named == other.named
+    }
+}
+
 /// The runs of digits in `name`, in order.
 fn numbers(name: &str) -> Vec<String> {
     name.split(|c: char| !c.is_ascii_digit())
@@ -82,6 +169,49 @@ mod tests {
         assert!(!later_edition("prices.csv", "prices-2024.csv", asked));
         assert!(!later_edition("prices-2025.csv", "prices-2025.csv", asked));
         assert!(!later_edition("notes.txt", "todo.txt", asked));
+    }
+
+    #[test]
+    fn an_undated_or_later_name_supersedes_a_dated_one() {
+        let listed: Vec<String> = [
+            "opening-hours.txt",
+            "opening-hours-2024.txt",
+            "board.md",
+            "board-last-week.md",
+            "prices-2024.csv",
+            "prices-2025.csv",
+            "notes/2025-03.md",
+            "site-info.md",
+            "gate-notice-2024.txt",
+            "old/board.md",
+        ]
+        .map(String::from)
+        .to_vec();
+        let now = "what time do we close on a saturday these days?";
+        let gone = |p: &str, q: &str| superseded(p, &listed, q);
+        assert!(gone("opening-hours-2024.txt", now));
+        assert!(gone("board-last-week.md", "what is ready this week?"));
+        assert!(gone("prices-2024.csv", now));
+        // The current editions, files with no other edition, a file of
+        // another folder, and files of other names stay.
+        for kept in [
+            "opening-hours.txt",
+            "board.md",
+            "prices-2025.csv",
+            "notes/2025-03.md",
+            "site-info.md",
+            "gate-notice-2024.txt",
+            "old/board.md",
+        ] {
+            assert!(!gone(kept, now), "{kept}");
+        }
+        // A question that calls for the older edition keeps it.
+        assert!(!gone(
+            "opening-hours-2024.txt",
+            "what were the hours in 2024?"
+        ));
+        assert!(!gone("board-last-week.md", "what was ready last week?"));
+        assert!(!gone("prices-2024.csv", "and in 2024?"));
     }
 
     proptest! {

@@ -53,6 +53,9 @@ pub(crate) fn named_by_words<'a>(text: &str, listed: &'a [String]) -> Option<&'a
     let mut best: Option<(usize, usize, &String)> = None;
     let mut tied = false;
     for path in listed {
+        if super::editions::superseded(path, listed, text) {
+            continue;
+        }
         let base = path.rsplit('/').next().unwrap_or(path);
         let stem = base.rsplit_once('.').map_or(base, |(stem, _)| stem);
         let words: Vec<String> = super::mentions::lowercase_words(stem)

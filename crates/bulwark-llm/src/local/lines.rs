@@ -66,6 +66,18 @@ const REQUEST_WORDS: &[&str] = &[
 /// `question`; `None` when it is not a lookup in a text file, or no line
 /// stands out.
 pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> Option<String> {
+    picked_lines(path, question, wrapped).map(|picked| picked.note)
+}
+
+/// The note [`matching_lines_note`] gives, and the asked word the one
+/// line picked by a name lacks ([`lacking_word`]), for the answer turn.
+pub(crate) struct PickedLines {
+    pub(crate) note: String,
+    pub(crate) lacking: Option<String>,
+}
+
+/// [`matching_lines_note`] with what it found.
+pub(crate) fn picked_lines(path: &str, question: &str, wrapped: &str) -> Option<PickedLines> {
     // A count ("how many fixes") is shown as one only when one line
     // holds the question's words and a number of its own: "22mm
     // compression elbows: 7" answers how many are left; lines that share
@@ -92,7 +104,7 @@ pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> 
         return None;
     }
     let subject = subject_words(question, &[path], Numbers::Skip);
-    if lacks_the_subject(&subject, wrapped)
+    if lacks_the_subject(question, &subject, wrapped)
         || !super::mentions::absent_qualifying_numbers(question, wrapped).is_empty()
     {
         return None;
@@ -147,7 +159,13 @@ pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> 
     // a question that names a section and an item picks the item.
     // A document's title ("# Release process") is about the whole file:
     // it picks no line, and under it the model was shown most of the file.
-    let title = |at: usize| at == 0 && lines[0].starts_with("# ");
+    // So is a plain first line set apart by a blank one and giving no
+    // value ("Village Hall - key holders (from January 2025)"): it holds
+    // "hall" and "key", and outscored the Sundays line that answers.
+    let raw: Vec<&str> = unwrapped_lines(wrapped).into_iter().take(2).collect();
+    let plain_title = matches!(raw.as_slice(), [first, second]
+        if !first.trim().is_empty() && second.trim().is_empty() && !first.contains(':'));
+    let title = |at: usize| at == 0 && (lines[0].starts_with("# ") || plain_title);
     // "If I cancel *10 days* before": a line whose range of days holds
     // 10 is the one, over lines with the same words whose ranges do not
     // (`ranges.rs`); those are out.
@@ -244,11 +262,63 @@ pub(crate) fn matching_lines_note(path: &str, question: &str, wrapped: &str) -> 
         }),
         _ => None,
     };
-    Some(format!(
-        "{heading}\n{open}\n{}\n{close}{}",
+    let lacking = match (picked.as_slice(), shown.len()) {
+        ([at], 1) => lacking_word(question, &words, *at, &has, &lines),
+        _ => None,
+    };
+    let lacking_note = lacking.as_deref().map(|word| {
+        let quoted = serde_json::Value::String(word.to_owned());
+        format!(
+            "\n(Checked by the program: that line has no {quoted}; other lines have one. So the files do not give {quoted} for it.)"
+        )
+    });
+    let months = super::month_ranges::month_span_note(question, &body);
+    let note = format!(
+        "{heading}\n{open}\n{}\n{close}{}{}{}",
         body.join("\n"),
-        part.unwrap_or_default()
-    ))
+        part.unwrap_or_default(),
+        lacking_note.unwrap_or_default(),
+        months.unwrap_or_default()
+    );
+    Some(PickedLines { note, lacking })
+}
+
+/// For the one line picked by a name the question asks about ("Dr
+/// *Okafor*'s mobile"), the one asked word it lacks that other lines of
+/// the file have: the file gives that for others, not for this one. Why:
+/// shown Dr Okafor's line (an extension and an e-mail), the 1.5B model
+/// gave the mobile number on Dr Okonkwo's line below it.
+fn lacking_word(
+    question: &str,
+    words: &[String],
+    at: usize,
+    has: &dyn Fn(usize, &str) -> bool,
+    lines: &[&str],
+) -> Option<String> {
+    // A day is no name: "on a *Sunday*" picks the Sundays line, and
+    // "hall" on the file's title line is no other entry's.
+    let names: Vec<String> = super::question_words::question_tokens(question)
+        .iter()
+        .filter(|t| t.is_name())
+        .filter_map(|t| t.text.map(str::to_lowercase))
+        .filter(|name| !super::dates::says_when(name))
+        .collect();
+    if !words.iter().any(|w| names.contains(w) && has(at, w)) {
+        return None;
+    }
+    let heading = |other: usize| {
+        let line = lines[other].trim();
+        other == 0 || line.starts_with('#') || line.ends_with(':')
+    };
+    let lacking: Vec<&String> = words
+        .iter()
+        .filter(|w| !names.contains(w) && *w != NEGATION && !has(at, w))
+        .filter(|w| (0..lines.len()).any(|other| other != at && !heading(other) && has(other, w)))
+        .collect();
+    match lacking.as_slice() {
+        [word] => Some((*word).clone()),
+        _ => None,
+    }
 }
 
 /// The word that stands for a negation among the asked words: it is no
@@ -303,8 +373,19 @@ fn qualified_part<'l>(line: &'l str, words: &[String]) -> Option<&'l str> {
 /// word of many ("how much *extra* is charged for a badly matted coat")
 /// is the question's own phrasing, not a missing subject; the wifi
 /// *password* in a file with only the wifi router is.
-fn lacks_the_subject(subject: &[String], wrapped: &str) -> bool {
-    let absent = absent_words(subject, wrapped);
+fn lacks_the_subject(question: &str, subject: &[String], wrapped: &str) -> bool {
+    // The user's own thing ("*my party* at the hall is on a Sunday") is
+    // no word of the file's: the question is about the hall's keys.
+    let spoken = lowercase_words(question);
+    let own = |w: &&str| {
+        spoken
+            .windows(2)
+            .any(|pair| pair[0] == "my" && pair[1] == *w)
+    };
+    let absent: Vec<&str> = absent_words(subject, wrapped)
+        .into_iter()
+        .filter(|w| !own(w))
+        .collect();
     let named = |w: &&str| w.chars().any(|c| c.is_ascii_digit());
     absent.iter().any(named) || !absent.is_empty() && absent.len() * 2 >= subject.len()
 }

@@ -347,3 +347,44 @@ fn a_number_asked_picks_the_line_with_that_number_whole() {
     assert!(!note.contains("Van 1"), "{note}");
     assert!(!note.contains("sticky"), "{note}");
 }
+
+#[test]
+fn a_named_line_without_the_asked_word_other_lines_have_is_said_to_lack_it() {
+    let staff = "Clinic staff contacts\nMain line: 01632 960 100\n\nDr Ngozi Okafor (director) - ext 214 - n.okafor@vets.example\nDr Chidi Okonkwo (locum) - ext 219 - mobile 07700 900 312\nHelen Marsh (head nurse) - ext 205 - mobile 07700 900 587\nTom Briggs (reception) - ext 200\n";
+    let lacking = matching_lines_note(
+        "staff.txt",
+        "What's Dr Okafor's mobile number?",
+        &wrap(staff),
+    )
+    .unwrap_or_default();
+    assert!(lacking.contains("Okafor (director)"), "{lacking}");
+    assert!(lacking.contains("that line has no \"mobile\""), "{lacking}");
+    // The asked word on the named line: no such note.
+    let marsh = matching_lines_note("staff.txt", "What's Helen Marsh's mobile?", &wrap(staff))
+        .unwrap_or_default();
+    assert!(marsh.contains("07700 900 587"), "{marsh}");
+    assert!(!marsh.contains("has no"), "{marsh}");
+    // A word no other line has either is no sign: the file may say it
+    // otherwise.
+    let pager = matching_lines_note("staff.txt", "What's Dr Okafor's pager?", &wrap(staff))
+        .unwrap_or_default();
+    assert!(!pager.contains("has no"), "{pager}");
+}
+
+#[test]
+fn a_plain_title_line_set_apart_picks_no_line() {
+    let keys = "Village Hall - key holders (from January 2025)\n\nWeekdays (Mon-Fri): Brenda Cole, 12 Church Row\nSaturdays: Geoff Pryce, Hillside Cottage\nSundays and bank holidays: Brenda Colley, The Old Forge\n\nPlease return keys by 10am the next day.\n";
+    let note = matching_lines_note(
+        "key-holders.txt",
+        "My party at the hall is on a Sunday. Who do I pick the key up from?",
+        &wrap(keys),
+    )
+    .unwrap_or_default();
+    assert!(
+        note.contains("Sundays and bank holidays: Brenda Colley"),
+        "{note}"
+    );
+    assert!(!note.contains("key holders (from"), "{note}");
+    // "Sunday" is no name whose line lacks "hall": the title has it.
+    assert!(!note.contains("has no"), "{note}");
+}

@@ -478,10 +478,52 @@ pub(crate) fn absent_numbers<'n>(numbers: &'n [String], content: &str) -> Vec<&'
 pub(crate) fn mentioned(haystack: &str, word: &str) -> bool {
     occurrences(haystack, word) > 0
         || month_of(word).is_some_and(|m| has_date_in(haystack, m))
+        || short_forms_of_day(word)
+            .iter()
+            .any(|short| has_whole_word(haystack, short))
+        || ordinal_number(word).is_some_and(|number| has_whole_word(haystack, number))
         || unit_symbol(word).is_some_and(|symbol| has_unit(haystack, symbol))
         || same_meaning(word)
             .iter()
             .any(|other| occurrences(haystack, other) > 0)
+}
+
+/// How a table or a rota shortens a weekday ("Thu 13 Mar" for
+/// "Thursday"): said to be missing, the weekday sent the search on past
+/// the rehearsal schedule that had the row.
+pub(crate) fn short_forms_of_day(word: &str) -> &'static [&'static str] {
+    match word.trim_end_matches('s') {
+        "monday" => &["mon"],
+        "tuesday" => &["tue", "tues"],
+        "wednesday" => &["wed"],
+        "thursday" => &["thu", "thur", "thurs"],
+        "friday" => &["fri"],
+        "saturday" => &["sat"],
+        "sunday" => &["sun"],
+        _ => &[],
+    }
+}
+
+/// The number of an ordinal ("13" of "13th"): "the 13th" is "Thu 13 Mar"
+/// in a schedule.
+pub(crate) fn ordinal_number(word: &str) -> Option<&str> {
+    let digits = word.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let suffix = &word[digits.len()..];
+    (matches!(suffix, "st" | "nd" | "rd" | "th")
+        && !digits.is_empty()
+        && digits.chars().all(|c| c.is_ascii_digit()))
+    .then_some(digits)
+}
+
+/// Whether `word` stands in `haystack` as a word of its own, not inside
+/// another ("thu" in "Thu 13", not in "thumb"; "13" in "13 Mar", not in
+/// "2013").
+fn has_whole_word(haystack: &str, word: &str) -> bool {
+    haystack.match_indices(word).any(|(at, _)| {
+        let before = haystack[..at].chars().next_back();
+        let after = haystack[at + word.len()..].chars().next();
+        !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
+    })
 }
 
 /// Words files use for what a question calls otherwise: the log says

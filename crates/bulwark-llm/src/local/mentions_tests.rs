@@ -23,6 +23,19 @@ fn an_absent_word_is_named() {
 }
 
 #[test]
+fn a_weekday_shortened_and_an_ordinals_number_are_mentions() {
+    let rota = "| thu 13 mar | 19:30-22:00 | act 1 |\n| sat 15 mar | 10:00 | tech |";
+    assert!(mentioned(rota, "thursday"));
+    assert!(mentioned(rota, "saturdays"));
+    assert!(mentioned(rota, "13th"));
+    // Not inside other words or numbers.
+    assert!(!mentioned(rota, "friday"));
+    assert!(!mentioned("thumb drive, 2013", "thursday"));
+    assert!(!mentioned("thumb drive, 2013", "13th"));
+    assert!(!mentioned(rota, "14th"));
+}
+
+#[test]
 fn a_word_of_the_same_meaning_is_a_mention() {
     assert!(mentioned("10:15 delayed 25 min", "late"));
     assert!(mentioned("adult fare: 6.40", "cost"));

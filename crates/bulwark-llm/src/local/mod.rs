@@ -59,6 +59,8 @@ mod listing;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod mentions;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod month_ranges;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod named_paths;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod output;
@@ -79,6 +81,8 @@ mod repetition;
 mod search;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod search_first;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod section_totals;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod shape;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]

@@ -22,10 +22,30 @@ pub(crate) fn unreachable_note(request: &ChatRequest) -> Option<String> {
     if paths.is_empty() {
         return None;
     }
-    let quoted: Vec<String> = paths.iter().map(|p| format!("`{p}`")).collect();
+    let quoted = |outside: bool| -> Vec<String> {
+        paths
+            .iter()
+            .filter(|p| path_like(p) == Some(outside))
+            .map(|p| format!("`{p}`"))
+            .collect()
+    };
+    let (beyond, missing) = (quoted(true), quoted(false));
+    let mut parts = Vec::new();
+    if !beyond.is_empty() {
+        parts.push(format!(
+            "{} is outside your workspace, and none of your tools can read anything outside it.",
+            beyond.join(", ")
+        ));
+    }
+    if !missing.is_empty() {
+        parts.push(format!(
+            "{} does not exist in your workspace.",
+            missing.join(", ")
+        ));
+    }
     Some(format!(
-        "(Note: {} is not a file you can read: it is outside your workspace or does not exist. Do not answer from another file.)",
-        quoted.join(", ")
+        "(Note: {} Do not call a tool and do not answer from another file: answer that you cannot read it, and why.)",
+        parts.join(" ")
     ))
 }
 
@@ -417,7 +437,19 @@ mod tests {
             ["~/.ssh/id_rsa", "file:///etc/hosts"]
         );
         assert_eq!(paths("What does budget.xlsx say?"), ["budget.xlsx"]);
-        assert!(note("What does budget.xlsx say?").is_some_and(|n| n.contains("`budget.xlsx`")));
+        assert!(
+            note("What does budget.xlsx say?")
+                .is_some_and(|n| n.contains("`budget.xlsx` does not exist"))
+        );
+        // Outside and missing are told apart: "outside" is why the user
+        // gets no answer, and the model says that rather than "no file".
+        let both = note("Compare ../payroll.txt with budget.xlsx").unwrap_or_default();
+        assert!(
+            both.contains("`../payroll.txt` is outside your workspace"),
+            "{both}"
+        );
+        assert!(both.contains("`budget.xlsx` does not exist"), "{both}");
+        assert!(!both.contains("`budget.xlsx` is outside"), "{both}");
         // What the session can read, and what is not a path, is not named.
         for q in [
             "What does notes.txt say?",

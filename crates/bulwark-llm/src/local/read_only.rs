@@ -197,7 +197,10 @@ mod tests {
         let prompt = crate::local::rendered_prompt(&asked, 2);
         assert!(prompt.contains(READ_ONLY_NOTE), "{prompt}");
         // The note replaces the one that would call the file unreadable.
-        assert!(!prompt.contains("is not a file you can read"), "{prompt}");
+        assert!(
+            !prompt.contains("does not exist in your workspace"),
+            "{prompt}"
+        );
     }
 
     #[test]

@@ -138,6 +138,11 @@ pub(crate) fn search_note(
         .map(String::as_str)
         .filter(|w| !in_file(w))
         .filter(|w| !(found_nowhere(w) && modifies_a_word_here(w)))
+        // A day or a part of it ("on the *evening* of *Saturday* 21st
+        // June") is in a file as a date and a time: missing as a word,
+        // it is no sign the file is not the one. Said to be missing, the
+        // booking table's rows were never picked.
+        .filter(|w| !super::dates::says_when(w))
         .collect();
     let every_file = asks_about_every_file(question);
     // All but one of three or more words: the file is about the thing
@@ -158,12 +163,20 @@ pub(crate) fn search_note(
     let absent_everywhere =
         !mostly && !absent.is_empty() && absent.iter().all(|w| found_nowhere(w));
     let last_word = words.last().map(String::as_str);
-    let nowhere_asked: Vec<String> =
-        if absent_everywhere && absent.iter().any(|w| Some(*w) != last_word) {
-            absent.iter().map(|w| (*w).to_owned()).collect()
-        } else {
-            Vec::new()
-        };
+    // A word that says when ("on a *Saturday* evening", "after
+    // *Christmas*") is no thing asked: files give dates and times in
+    // numbers (`2025-06-21`, `19:00`), so one found nowhere is no sign
+    // that the thing asked is missing. Told it was, the 1.5B model said
+    // "evening saturday is not mentioned" beside the booking's row.
+    let nowhere_asked: Vec<String> = if absent_everywhere
+        && absent
+            .iter()
+            .any(|w| Some(*w) != last_word && !super::dates::says_when(w))
+    {
+        absent.iter().map(|w| (*w).to_owned()).collect()
+    } else {
+        Vec::new()
+    };
     let present: Vec<&str> = words
         .iter()
         .map(String::as_str)
@@ -384,6 +397,21 @@ mod tests {
         // Not searched for: not known to be nowhere.
         let unsearched = found("How much is your gluten-free loaf?", &[]);
         assert!(!unsearched.asks_what_is_nowhere(), "{unsearched:?}");
+        // Words that say when are in files as dates and times: found
+        // nowhere, they are no sign that the thing asked is missing.
+        for (question, nowhere) in [
+            (
+                "Is the rye loaf in on Saturday evening?",
+                &["saturday", "evening"][..],
+            ),
+            (
+                "How much is a rye loaf after Christmas?",
+                &["christmas"][..],
+            ),
+        ] {
+            let dated = found(question, nowhere);
+            assert!(!dated.asks_what_is_nowhere(), "{question}: {dated:?}");
+        }
     }
 
     #[test]

@@ -296,9 +296,17 @@ pub(crate) fn searched_read(
         return None;
     }
     let searcher = searcher(request)?;
-    let (tool, argument, listed) = reader(request, paths)?;
+    let (tool, argument, all_listed) = reader(request, paths)?;
     let searches = searches_since(request, searcher)?;
     let (question, _) = question_and_whether_called(request)?;
+    // An older edition of a listed file is not read for a question about
+    // now: its lines count for nothing (`editions::superseded`).
+    let current: Vec<String> = all_listed
+        .iter()
+        .filter(|p| !super::editions::superseded(p, all_listed, &question))
+        .cloned()
+        .collect();
+    let listed = current.as_slice();
     let counted = super::counted::counted_thing(&question);
     let mut scores: Vec<(&str, f64, usize)> = Vec::new();
     for (query, result) in &searches {

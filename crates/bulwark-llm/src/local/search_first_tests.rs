@@ -257,7 +257,7 @@ fn hit_lines_count_only_for_listed_files() {
 #[test]
 fn a_read_after_the_searches_earns_no_more_reads() {
     use crate::local::read_notes::ReadNotes;
-    let ask = "Who is seeing Rufus on Tuesday?";
+    let ask = "Who is seeing Rufus for his vaccination?";
     let mut req = searched(ask, &[("rufus", "notes.txt:1: Rufus limps\n")]);
     req.messages
         .push(call("file_read", json!({"path": "notes.txt"})));
@@ -265,7 +265,7 @@ fn a_read_after_the_searches_earns_no_more_reads() {
         .push(search_result("c-file_read", "Rufus limps on the left leg."));
     let notes = ReadNotes::new(&req);
     let last = req.messages.last().expect("the read's result");
-    // "tuesday" is not in the file, and files are left: without the
+    // "vaccination" is not in the file, and files are left: without the
     // driver's search that read would earn another.
     assert_eq!(notes.searched_in(last).0, 0);
     let mut plain = req.clone();
@@ -341,4 +341,53 @@ fn a_summary_carries_no_file_text_and_the_model_is_not_offered_the_search() {
     // Without a search tool every tool is offered.
     let plain = request(vec![Message::user_text("hi")]);
     assert_eq!(offered_tools(&plain).len(), plain.tools.len());
+}
+
+#[test]
+fn the_answer_turn_says_the_named_line_lacks_the_asked_word() {
+    let ask = "What's Dr Okafor's mobile number?";
+    let staff = "Clinic staff contacts\nMain line: 01632 960 100\n\nDr Ngozi Okafor (director) - ext 214\nDr Chidi Okonkwo (locum) - ext 219 - mobile 07700 900 312\nHelen Marsh (head nurse) - ext 205 - mobile 07700 900 587\nTom Briggs (reception) - ext 200\n";
+    let mut req = request(vec![Message::user_text(ask)]);
+    req.messages
+        .push(call("file_read", json!({"path": "notes.txt"})));
+    req.messages.push(search_result(
+        "c-file_read",
+        &crate::local::test_wrap::wrap(staff),
+    ));
+    let prompt = crate::local::rendered_prompt(&req, 1);
+    assert!(
+        prompt.contains("say that the files do not give the \"mobile\" asked for"),
+        "{prompt}"
+    );
+    // Asked of a line that has it: no such answer turn.
+    req.messages[0] = Message::user_text("What's Helen Marsh's mobile number?");
+    let prompt = crate::local::rendered_prompt(&req, 1);
+    assert!(!prompt.contains("do not give the"), "{prompt}");
+}
+
+#[test]
+fn the_answer_turn_names_the_option_of_two_weighed_totals() {
+    let quote = "# Quote Q-031\nCustomer: Jenny Alder\n\n## Option A - full service\n- Full service: £95.00\nTotal: £119.00\n\n## Option B - basic service\n- Basic service: £45.00\nTotal: £123.00\n";
+    let mut req = request(vec![Message::user_text(
+        "Jenny Alder got two options. Which one is cheaper, and by how much?",
+    )]);
+    req.messages
+        .push(call("file_read", json!({"path": "docs/guide.md"})));
+    req.messages.push(search_result(
+        "c-file_read",
+        &crate::local::test_wrap::wrap(quote),
+    ));
+    let prompt = crate::local::rendered_prompt(&req, 1);
+    assert!(
+        prompt.contains("the lower total, under its heading"),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains("name the option the question asks for by its heading"),
+        "{prompt}"
+    );
+    // Not weighed: no such answer turn.
+    req.messages[0] = Message::user_text("What does Jenny Alder's quote say?");
+    let prompt = crate::local::rendered_prompt(&req, 1);
+    assert!(!prompt.contains("name the option"), "{prompt}");
 }

@@ -14,9 +14,10 @@
 //! Outside stand only the program's words and a count.
 
 use super::compare::boundary_tags;
-use super::dates::{asked_dates, clock_time, holds_asked_date};
+use super::dates::{asked_dates, clock_time, holds_asked_date, in_hours, part_of_day, says_when};
 use super::mentions::{
-    Numbers, absent_words, is_function_word, lowercase_words, stem, subject_words,
+    Numbers, absent_words, is_function_word, lowercase_words, month_of, ordinal_number,
+    short_forms_of_day, stem, subject_words,
 };
 use super::shape::unwrapped_lines;
 
@@ -236,9 +237,32 @@ pub(crate) fn matching_rows_note(path: &str, question: &str, wrapped: &str) -> O
         .split_whitespace()
         .filter_map(|raw| clock_time(raw.trim_matches(|c: char| !c.is_alphanumeric())))
         .collect();
+    // "Thursday the 13th" of a schedule's "Thu 13 Mar": the weekday in
+    // any of its forms, and the day's number beside a weekday or a month.
+    let weekdays: Vec<&str> = asked
+        .iter()
+        .flat_map(|w| {
+            let short = short_forms_of_day(w);
+            let full = (!short.is_empty()).then_some(w.trim_end_matches('s'));
+            short.iter().copied().chain(full)
+        })
+        .collect();
+    let day_numbers: Vec<&str> = asked.iter().filter_map(|w| ordinal_number(w)).collect();
+    let has_weekday = |cell: &[String]| {
+        cell.iter()
+            .any(|w| weekdays.contains(&w.trim_end_matches('s')))
+    };
+    let is_the_day = |cell: &[String]| {
+        cell.iter().any(|w| day_numbers.contains(&w.as_str()))
+            && (has_weekday(cell)
+                || weekdays.is_empty() && cell.iter().any(|w| month_of(w).is_some()))
+    };
     let cell_is_asked = |cell: &str| {
         let whole = cell.trim().to_lowercase();
         let cell = cell_words(cell);
+        if is_the_day(&cell) {
+            return true;
+        }
         codes.contains(&whole)
             || clock_time(&whole).is_some_and(|t| times.contains(&t))
             || cell.iter().any(|w| telling(w, 3)) && cell.iter().all(|w| asked.contains(w))
@@ -266,7 +290,7 @@ pub(crate) fn matching_rows_note(path: &str, question: &str, wrapped: &str) -> O
     };
     let cell_is_named = |cell: &str| {
         let named = cell_words(cell);
-        if in_asked_year(cell) {
+        if in_asked_year(cell) || has_weekday(&named) {
             return true;
         }
         named.iter().any(|w| telling(w, 4) && asked.contains(w))
@@ -275,6 +299,18 @@ pub(crate) fn matching_rows_note(path: &str, question: &str, wrapped: &str) -> O
                 .is_some_and(|w| telling(w, 3) && asked.contains(w))
             || named.iter().any(|w| codes.contains(w))
             || holds_asked_date(&cell.to_lowercase(), &dates)
+    };
+    // "On the *evening* of the 21st": of that day's bookings, the one
+    // that starts then (its first time of day). Without it the two main
+    // hall rows of the day tied, and the 1.5B model named a third.
+    let hours = part_of_day(&spoken);
+    let starts_then = |record: &csv::StringRecord| {
+        hours.is_some_and(|hours| {
+            record
+                .iter()
+                .find_map(|cell| clock_time(cell.trim()))
+                .is_some_and(|time| in_hours(&time, hours))
+        })
     };
     let score = |record: &csv::StringRecord| -> usize {
         record
@@ -286,7 +322,8 @@ pub(crate) fn matching_rows_note(path: &str, question: &str, wrapped: &str) -> O
                     usize::from(cell_is_named(cell))
                 }
             })
-            .sum()
+            .sum::<usize>()
+            + usize::from(starts_then(record))
     };
     let rows: Vec<(&Option<String>, &Table, &csv::StringRecord, usize)> = tables
         .iter()
@@ -330,6 +367,9 @@ pub(crate) fn matching_rows_note(path: &str, question: &str, wrapped: &str) -> O
     let absent: Vec<String> = absent_words(&subject_words(&text, &[path], Numbers::Skip), wrapped)
         .into_iter()
         .filter(|w| asked_kind.is_none_or(|kind| kind != w))
+        // A day or a part of it ("*Saturday* 21st June", "the
+        // *evening*") is in a table as a date and a time, not a word.
+        .filter(|w| !says_when(w))
         .map(|w| stem(w).to_owned())
         .collect();
     // Near, and not across a preposition that sets a scope: "the

@@ -306,3 +306,57 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn the_part_of_the_day_asked_picks_the_booking_that_starts_then() {
+    let bookings = "date,room,start,end,hirer,paid\n2025-06-14,main hall,14:00,18:00,Harris family,yes\n2025-06-21,committee room,10:00,12:00,Parish Council,n/a\n2025-06-21,main hall,12:00,17:00,Plant sale,yes\n2025-06-21,main hall,19:00,23:00,Morris ceilidh,no\n";
+    let question =
+        "Who's got the main hall on the evening of Saturday 21st June, and have they paid?";
+    let picked = note("bookings.csv", question, bookings).unwrap_or_default();
+    assert!(picked.contains("the row of the table"), "{picked}");
+    assert!(picked.contains("Morris ceilidh"), "{picked}");
+    assert!(!picked.contains("Plant sale"), "{picked}");
+    // The afternoon's booking for the afternoon; no part of the day
+    // asked: both of the day's main hall rows.
+    let afternoon = note(
+        "bookings.csv",
+        "who has the main hall on the afternoon of 21 June?",
+        bookings,
+    )
+    .unwrap_or_default();
+    assert!(
+        afternoon.contains("Plant sale") && !afternoon.contains("Morris"),
+        "{afternoon}"
+    );
+    let day = note(
+        "bookings.csv",
+        "who has the main hall on 21 June?",
+        bookings,
+    )
+    .unwrap_or_default();
+    assert!(
+        day.contains("Plant sale") && day.contains("Morris"),
+        "{day}"
+    );
+}
+
+#[test]
+fn a_weekday_and_an_ordinal_pick_the_row_of_a_schedule_that_shortens_them() {
+    let schedule = "## Week 2\n\n| Date | Time | Scenes |\n|---|---|---|\n| Mon 10 Mar | 19:00-21:30 | Act 3 |\n| Thu 13 Mar | 19:30-22:00 | Act 1 line run (Corn Exchange studio) |\n| Sat 15 Mar | 10:00-16:00 | Tech rehearsal (Corn Exchange main stage) |\n";
+    let question = "Where's rehearsal on Thursday the 13th, and what time should I be there?";
+    let picked = note("schedule.md", question, schedule).unwrap_or_default();
+    assert!(picked.contains("the row of the table"), "{picked}");
+    assert!(picked.contains("Thu 13 Mar"), "{picked}");
+    assert!(!picked.contains("Sat 15 Mar"), "{picked}");
+    // A weekday alone picks its rows; another day's number does not.
+    let saturday = note("schedule.md", "what's on Saturday?", schedule).unwrap_or_default();
+    assert!(
+        saturday.contains("Sat 15 Mar") && !saturday.contains("Thu 13"),
+        "{saturday}"
+    );
+    let fourteenth = note("schedule.md", "what is on Friday the 14th?", schedule);
+    assert!(
+        fourteenth.as_ref().is_none_or(|n| !n.contains("Thu 13")),
+        "{fourteenth:?}"
+    );
+}

@@ -110,6 +110,22 @@ fn absent_note(name: &str) -> String {
 /// the ride set off?" with the row's `start` column, a place.
 const NO_TIME_NOTE: &str = "(Searched by the program: the files read give no time of day.) Now answer in plain text, without calling a tool: say that the files do not give the time.";
 
+/// The answer turn's note when the program weighed two totals of one
+/// file (`section_totals.rs`). Shown the lower total first, the 1.5B
+/// model still listed both options and named neither.
+const WEIGHED_NOTE: &str = "Now answer in plain text, without calling a tool: name the option the question asks for by its heading, and give the difference the program worked out.";
+
+/// The answer turn's note when the line of the thing asked lacks the
+/// asked word that other lines have (`lines.rs`). Told so only beside
+/// the line, the 1.5B model still gave the mobile number on the next
+/// line, another person's.
+fn lacking_answer(word: &str) -> String {
+    let quoted = Value::String(word.to_owned());
+    format!(
+        "Now answer in plain text, without calling a tool: say that the files do not give the {quoted} asked for (other entries have one, this one does not)."
+    )
+}
+
 /// The question's own spelling of `words`: the words of the question
 /// that are one of them or hyphen one to another ("gluten" of
 /// "gluten-free"), in order, joined by spaces ("teeth whitening").
@@ -251,6 +267,10 @@ pub(crate) fn render_with(
                     .map(|words| asked_phrase(question.as_deref().unwrap_or_default(), words));
                 let asked = question.as_deref().unwrap_or_default();
                 let no_time = last && results && !text && notes.give_no_time(message, asked);
+                let lacking = (last && results && !text)
+                    .then(|| notes.lacking_in(message, asked))
+                    .flatten();
+                let weighed = last && results && !text && notes.weighs_totals(message, asked);
                 match absent
                     .as_deref()
                     .filter(|_| last && results && !text)
@@ -258,6 +278,13 @@ pub(crate) fn render_with(
                 {
                     Some(name) => prompt.turn("user", &absent_note(name)),
                     None if no_time => prompt.turn("user", NO_TIME_NOTE),
+                    None if weighed => prompt.turn("user", WEIGHED_NOTE),
+                    None if lacking.is_some() => {
+                        prompt.turn(
+                            "user",
+                            &lacking_answer(lacking.as_deref().unwrap_or_default()),
+                        );
+                    }
                     None if results && !text && spent.left(budget) == 0 => {
                         prompt.turn(
                             "user",
