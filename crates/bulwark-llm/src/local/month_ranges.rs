@@ -56,11 +56,23 @@ pub(crate) fn month_span(line: &str) -> Option<(u32, u32)> {
     let joined = words[*a_at..*b_at]
         .iter()
         .any(|w| matches!(w.as_str(), "and" | "to" | "until" | "till" | "through"))
-        || line.contains(['-', '\u{2013}'])
+        || dash_between(&line.to_lowercase(), &words[*a_at], &words[*b_at])
         || words
             .get(a_at.saturating_sub(2)..*a_at)
             .is_some_and(|before| before.iter().any(|w| w == "between" || w == "from"));
     (joined && a != b).then_some((*a, *b))
+}
+
+/// Whether a dash stands between the first `from` and the last `to` of
+/// `line` (lowercase): "Nov - Feb", not the "HG-71" of a part name
+/// elsewhere on the line.
+fn dash_between(line: &str, from: &str, to: &str) -> bool {
+    match (line.find(from), line.rfind(to)) {
+        (Some(start), Some(end)) if start + from.len() <= end => {
+            line[start + from.len()..end].contains(['-', '\u{2013}'])
+        }
+        _ => false,
+    }
 }
 
 /// Whether `month` is within `(first, last)`, the span running on past
@@ -139,6 +151,11 @@ mod tests {
         assert_eq!(month_span_note("in March?", &["Meeting on 3 March."]), None);
         assert_eq!(
             month_span_note("in March?", &[rule, "From April to October."]),
+            None
+        ); // A dash joins two months only between them.
+        assert_eq!(month_span("Open Nov \u{2013} Feb"), Some((11, 2)));
+        assert_eq!(
+            month_span("HG-71 chain fitted in May, checked in June"),
             None
         );
     }

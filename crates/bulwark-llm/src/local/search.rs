@@ -163,20 +163,12 @@ pub(crate) fn search_note(
     let absent_everywhere =
         !mostly && !absent.is_empty() && absent.iter().all(|w| found_nowhere(w));
     let last_word = words.last().map(String::as_str);
-    // A word that says when ("on a *Saturday* evening", "after
-    // *Christmas*") is no thing asked: files give dates and times in
-    // numbers (`2025-06-21`, `19:00`), so one found nowhere is no sign
-    // that the thing asked is missing. Told it was, the 1.5B model said
-    // "evening saturday is not mentioned" beside the booking's row.
-    let nowhere_asked: Vec<String> = if absent_everywhere
-        && absent
-            .iter()
-            .any(|w| Some(*w) != last_word && !super::dates::says_when(w))
-    {
-        absent.iter().map(|w| (*w).to_owned()).collect()
-    } else {
-        Vec::new()
-    };
+    let nowhere_asked: Vec<String> =
+        if absent_everywhere && absent.iter().any(|w| Some(*w) != last_word) {
+            absent.iter().map(|w| (*w).to_owned()).collect()
+        } else {
+            Vec::new()
+        };
     let present: Vec<&str> = words
         .iter()
         .map(String::as_str)
