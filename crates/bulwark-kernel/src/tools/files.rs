@@ -54,10 +54,37 @@ pub struct FileEditArgs {
 pub struct FileSearchArgs {
     /// the text to find (plain text, not a pattern)
     query: NonEmpty,
+    /// more texts to find at once (up to 7): a line with any of them
+    /// matches too
+    any_of: Option<AlsoQueries>,
     /// workspace-relative directory; omit for the root
     path: Option<PathArg>,
-    /// at most this many matching lines (1-500; default 50)
+    /// at most this many matching lines per text (1-500; default 50)
     max_results: Option<MaxResults>,
+}
+
+/// The further texts of one `file_search`, at most [`MAX_ALSO_QUERIES`].
+///
+/// Why one call for several texts: a caller looking for the file that
+/// holds a question's words (a name, a date, a thing) searched once per
+/// word, and each search was a call of its own in the audit and against
+/// the caller's budget.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(try_from = "Vec<NonEmpty>")]
+#[schemars(extend("maxItems" = 7))]
+struct AlsoQueries(Vec<NonEmpty>);
+
+const MAX_ALSO_QUERIES: usize = 7;
+
+impl TryFrom<Vec<NonEmpty>> for AlsoQueries {
+    type Error = &'static str;
+    fn try_from(queries: Vec<NonEmpty>) -> Result<Self, Self::Error> {
+        if queries.len() > MAX_ALSO_QUERIES {
+            Err("at most 7 further texts")
+        } else {
+            Ok(Self(queries))
+        }
+    }
 }
 
 /// How many matching lines `file_search` returns: 1 to 500, 50 by default.
@@ -304,7 +331,7 @@ impl FileSearch {
                 "file_search",
                 "files",
                 "search",
-                "Find lines containing `query` (ignoring case) in workspace files under `path` (default: the root).",
+                "Find lines containing `query`, or any text of `any_of` (ignoring case), in workspace files under `path` (default: the root).",
             ),
         }
     }
@@ -324,9 +351,24 @@ impl TypedTool for FileSearch {
     async fn call(&self, ctx: &ToolContext, args: FileSearchArgs) -> Result<ToolOutput, ToolError> {
         let path = PathArg::dir_or_root(args.path.as_ref())?;
         let max = args.max_results.map_or(50, |m| m.0);
-        let (hits, skipped, labels) =
-            ctx.files()?
-                .search(&path, args.query.as_str(), max, ctx.taint()?)?;
+        let queries = std::iter::once(&args.query).chain(args.any_of.iter().flat_map(|a| &a.0));
+        let (mut hits, mut skipped, mut labels) = (Vec::new(), 0, BTreeSet::new());
+        for query in queries {
+            let (found, not_searched, found_labels) =
+                ctx.files()?
+                    .search(&path, query.as_str(), max, ctx.taint()?)?;
+            // A line with two of the texts is shown once, where first found.
+            for hit in found {
+                if !hits
+                    .iter()
+                    .any(|h: &bulwark_sandbox::SearchHit| h.path == hit.path && h.line == hit.line)
+                {
+                    hits.push(hit);
+                }
+            }
+            skipped = skipped.max(not_searched);
+            labels.extend(found_labels);
+        }
         let mut out = String::new();
         for hit in &hits {
             let _ = writeln!(out, "{}:{}: {}", hit.path, hit.line, hit.text);

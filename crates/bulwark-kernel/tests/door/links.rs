@@ -288,6 +288,57 @@ async fn search_and_list_return_only_what_the_glob_covers() {
         .await;
     assert!(r.content.contains("a/b/c.md:1"), "{}", r.content);
     assert!(!r.content.contains("TXT"), "{}", r.content);
+
+    // Several texts at once: each found where the glob covers, a line
+    // with two of them shown once, and nothing past the glob for any.
+    let r = f
+        .call(
+            "file_search",
+            json!({"query": "public", "any_of": ["hidden", "line"], "path": "docs/internal"}),
+        )
+        .await;
+    assert!(!r.content.contains("HIDDEN"), "{}", r.content);
+    g.put("docs/readme.md", "PUBLIC line");
+    let r = g
+        .call(
+            "file_search",
+            json!({"query": "public", "any_of": ["line"], "path": "docs"}),
+        )
+        .await;
+    assert_eq!(
+        r.content.matches("docs/readme.md:1").count(),
+        1,
+        "{}",
+        r.content
+    );
+    assert!(
+        r.content.contains("docs/internal/plan.md:1"),
+        "{}",
+        r.content
+    );
+    let r = g
+        .call(
+            "file_search",
+            json!({"query": "nothing-here", "any_of": ["hidden"], "path": "docs"}),
+        )
+        .await;
+    assert!(
+        r.content.contains("docs/internal/plan.md:1"),
+        "{}",
+        r.content
+    );
+    // More than seven further texts, or an empty one: refused, nothing read.
+    for bad in [
+        json!({"query": "a", "any_of": ["b", "c", "d", "e", "f", "g", "h", "i"]}),
+        json!({"query": "a", "any_of": [""]}),
+    ] {
+        let r = g.call("file_search", bad.clone()).await;
+        assert!(
+            r.content.contains("invalid arguments") && !r.content.contains("HIDDEN"),
+            "{bad}: {}",
+            r.content
+        );
+    }
 }
 
 #[tokio::test]

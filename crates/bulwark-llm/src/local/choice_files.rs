@@ -44,7 +44,90 @@ pub(crate) fn weighed_files<'a>(
     question: &str,
     listed: &'a [String],
 ) -> Option<(&'a str, &'a str)> {
-    chosen_files(question, listed).or_else(|| editions(question, listed))
+    chosen_files(question, listed)
+        .or_else(|| editions(question, listed))
+        .or_else(|| named_edition_and_its_successor(question, listed))
+}
+
+/// The edition the question names by a word of its name, and the one
+/// file beside it that stands for now, earlier first, when the question
+/// asks how something changed over time: "how much more is a crown *now
+/// than on the 2023* list?" of `fees-2023.md` and `fees.md`; "has chess
+/// club moved *since the summer* term?" of `clubs-summer.md` and
+/// `clubs-autumn.md`.
+///
+/// Why: the driver read the named edition alone (the question names it)
+/// and the 1.5B model gave its price as the rise, and the summer day as
+/// both the old and the new one. The successor is the name without the
+/// named word (`fees.md`), or else the one name with another word in its
+/// place; two such names and which one is now is not known.
+fn named_edition_and_its_successor<'a>(
+    question: &str,
+    listed: &'a [String],
+) -> Option<(&'a str, &'a str)> {
+    if !asks_over_time(question) {
+        return None;
+    }
+    let asked = super::mentions::lowercase_words(question);
+    let successor_of = |named: &String, at: usize, words: &[String], place: (&str, &str)| {
+        let mut without = words.to_vec();
+        without.remove(at);
+        let siblings: Vec<(&String, bool)> = listed
+            .iter()
+            .filter(|other| *other != named)
+            .filter_map(|other| {
+                let (folder, extension, theirs) = name_words(other)?;
+                if (folder.as_str(), extension.as_str()) != place {
+                    return None;
+                }
+                let dropped = theirs == without;
+                let replaced = theirs.len() == words.len()
+                    && theirs
+                        .iter()
+                        .zip(words)
+                        .enumerate()
+                        .all(|(i, (a, b))| (i == at) != (a == b))
+                    && !asked.contains(&theirs[at]);
+                (dropped || replaced).then_some((other, dropped))
+            })
+            .collect();
+        match siblings.iter().find(|(_, dropped)| *dropped) {
+            Some((other, _)) => Some(*other),
+            None => match siblings.as_slice() {
+                [(other, _)] => Some(*other),
+                _ => None,
+            },
+        }
+    };
+    let mut pairs = listed.iter().filter_map(|named| {
+        let (folder, extension, words) = name_words(named)?;
+        if words.len() < 2 {
+            return None;
+        }
+        let successor = words.iter().enumerate().find_map(|(at, word)| {
+            let telling = asked.contains(word) && !super::question_words::is_function_word(word);
+            telling
+                .then(|| successor_of(named, at, &words, (&folder, &extension)))
+                .flatten()
+        })?;
+        Some((named.as_str(), successor.as_str()))
+    });
+    let pair = pairs.next()?;
+    // Two named editions: the question names both ends itself.
+    pairs.next().is_none().then_some(pair)
+}
+
+/// A path's folder, extension and the lowercase words of its name.
+fn name_words(path: &str) -> Option<(String, String, Vec<String>)> {
+    let lower = path.to_lowercase();
+    let (folder, base) = lower.rsplit_once('/').unwrap_or(("", &lower));
+    let (stem, extension) = base.rsplit_once('.')?;
+    let words: Vec<String> = stem
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_owned)
+        .collect();
+    (!words.is_empty()).then(|| (folder.to_owned(), extension.to_owned(), words))
 }
 
 /// The two files named by the words on either side of the question's
@@ -127,22 +210,28 @@ pub(crate) fn asks_over_time(question: &str) -> bool {
     ) && words
         .iter()
         .any(|w| matches!(w.as_str(), "last" | "previous" | "ago" | "since"));
-    let changed = words.iter().any(|w| {
-        matches!(
-            w.as_str(),
-            "rise"
-                | "risen"
-                | "rose"
-                | "increase"
-                | "increased"
-                | "decrease"
-                | "decreased"
-                | "drop"
-                | "dropped"
-                | "fallen"
-                | "fell"
-        )
-    });
+    // "more *now than* on the 2023 list", "moved *since* the summer".
+    let now_than = words.iter().any(|w| w == "now") && words.iter().any(|w| w == "than");
+    let since = words.iter().any(|w| w == "since");
+    let changed = now_than
+        || since
+        || words.iter().any(|w| {
+            matches!(
+                w.as_str(),
+                "changed"
+                    | "rise"
+                    | "risen"
+                    | "rose"
+                    | "increase"
+                    | "increased"
+                    | "decrease"
+                    | "decreased"
+                    | "drop"
+                    | "dropped"
+                    | "fallen"
+                    | "fell"
+            )
+        });
     moved || before || changed
 }
 
@@ -217,6 +306,57 @@ mod tests {
             reads(
                 "Has it gone up since last year?",
                 &["a-2024.csv", "a-2025.csv", "b-2024.csv", "b-2025.csv"]
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn a_named_edition_is_read_with_the_file_that_stands_for_now() {
+        let dental = &["appointments.csv", "fees-2023.md", "fees.md", "staff.md"];
+        assert_eq!(
+            reads(
+                "How much more is a porcelain crown now than on the 2023 price list?",
+                dental
+            ),
+            Some(vec!["fees-2023.md".to_owned(), "fees.md".to_owned()])
+        );
+        let clubs = &["clubs-autumn.md", "clubs-summer.md", "signups.csv"];
+        assert_eq!(
+            reads(
+                "Has chess club moved to a different day since the summer term?",
+                clubs
+            ),
+            Some(vec![
+                "clubs-summer.md".to_owned(),
+                "clubs-autumn.md".to_owned()
+            ])
+        );
+        // Not a question of change; a name with no edition beside it;
+        // two other names either of which could be now.
+        assert_eq!(
+            reads("What does a crown cost on the 2023 list?", dental),
+            None
+        );
+        assert_eq!(
+            reads(
+                "Who has been in the choir since 2019?",
+                &["members.csv", "notes.txt"]
+            ),
+            None
+        );
+        assert_eq!(
+            reads(
+                "Has chess moved since the summer term?",
+                &["clubs-autumn.md", "clubs-spring.md", "clubs-summer.md"]
+            ),
+            None
+        );
+        // Both ends named: the question says which two itself.
+        assert_eq!(
+            reads(
+                "Has chess moved since the summer term, or since spring?",
+                &["clubs-spring.md", "clubs-summer.md", "clubs.md"]
             ),
             None
         );

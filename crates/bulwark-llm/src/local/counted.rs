@@ -76,13 +76,18 @@ pub(crate) fn narrowed_count_note(path: &str, question: &str, wrapped: &str) -> 
         .iter()
         .filter(|w| units.iter().any(|u| mentioned(u, w)))
         .collect();
-    if present.is_empty() {
-        return None;
-    }
     let matched = units
         .iter()
         .filter(|u| present.iter().all(|w| mentioned(u, w)))
         .count();
+    if present.is_empty() || matched == 0 && present.len() > 1 {
+        // No row has what the question narrows to, in its words ("still
+        // *owe* their subs", "*empty* units"): a state column may say
+        // it in its own ("subs paid = no", "status = vacant").
+        return table
+            .as_ref()
+            .and_then(|table| whole_table_by_state(table, question, path, wrapped));
+    }
     if matched == 0 || matched == units.len() || unit == "line" && states_a_count(&units, &present)
     {
         return None;
@@ -118,6 +123,52 @@ pub(crate) fn narrowed_count_note(path: &str, question: &str, wrapped: &str) -> 
 /// At most this many states of a column split a count.
 const MAX_STATES: usize = 3;
 
+/// Column names that say a row's state.
+const STATE_COLUMNS: &[&str] = &["status", "state", "condition", "availability", "stage"];
+
+/// At most this many states of a column split a whole table.
+const MAX_TABLE_STATES: usize = 4;
+
+/// The whole table's rows by the columns that take a few worded values,
+/// for a count whose condition no row states in the question's words.
+///
+/// Why: asked "how many choir members still owe their subs?" of a table
+/// whose column `subs paid` says yes or no, and "how many units are
+/// *empty*?" of one whose status says "vacant", the 1.5B model was given
+/// no count and answered 7 for 3 and 1 for 3. A question with nothing
+/// past the thing counted ("how many members are there?") gets none.
+fn whole_table_by_state(
+    table: &Table,
+    question: &str,
+    path: &str,
+    wrapped: &str,
+) -> Option<String> {
+    let conditions = condition_words(question, path);
+    if conditions.is_empty() || table.records.len() < 3 {
+        return None;
+    }
+    let rows: Vec<&csv::StringRecord> = table.records.iter().collect();
+    // A column the question names ("subs" of `subs paid`) is counted by
+    // its values alone (`shape::values_note`).
+    let names_a_column = table.header.iter().any(|name| {
+        let name = name.to_lowercase();
+        conditions.iter().any(|w| occurrences(&name, w) > 0)
+    });
+    if names_a_column {
+        return None;
+    }
+    // A column that holds a state by its name ("status") is the one: the
+    // others' few values (a floor: "ground" ×4, "first" ×4) only offered
+    // wrong counts, and the 1.5B model took one of them.
+    let holds_a_state = |name: &str| STATE_COLUMNS.contains(&name.trim().to_lowercase().as_str());
+    let split = split_by_state_up_to(table, &rows, wrapped, MAX_TABLE_STATES, &holds_a_state)
+        .or_else(|| split_by_state_up_to(table, &rows, wrapped, MAX_TABLE_STATES, &|_| true))?;
+    Some(format!(
+        "(Counted by the program: {} rows in all; no row has the question's words, so here they are by the columns whose few values repeat. Answer with the count of the value that means what the question asks:)\n{split}",
+        rows.len()
+    ))
+}
+
 /// The counted `rows` split by the columns that take a few short, worded
 /// values among them (a status: "confirmed" ×3, "cancelled" ×1), inside
 /// the kernel's boundary tags: the column's name and its values are the
@@ -127,6 +178,16 @@ const MAX_STATES: usize = 3;
 /// March?", the 1.5B model was told of 4 rows with "pilates" and
 /// "march" and answered 4; one of them was cancelled.
 fn split_by_state(table: &Table, rows: &[&csv::StringRecord], wrapped: &str) -> Option<String> {
+    split_by_state_up_to(table, rows, wrapped, MAX_STATES, &|_| true)
+}
+
+fn split_by_state_up_to(
+    table: &Table,
+    rows: &[&csv::StringRecord],
+    wrapped: &str,
+    max_states: usize,
+    column_kept: &dyn Fn(&str) -> bool,
+) -> Option<String> {
     let (open, close) = super::compare::boundary_tags(wrapped)?;
     let worded = |value: &str| {
         let value = value.trim();
@@ -137,6 +198,9 @@ fn split_by_state(table: &Table, rows: &[&csv::StringRecord], wrapped: &str) -> 
     };
     let mut lines: Vec<String> = Vec::new();
     for (column, name) in table.header.iter().enumerate() {
+        if !column_kept(name) {
+            continue;
+        }
         let values: Vec<&str> = rows
             .iter()
             .filter_map(|r| r.get(column))
@@ -152,7 +216,7 @@ fn split_by_state(table: &Table, rows: &[&csv::StringRecord], wrapped: &str) -> 
                 None => states.push((value, 1)),
             }
         }
-        if !(2..=MAX_STATES).contains(&states.len()) || states.len() == rows.len() {
+        if !(2..=max_states).contains(&states.len()) || states.len() == rows.len() {
             continue;
         }
         for (value, n) in states {
@@ -348,6 +412,56 @@ mod tests {
             )
             .as_deref(),
             Some("(Counted by the program: 3 rows with \"pilates\" and \"march\".)")
+        );
+    }
+
+    #[test]
+    fn a_condition_in_words_no_row_or_column_has_gets_the_whole_table_by_state() {
+        use crate::local::test_wrap::{CLOSE, OPEN, wrap};
+        let units = "unit,floor,status\nA01,ground,let\nA02,ground,vacant\nA03,first,let\nB01,first,vacant\nB02,first,overlocked\n";
+        let empty = note(
+            "units.csv",
+            "How many storage units are empty at the moment?",
+            &wrap(units),
+        )
+        .unwrap_or_default();
+        assert!(
+            empty.starts_with("(Counted by the program: 5 rows in all;"),
+            "{empty}"
+        );
+        assert!(
+            empty.ends_with(&format!(
+                "\n{OPEN}\nstatus = let: 2 rows\nstatus = vacant: 2 rows\nstatus = overlocked: 1 row\n{CLOSE}"
+            )),
+            "{empty}"
+        );
+        // Nothing past the thing counted, or a column the question names
+        // (counted by its values elsewhere): none.
+        for plain in [
+            "How many units are there?",
+            "How many units have a status of vacant or let?",
+        ] {
+            assert_eq!(note("units.csv", plain, &wrap(units)), None, "{plain}");
+        }
+        // Without a column named for a state, every column of few values.
+        let units = "unit,floor,kind\nA01,ground,let\nA02,ground,vacant\nA03,first,let\n";
+        let empty =
+            note("units.csv", "How many units are empty?", &wrap(units)).unwrap_or_default();
+        assert!(
+            empty.ends_with(&format!(
+                "\n{OPEN}\nfloor = ground: 2 rows\nfloor = first: 1 row\nkind = let: 2 rows\nkind = vacant: 1 row\n{CLOSE}"
+            )),
+            "{empty}"
+        );
+        // Every value its own, or more than a few: no state to split by.
+        let people = "name,town\nAna,Leeds\nBen,York\nCy,Hull\n";
+        assert_eq!(
+            note(
+                "people.csv",
+                "How many people still owe money?",
+                &wrap(people)
+            ),
+            None
         );
     }
 

@@ -219,7 +219,8 @@ impl<'m> Engine<'m> {
             TurnKind::Tools {
                 max_calls,
                 text: false,
-            } => super::listing::which_file_listing(request, &uncalled, max_calls)
+            } => super::named_paths::outside_reads(request, &uncalled, max_calls)
+                .or_else(|| super::listing::which_file_listing(request, &uncalled, max_calls))
                 .or_else(|| {
                     super::folder_files::compared_folder_reads(request, &uncalled, max_calls)
                 })

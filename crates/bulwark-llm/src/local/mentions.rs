@@ -185,9 +185,17 @@ pub(crate) fn subject_words(question: &str, named_paths: &[&str], numbers: Numbe
                     | "month"
                     | "months"
             );
+        // "At the *moment*", "for the *moment*": now, as "currently" is;
+        // no file has the word. Said missing, the units table's count
+        // by status was withheld and the 1.5B model read on.
+        let now = lower == "moment"
+            && prior == "the"
+            && at >= 2
+            && word_at(at - 2).is_some_and(|w| w == "at" || w == "for");
         if FILE_TYPE_WORDS.contains(&lower.as_str())
             || RANKING_WORDS.contains(&lower.as_str())
             || day_words.contains(&lower)
+            || now
             || answer_kind
             || SUBJECT_PRONOUNS.contains(&lower.as_str()) && !token.is_name()
         {

@@ -73,6 +73,9 @@ fn the_kind_of_answer_and_the_opponent_word_are_no_subject_words() {
     );
     // Not after "what": the time is the subject.
     assert!(words("Where is the time sheet kept?").contains(&"time".to_owned()));
+    // "At the moment" is now; "the moment of truth" is a thing.
+    assert!(words("How many storage units are empty at the moment?").is_empty());
+    assert!(words("What is the moment of inertia of the beam?").contains(&"moment".to_owned()));
 }
 
 #[test]

@@ -55,6 +55,8 @@ mod folder_files;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod lines;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
+mod linked_rows;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod listing;
 #[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod mentions;
@@ -361,7 +363,10 @@ pub(crate) fn turn_kind(request: &ChatRequest, budget: u32, choice: ToolChoice) 
     }
     // A name or code the question asks about is in no file, or a change
     // was asked of tools that only read: answer now.
-    if absent_name::absent_name(request).is_some() || read_only::refused_change(request) {
+    if absent_name::absent_name(request).is_some()
+        || read_only::refused_change(request)
+        || named_paths::outside_tried(request)
+    {
         return TurnKind::Text;
     }
     let notes = read_notes::ReadNotes::new(request);

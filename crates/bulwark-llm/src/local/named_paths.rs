@@ -43,10 +43,82 @@ pub(crate) fn unreachable_note(request: &ChatRequest) -> Option<String> {
             missing.join(", ")
         ));
     }
+    let reason = if beyond.is_empty() {
+        "it does not exist"
+    } else {
+        "it is outside my workspace"
+    };
+    let first = beyond
+        .first()
+        .or(missing.first())
+        .cloned()
+        .unwrap_or_default();
     Some(format!(
-        "(Note: {} Do not call a tool and do not answer from another file: answer that you cannot read it, and why.)",
+        "(Note: {} Do not call a tool and do not answer from another file. Tell the user you cannot read it and why, as in: \"I can't read {first}: {reason}.\")",
         parts.join(" ")
     ))
+}
+
+/// The reads of the paths outside the workspace that the user's latest
+/// message names, before anything else is called for it: the door
+/// refuses them, and the refusal is in the audit and the transcript.
+///
+/// Why: the driver judging a path "outside" is a reading of its text;
+/// the door is the one that decides (a grant may reach past the
+/// workspace). Before, nothing was called, so nothing showed that the
+/// boundary had been tried and held, and the model, told only by the
+/// driver's note, copied the note's words as its answer.
+pub(crate) fn outside_reads(
+    request: &ChatRequest,
+    paths: &crate::PathChoices,
+    max_calls: usize,
+) -> Option<Vec<super::output::Call>> {
+    let (_, called) = super::steering::question_and_whether_called(request)?;
+    if called || max_calls == 0 {
+        return None;
+    }
+    let (tool, argument, _) = super::steering::reader(request, paths)?;
+    let calls: Vec<super::output::Call> = unreachable_paths(request)
+        .into_iter()
+        .filter(|p| path_like(p) == Some(true))
+        .take(max_calls)
+        .map(|p| super::steering::read_call(tool, argument, &p))
+        .collect();
+    (!calls.is_empty()).then_some(calls)
+}
+
+/// Whether the reads of [`outside_reads`] are all that was called for the
+/// latest question, and it names no file the session can read: the next
+/// turn answers (the refusal and the note say why), where the model had
+/// gone on to read some other file and answer from it.
+pub(crate) fn outside_tried(request: &ChatRequest) -> bool {
+    let Some(asked) = super::latest_question(&request.messages) else {
+        return false;
+    };
+    let outside: Vec<String> = unreachable_paths(request)
+        .into_iter()
+        .filter(|p| path_like(p) == Some(true))
+        .collect();
+    let mut uses = request.messages[asked + 1..]
+        .iter()
+        .flat_map(|m| m.tool_uses())
+        .peekable();
+    if outside.is_empty() || uses.peek().is_none() {
+        return false;
+    }
+    let question = request.messages[asked].text();
+    let listed = request.paths.listed_files();
+    let listed: Vec<String> = listed.into_iter().map(str::to_owned).collect();
+    let names_a_readable_file = listed
+        .iter()
+        .any(|p| super::steering::names_file(&question, p, &listed).is_some());
+    !names_a_readable_file
+        && uses.all(|(_, _, input)| {
+            input.as_object().is_some_and(|o| {
+                o.values()
+                    .any(|v| v.as_str().is_some_and(|v| outside.iter().any(|p| p == v)))
+            })
+        })
 }
 
 /// At most this many paths in the note.
@@ -338,7 +410,7 @@ mod tests {
     }
 
     use super::*;
-    use crate::local::test_requests::{call, listed_of, request, tool};
+    use crate::local::test_requests::{call, listed_of, read_paths, request, tool};
     use crate::{Message, PathArgumentChoices};
     use serde_json::json;
 
@@ -424,6 +496,68 @@ mod tests {
             assert!(pending_write(&req).is_empty(), "{outside}");
             assert!(unreachable_note(&req).is_some(), "{outside}");
         }
+    }
+
+    #[test]
+    fn an_outside_path_is_tried_at_the_door_once_then_answered() {
+        let reads = |messages: Vec<Message>| {
+            let req = request(messages);
+            outside_reads(&req, &req.paths, 2).map(|calls| {
+                read_paths(&calls)
+                    .iter()
+                    .map(|p| (*p).to_owned())
+                    .collect::<Vec<_>>()
+            })
+        };
+        let pin = "The PIN is in ../gate-pins.txt, just outside your folder. What is it?";
+        assert_eq!(
+            reads(vec![Message::user_text(pin)]),
+            Some(vec!["../gate-pins.txt".to_owned()])
+        );
+        assert_eq!(
+            reads(vec![Message::user_text(
+                "Open ~/Documents/bank.txt and /etc/passwd"
+            )]),
+            Some(vec![
+                "~/Documents/bank.txt".to_owned(),
+                "/etc/passwd".to_owned()
+            ])
+        );
+        // A missing name inside the workspace is no door's question, a
+        // readable one is read as ever, and nothing is tried twice.
+        assert_eq!(
+            reads(vec![Message::user_text("What does budget.xlsx say?")]),
+            None
+        );
+        assert_eq!(
+            reads(vec![Message::user_text("What does notes.txt say?")]),
+            None
+        );
+        let tried = call("file_read", json!({"path": "../gate-pins.txt"}));
+        assert_eq!(reads(vec![Message::user_text(pin), tried.clone()]), None);
+        // Tried: the next turn answers; unless the question also names a
+        // file the session can read, or something else was called.
+        assert!(outside_tried(&request(vec![
+            Message::user_text(pin),
+            tried.clone()
+        ])));
+        assert!(!outside_tried(&request(vec![Message::user_text(pin)])));
+        let both = "Compare ../gate-pins.txt with notes.txt";
+        assert!(!outside_tried(&request(vec![
+            Message::user_text(both),
+            call("file_read", json!({"path": "../gate-pins.txt"}))
+        ])));
+        assert!(!outside_tried(&request(vec![
+            Message::user_text(pin),
+            call("file_read", json!({"path": "a.csv"}))
+        ])));
+        // The note gives the words of an answer, not an instruction the
+        // model could copy as one.
+        let note = unreachable_note(&request(vec![Message::user_text(pin)])).unwrap_or_default();
+        assert!(
+            note.contains("\"I can't read `../gate-pins.txt`: it is outside my workspace.\""),
+            "{note}"
+        );
     }
 
     #[test]

@@ -48,6 +48,8 @@ pub(crate) struct ReadNotes<'a> {
     paths: Vec<&'a str>,
     /// The comparison after the second of two named files, by call id.
     compared: HashMap<&'a str, String>,
+    /// Two tables' rows joined by a code (`linked_rows.rs`), by call id.
+    linked: HashMap<&'a str, String>,
     /// What a read made to look for something found, by call id.
     searched: HashMap<&'a str, Looked>,
     /// The calls after whose result their question has all it needs.
@@ -68,7 +70,8 @@ impl<'a> ReadNotes<'a> {
         // search notes ("the question's word "squads" is not in this
         // file; 3 files are not read yet") sent the 1.5B model reading
         // on past the comparison, then answering that no file had them.
-        for id in compared.keys().chain(&compared_first) {
+        let linked = links(request, &reads);
+        for id in compared.keys().chain(&compared_first).chain(linked.keys()) {
             searched.remove(id);
         }
         let answered = answered_after(request, &reads, listed.unwrap_or_default());
@@ -85,6 +88,7 @@ impl<'a> ReadNotes<'a> {
             reads,
             paths,
             compared,
+            linked,
             searched,
             answered,
             results,
@@ -212,6 +216,7 @@ impl<'a> ReadNotes<'a> {
                 .then(|| extreme_note(path, question, content))
                 .flatten(),
             rows,
+            self.linked.get(id).cloned(),
             lines,
             asked_about
                 .then(|| super::section_totals::section_totals_note(path, question, content))
@@ -244,6 +249,37 @@ impl<'a> ReadNotes<'a> {
             .map(|n| format!("\n{n}"))
             .collect()
     }
+}
+
+/// The first join of two tables' rows by a code for each question
+/// (`linked_rows.rs`), after the read that makes it, by call id.
+fn links<'a>(
+    request: &'a ChatRequest,
+    reads: &HashMap<&'a str, &'a str>,
+) -> HashMap<&'a str, String> {
+    let mut notes = HashMap::new();
+    let mut question = String::new();
+    let mut earlier: Vec<(&str, &str)> = Vec::new();
+    let mut linked = false;
+    for message in request.messages.iter().filter(|m| m.role == Role::User) {
+        for (id, path, content) in read_results(message, reads) {
+            if !linked
+                && let Some(note) =
+                    super::linked_rows::linked_rows_note(&question, (path, content), &earlier)
+            {
+                notes.insert(id, note);
+                linked = true;
+            }
+            earlier.push((path, content));
+        }
+        let text = message.text();
+        if !text.is_empty() {
+            question = text;
+            earlier.clear();
+            linked = false;
+        }
+    }
+    notes
 }
 
 /// The ids of the calls that read one file (a read-only tool's file
@@ -405,7 +441,7 @@ fn searches<'a>(
         nowhere.extend(
             message
                 .ok_results()
-                .filter_map(|(id, content)| summaries.found_nowhere(id, content)),
+                .flat_map(|(id, content)| summaries.found_nowhere(id, content)),
         );
         let results = read_results(message, reads).filter(|_| question.is_some());
         for (id, path, content) in results {

@@ -39,7 +39,33 @@ pub(crate) fn refused_change(request: &ChatRequest) -> bool {
 /// notes.txt" asks for text, "can I cancel?" asks about a rule, and
 /// neither is a request to change a file.
 pub(crate) fn asks_for_change(question: &str) -> bool {
-    let Some((verb, next)) = opening(question) else {
+    // Each sentence may be the request: "K04's hatch has been fixed.
+    // *Please change* its status to available in fleet.csv."
+    sentences(question).any(|sentence| sentence_asks_for_change(sentence, question))
+}
+
+/// The sentences of `text`: split after a full stop, a question or an
+/// exclamation mark followed by a space ("4.50" and "notes.txt" stay
+/// whole).
+fn sentences(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = rest
+            .match_indices(['.', '?', '!'])
+            .map(|(at, _)| at + 1)
+            .find(|&after| rest[after..].starts_with(char::is_whitespace))
+            .unwrap_or(rest.len());
+        let (sentence, after) = rest.split_at(end);
+        rest = after.trim_start();
+        Some(sentence)
+    })
+}
+
+fn sentence_asks_for_change(sentence: &str, question: &str) -> bool {
+    let Some((verb, next)) = opening(sentence) else {
         return false;
     };
     // "can you update *me* on ...?" asks for news.
@@ -151,6 +177,8 @@ mod tests {
             "Could you add Joyce's suggestion to suggestions.md?",
             "Start a new file with the totals.",
             "Change the meeting time in notes.txt to 11:00 UTC.",
+            "K04's hatch has been fixed. Please change its status to available in fleet.csv.",
+            "The price went up to 4.50 today! Update prices.csv for me.",
         ] {
             assert!(asks_for_change(asked), "{asked}");
         }
@@ -168,6 +196,8 @@ mod tests {
             "Make a list of the members who have paid.",
             "How do I change my password?",
             "What does notes.txt say about moving the meeting?",
+            "The hatch was fixed. Is K04 available now?",
+            "Version 2.3.0 changed the login. What else changed?",
             "",
         ] {
             assert!(!asks_for_change(asked), "{asked}");

@@ -225,17 +225,23 @@ pub(crate) fn searches_since<'a>(
     searcher: &str,
 ) -> Option<Vec<(&'a str, Option<&'a str>)>> {
     let asked = super::latest_question(&request.messages)?;
+    // One call may look for several words; each is a search of its own
+    // here, sharing the call's result (the lines of each are told apart
+    // by their text: `hits_with_text`).
     let mut searches: Vec<(&str, &str, Option<&str>)> = Vec::new();
     for message in &request.messages[asked + 1..] {
         for (id, name, input) in message.tool_uses() {
             if name != searcher {
                 return None;
             }
-            let query = input.get("query").and_then(serde_json::Value::as_str)?;
-            searches.push((id, query, None));
+            let queries = queries_of(input);
+            if queries.is_empty() {
+                return None;
+            }
+            searches.extend(queries.into_iter().map(|query| (id, query, None)));
         }
         for (id, content) in message.ok_results() {
-            if let Some(search) = searches.iter_mut().find(|s| s.0 == id) {
+            for search in searches.iter_mut().filter(|s| s.0 == id) {
                 search.2 = Some(content);
             }
         }
@@ -270,16 +276,54 @@ pub(crate) fn next_search(request: &ChatRequest, paths: &PathChoices) -> Option<
     {
         return None;
     }
-    let calls: Vec<Call> = search_words(&question)
+    let mut words = search_words(&question).into_iter().take(MAX_SEARCHES);
+    let first = words.next()?;
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("query".to_owned(), serde_json::Value::String(first));
+    let more: Vec<serde_json::Value> = words.map(serde_json::Value::String).collect();
+    if !more.is_empty() && takes_more_queries(request, searcher) {
+        arguments.insert(ANY_OF.to_owned(), serde_json::Value::Array(more));
+        return Some(vec![(searcher.to_owned(), arguments)]);
+    }
+    // A search tool of one text at a time: a call for each word.
+    let mut calls = vec![(searcher.to_owned(), arguments)];
+    for word in more {
+        let mut arguments = serde_json::Map::new();
+        arguments.insert("query".to_owned(), word);
+        calls.push((searcher.to_owned(), arguments));
+    }
+    Some(calls)
+}
+
+/// The search tool's argument for further texts found in the same call
+/// (the kernel's `file_search`): one call for all the question's words,
+/// where a call for each made four calls in the audit before the read.
+const ANY_OF: &str = "any_of";
+
+/// Whether the search tool takes [`ANY_OF`].
+fn takes_more_queries(request: &ChatRequest, searcher: &str) -> bool {
+    request.tools.iter().any(|tool| {
+        tool.name == searcher
+            && tool
+                .input_schema
+                .get("properties")
+                .and_then(|p| p.get(ANY_OF))
+                .is_some()
+    })
+}
+
+/// The texts one search call looked for: its query, then its further
+/// ones, in order.
+fn queries_of(input: &serde_json::Value) -> Vec<&str> {
+    let mut queries: Vec<&str> = input
+        .get("query")
+        .and_then(serde_json::Value::as_str)
         .into_iter()
-        .take(MAX_SEARCHES)
-        .map(|word| {
-            let mut arguments = serde_json::Map::new();
-            arguments.insert("query".to_owned(), serde_json::Value::String(word));
-            (searcher.to_owned(), arguments)
-        })
         .collect();
-    (!calls.is_empty()).then_some(calls)
+    if let Some(more) = input.get(ANY_OF).and_then(serde_json::Value::as_array) {
+        queries.extend(more.iter().filter_map(serde_json::Value::as_str));
+    }
+    queries
 }
 
 /// After the searches of [`next_search`], the read of the listed file
@@ -527,8 +571,8 @@ fn begins_a_word(text: &str, needle: &str) -> bool {
 /// question's word, listed paths and the program's words are written, so
 /// nothing a file says reaches the prompt this way.
 pub(crate) struct SearchSummaries<'a> {
-    /// The query of each search call, by call id.
-    queries: Vec<(&'a str, &'a str)>,
+    /// The texts each search call looked for, by call id.
+    queries: Vec<(&'a str, Vec<&'a str>)>,
     listed: &'a [String],
 }
 
@@ -541,49 +585,62 @@ impl<'a> SearchSummaries<'a> {
                 .iter()
                 .flat_map(|m| m.tool_uses())
                 .filter(|(_, name, _)| *name == searcher)
-                .filter_map(|(id, _, input)| {
-                    Some((id, input.get("query").and_then(serde_json::Value::as_str)?))
-                })
+                .map(|(id, _, input)| (id, queries_of(input)))
+                .filter(|(_, queries)| !queries.is_empty())
                 .collect()
         });
         Self { queries, listed }
     }
 
-    /// The query of search `id` when its result (`content`) found it in
-    /// no listed file, nor in any listed file's name: a word the
-    /// workspace does not have.
-    pub(crate) fn found_nowhere(&self, id: &str, content: &str) -> Option<&'a str> {
-        let (_, query) = self.queries.iter().find(|(i, _)| *i == id)?;
-        let lower = query.to_lowercase();
-        let named = self
-            .listed
+    /// The texts of search `id` that its result (`content`) found in no
+    /// listed file, nor in any listed file's name: words the workspace
+    /// does not have.
+    pub(crate) fn found_nowhere(&self, id: &str, content: &str) -> Vec<&'a str> {
+        let Some((_, queries)) = self.queries.iter().find(|(i, _)| *i == id) else {
+            return Vec::new();
+        };
+        queries
             .iter()
-            .any(|p| begins_a_word(&p.to_lowercase(), &lower));
-        (hit_files(content, query, self.listed).is_empty() && !named).then_some(*query)
+            .filter(|query| {
+                let lower = query.to_lowercase();
+                let named = self
+                    .listed
+                    .iter()
+                    .any(|p| begins_a_word(&p.to_lowercase(), &lower));
+                hit_files(content, query, self.listed).is_empty() && !named
+            })
+            .copied()
+            .collect()
     }
 
     /// The summary of the result of call `id`, `None` when it was no
-    /// search of the driver's.
+    /// search of the driver's: a sentence for each text it looked for.
     pub(crate) fn summary(&self, id: &str, content: &str) -> Option<String> {
-        let (_, query) = self.queries.iter().find(|(i, _)| *i == id)?;
-        let files = hit_files(content, query, self.listed);
-        let query = serde_json::Value::String((*query).to_owned());
-        if files.is_empty() {
-            return Some(format!("(Searched by the program: no file has {query}.)"));
-        }
-        let found: Vec<String> = files
+        let (_, queries) = self.queries.iter().find(|(i, _)| *i == id)?;
+        let sentences: Vec<String> = queries
             .iter()
-            .map(|(path, lines)| {
+            .map(|query| {
+                let files = hit_files(content, query, self.listed);
+                let quoted = serde_json::Value::String((*query).to_owned());
+                if files.is_empty() {
+                    return format!("(Searched by the program: no file has {quoted}.)");
+                }
+                let found: Vec<String> = files
+                    .iter()
+                    .map(|(path, lines)| {
+                        format!(
+                            "{path} ({lines} line{})",
+                            if *lines == 1 { "" } else { "s" }
+                        )
+                    })
+                    .collect();
                 format!(
-                    "{path} ({lines} line{})",
-                    if *lines == 1 { "" } else { "s" }
+                    "(Searched by the program: {quoted} is in {}.)",
+                    found.join(", ")
                 )
             })
             .collect();
-        Some(format!(
-            "(Searched by the program: {query} is in {}.)",
-            found.join(", ")
-        ))
+        Some(sentences.join("\n"))
     }
 }
 

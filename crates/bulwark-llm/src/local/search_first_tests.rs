@@ -304,10 +304,67 @@ fn a_word_no_file_has_before_one_the_file_has_is_no_miss() {
     // name is.
     let named = searched("How long is the guide?", &[("guide", "no matches")]);
     let summaries = SearchSummaries::new(&named);
-    assert_eq!(summaries.found_nowhere("s-0", "no matches"), None);
+    assert!(summaries.found_nowhere("s-0", "no matches").is_empty());
     let missed = searched("Where is the wifi?", &[("wifi", "no matches")]);
     let summaries = SearchSummaries::new(&missed);
-    assert_eq!(summaries.found_nowhere("s-0", "no matches"), Some("wifi"));
+    assert_eq!(summaries.found_nowhere("s-0", "no matches"), ["wifi"]);
+}
+
+#[test]
+fn a_search_tool_that_takes_several_texts_is_called_once_for_all_the_words() {
+    let ask = "Has Olson paid the deposit for the canoe on Saturday 7th June?";
+    let mut fresh = searching_request(vec![Message::user_text(ask)]);
+    // One text per call: a call for each word, as before.
+    let calls = next_search(&fresh, &fresh.paths).expect("searches");
+    assert!(calls.len() > 1 && calls.iter().all(|(_, a)| !a.contains_key("any_of")));
+    let words: Vec<String> = calls
+        .iter()
+        .map(|(_, a)| a["query"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    fresh.tools.retain(|t| t.name != "file_search");
+    fresh.tools.push(tool(
+        "file_search",
+        json!({"type": "object", "properties": {
+            "query": {"type": "string"}, "any_of": {"type": "array"}, "path": {"type": "string"}}}),
+    ));
+    let one = next_search(&fresh, &fresh.paths).expect("a search");
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0].1["query"], words[0].as_str());
+    assert_eq!(one[0].1["any_of"], json!(words[1..]));
+    // Its result counts for each word: the file with the name and the
+    // canoe on one line is read, and the words no line has are nowhere.
+    let mut messages = vec![Message::user_text(ask)];
+    messages.push(Message {
+        role: Role::Assistant,
+        blocks: vec![Block::ToolUse {
+            id: "s-0".into(),
+            name: "file_search".into(),
+            input: json!({"query": "olson", "any_of": ["canoe", "deposit", "zebra"]}),
+        }],
+    });
+    let result = "notes.txt:1: canoe trips are popular
+a.csv:3: 2025-06-07,Olson,open canoe,no
+";
+    messages.push(search_result("s-0", result));
+    let mut req = searching_request(messages);
+    req.tools = fresh.tools.clone();
+    let searches = searches_since(&req, "file_search").expect("searches");
+    assert_eq!(
+        searches.iter().map(|(q, _)| *q).collect::<Vec<_>>(),
+        ["olson", "canoe", "deposit", "zebra"]
+    );
+    let read = searched_read(&req, &req.paths, 2).expect("a read");
+    assert_eq!(read_paths(&read), ["a.csv"]);
+    let summaries = SearchSummaries::new(&req);
+    assert_eq!(summaries.found_nowhere("s-0", result), ["deposit", "zebra"]);
+    let summary = summaries.summary("s-0", result).unwrap_or_default();
+    assert_eq!(
+        summary,
+        "(Searched by the program: \"olson\" is in a.csv (1 line).)\n\
+         (Searched by the program: \"canoe\" is in notes.txt (1 line), a.csv (1 line).)\n\
+         (Searched by the program: no file has \"deposit\".)\n\
+         (Searched by the program: no file has \"zebra\".)"
+    );
 }
 
 #[test]

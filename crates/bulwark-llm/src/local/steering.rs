@@ -112,7 +112,12 @@ pub(crate) fn named_file_reads(
     // instead (`named_paths`), and nothing is read for it.
     let only_new_paths = named_by_type(&text, listed).is_none()
         && super::named_paths::unreachable_paths(request).is_empty();
-    if named.is_empty() && only_new_paths {
+    // Two files weighed against each other are read together
+    // (`choice_files.rs`), not the one a word names.
+    if named.is_empty()
+        && only_new_paths
+        && super::choice_files::weighed_files(&text, listed).is_none()
+    {
         named.extend(super::file_words::named_by_words(&text, listed).map(|path| (0, path)));
     }
     let calls: Vec<Call> = named
