@@ -297,7 +297,11 @@ async fn search_and_list_return_only_what_the_glob_covers() {
             json!({"query": "public", "any_of": ["hidden", "line"], "path": "docs/internal"}),
         )
         .await;
-    assert!(!r.content.contains("HIDDEN"), "{}", r.content);
+    assert!(
+        !r.content.contains("HIDDEN") && r.content.contains("not searched"),
+        "{}",
+        r.content
+    );
     g.put("docs/readme.md", "PUBLIC line");
     let r = g
         .call(
@@ -327,7 +331,19 @@ async fn search_and_list_return_only_what_the_glob_covers() {
         "{}",
         r.content
     );
-    // More than seven further texts, or an empty one: refused, nothing read.
+    // Seven further texts are taken; more, or an empty one, are refused
+    // and nothing is read.
+    let r = g
+        .call(
+            "file_search",
+            json!({"query": "a", "any_of": ["b", "c", "d", "e", "f", "g", "hidden"], "path": "docs"}),
+        )
+        .await;
+    assert!(
+        r.content.contains("docs/internal/plan.md:1"),
+        "{}",
+        r.content
+    );
     for bad in [
         json!({"query": "a", "any_of": ["b", "c", "d", "e", "f", "g", "h", "i"]}),
         json!({"query": "a", "any_of": [""]}),

@@ -45,8 +45,19 @@ pub(crate) fn weighed_files<'a>(
     listed: &'a [String],
 ) -> Option<(&'a str, &'a str)> {
     chosen_files(question, listed)
-        .or_else(|| editions(question, listed))
         .or_else(|| named_edition_and_its_successor(question, listed))
+        .or_else(|| editions(question, listed))
+}
+
+/// Whether `word` stands within three words after "since" or "than" in
+/// `asked`: "*since the summer* term", "*than on the 2023* list". Only
+/// there does a word of a file's name say which edition is the old end
+/// of a change; "who joined since March?" names no file.
+fn named_after_since_or_than(asked: &[String], word: &str) -> bool {
+    asked.iter().enumerate().any(|(at, w)| {
+        (w == "since" || w == "than")
+            && asked.iter().skip(at + 1).take(3).any(|later| later == word)
+    })
 }
 
 /// The edition the question names by a word of its name, and the one
@@ -65,10 +76,8 @@ fn named_edition_and_its_successor<'a>(
     question: &str,
     listed: &'a [String],
 ) -> Option<(&'a str, &'a str)> {
-    if !asks_over_time(question) {
-        return None;
-    }
     let asked = super::mentions::lowercase_words(question);
+    let over_time = asks_over_time(question);
     let successor_of = |named: &String, at: usize, words: &[String], place: (&str, &str)| {
         let mut without = words.to_vec();
         without.remove(at);
@@ -105,7 +114,9 @@ fn named_edition_and_its_successor<'a>(
             return None;
         }
         let successor = words.iter().enumerate().find_map(|(at, word)| {
-            let telling = asked.contains(word) && !super::question_words::is_function_word(word);
+            let telling = asked.contains(word)
+                && !super::question_words::is_function_word(word)
+                && (over_time || named_after_since_or_than(&asked, word));
             telling
                 .then(|| successor_of(named, at, &words, (&folder, &extension)))
                 .flatten()
@@ -117,7 +128,8 @@ fn named_edition_and_its_successor<'a>(
     pairs.next().is_none().then_some(pair)
 }
 
-/// A path's folder, extension and the lowercase words of its name.
+/// A path's folder, extension and the lowercase words of its name: two
+/// editions share the first two and differ in one word of the third.
 fn name_words(path: &str) -> Option<(String, String, Vec<String>)> {
     let lower = path.to_lowercase();
     let (folder, base) = lower.rsplit_once('/').unwrap_or(("", &lower));
@@ -210,28 +222,22 @@ pub(crate) fn asks_over_time(question: &str) -> bool {
     ) && words
         .iter()
         .any(|w| matches!(w.as_str(), "last" | "previous" | "ago" | "since"));
-    // "more *now than* on the 2023 list", "moved *since* the summer".
-    let now_than = words.iter().any(|w| w == "now") && words.iter().any(|w| w == "than");
-    let since = words.iter().any(|w| w == "since");
-    let changed = now_than
-        || since
-        || words.iter().any(|w| {
-            matches!(
-                w.as_str(),
-                "changed"
-                    | "rise"
-                    | "risen"
-                    | "rose"
-                    | "increase"
-                    | "increased"
-                    | "decrease"
-                    | "decreased"
-                    | "drop"
-                    | "dropped"
-                    | "fallen"
-                    | "fell"
-            )
-        });
+    let changed = words.iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "rise"
+                | "risen"
+                | "rose"
+                | "increase"
+                | "increased"
+                | "decrease"
+                | "decreased"
+                | "drop"
+                | "dropped"
+                | "fallen"
+                | "fell"
+        )
+    });
     moved || before || changed
 }
 
@@ -351,6 +357,23 @@ mod tests {
                 &["clubs-autumn.md", "clubs-spring.md", "clubs-summer.md"]
             ),
             None
+        );
+        // "Since" with no edition word after it is no change between
+        // files: who joined since March reads no subs lists.
+        assert_eq!(
+            reads(
+                "Who joined since March?",
+                &["members.csv", "subs-2024.csv", "subs-2025.csv"]
+            ),
+            None
+        );
+        // Two dated editions and an undated one: the named one and now.
+        assert_eq!(
+            reads(
+                "How much more is a crown now than on the 2023 list?",
+                &["fees-2022.md", "fees-2023.md", "fees.md"]
+            ),
+            Some(vec!["fees-2023.md".to_owned(), "fees.md".to_owned()])
         );
         // Both ends named: the question says which two itself.
         assert_eq!(

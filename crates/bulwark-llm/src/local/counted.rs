@@ -80,7 +80,7 @@ pub(crate) fn narrowed_count_note(path: &str, question: &str, wrapped: &str) -> 
         .iter()
         .filter(|u| present.iter().all(|w| mentioned(u, w)))
         .count();
-    if present.is_empty() || matched == 0 && present.len() > 1 {
+    if present.is_empty() {
         // No row has what the question narrows to, in its words ("still
         // *owe* their subs", "*empty* units"): a state column may say
         // it in its own ("subs paid = no", "status = vacant").
@@ -452,6 +452,17 @@ mod tests {
                 "\n{OPEN}\nfloor = ground: 2 rows\nfloor = first: 1 row\nkind = let: 2 rows\nkind = vacant: 1 row\n{CLOSE}"
             )),
             "{empty}"
+        );
+        // Words each in some row but in no row together: a true 0, not
+        // a split to pick a wrong count from.
+        let members = "name,part,joined\nAna,soprano,2019\nBen,tenor,2019\nCy,soprano,2021\n";
+        assert_eq!(
+            note(
+                "members.csv",
+                "How many tenors joined in 2021?",
+                &wrap(members)
+            ),
+            None
         );
         // Every value its own, or more than a few: no state to split by.
         let people = "name,town\nAna,Leeds\nBen,York\nCy,Hull\n";

@@ -111,6 +111,8 @@ fn asked_names(question: &str) -> Vec<String> {
         .filter_map(|t| t.text)
         .filter(|t| !t.chars().any(|c| c.is_ascii_digit()))
         .map(str::to_lowercase)
+        // "in *March*", "on *Tuesday*": a date, not a name a row has.
+        .filter(|t| !super::dates::says_when(t))
         .collect()
 }
 
@@ -131,9 +133,15 @@ fn asked_codes(question: &str) -> Vec<String> {
 
 /// A code: one word of letters and digits, with both, as a key column
 /// holds (`T-120`, `B03`, `SUP1`); not a date or a phone number (no
-/// letter), not a phrase.
+/// letter), not a phrase, not a number with its unit (`3pm`, `7th`).
 fn is_code(cell: &str) -> bool {
-    (2..=20).contains(&cell.chars().count())
+    let unit_after_number = cell.starts_with(|c: char| c.is_ascii_digit())
+        && cell
+            .trim_start_matches(|c: char| c.is_ascii_digit())
+            .chars()
+            .all(|c| c.is_ascii_lowercase());
+    !unit_after_number
+        && (2..=20).contains(&cell.chars().count())
         && cell.chars().any(|c| c.is_ascii_digit())
         && cell.chars().any(|c| c.is_ascii_alphabetic())
         && cell
@@ -237,5 +245,14 @@ mod tests {
         );
         // Phones and dates are no codes.
         assert!(!is_code("07700 900913") && !is_code("2021-03") && is_code("SUP1"));
+        assert!(!is_code("3pm") && !is_code("7th") && is_code("2B") && is_code("T-120"));
+        // A month in the question is no name: the link still holds.
+        let march = linked_rows_note(
+            "Which unit did Gareth Price rent in March?",
+            ("tenants.csv", &tenants),
+            &[("units.csv", &units)],
+        )
+        .unwrap_or_default();
+        assert!(march.contains("units.csv: unit = B03"), "{march}");
     }
 }

@@ -73,8 +73,8 @@ pub(crate) fn outside_reads(
     paths: &crate::PathChoices,
     max_calls: usize,
 ) -> Option<Vec<super::output::Call>> {
-    let (_, called) = super::steering::question_and_whether_called(request)?;
-    if called || max_calls == 0 {
+    let (question, called) = super::steering::question_and_whether_called(request)?;
+    if called || max_calls == 0 || names_a_readable_file(request, &question) {
         return None;
     }
     let (tool, argument, _) = super::steering::reader(request, paths)?;
@@ -87,10 +87,27 @@ pub(crate) fn outside_reads(
     (!calls.is_empty()).then_some(calls)
 }
 
+/// Whether `question` names a file the session can read: then that file
+/// is read as ever ("compare ../x.txt with notes.txt"), and the note says
+/// the other cannot be.
+fn names_a_readable_file(request: &ChatRequest, question: &str) -> bool {
+    let listed: Vec<String> = request
+        .paths
+        .listed_files()
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    listed
+        .iter()
+        .any(|p| super::steering::names_file(question, p, &listed).is_some())
+}
+
 /// Whether the reads of [`outside_reads`] are all that was called for the
-/// latest question, and it names no file the session can read: the next
-/// turn answers (the refusal and the note say why), where the model had
-/// gone on to read some other file and answer from it.
+/// latest question, each was refused, and it names no file the session
+/// can read: the next turn answers (the refusal and the note say why),
+/// where the model had gone on to read some other file and answer from
+/// it. A read that succeeded (a grant that reaches there) is answered
+/// from as any other.
 pub(crate) fn outside_tried(request: &ChatRequest) -> bool {
     let Some(asked) = super::latest_question(&request.messages) else {
         return false;
@@ -99,25 +116,28 @@ pub(crate) fn outside_tried(request: &ChatRequest) -> bool {
         .into_iter()
         .filter(|p| path_like(p) == Some(true))
         .collect();
-    let mut uses = request.messages[asked + 1..]
+    let since = &request.messages[asked + 1..];
+    let uses: Vec<(&str, &serde_json::Value)> = since
         .iter()
         .flat_map(|m| m.tool_uses())
-        .peekable();
-    if outside.is_empty() || uses.peek().is_none() {
+        .map(|(id, _, input)| (id, input))
+        .collect();
+    if outside.is_empty() || uses.is_empty() {
         return false;
     }
+    let refused = |id: &str| {
+        since.iter().flat_map(|m| &m.blocks).any(|b| {
+            matches!(b, Block::ToolResult { tool_use_id, is_error: true, .. } if tool_use_id == id)
+        })
+    };
     let question = request.messages[asked].text();
-    let listed = request.paths.listed_files();
-    let listed: Vec<String> = listed.into_iter().map(str::to_owned).collect();
-    let names_a_readable_file = listed
-        .iter()
-        .any(|p| super::steering::names_file(&question, p, &listed).is_some());
-    !names_a_readable_file
-        && uses.all(|(_, _, input)| {
-            input.as_object().is_some_and(|o| {
-                o.values()
-                    .any(|v| v.as_str().is_some_and(|v| outside.iter().any(|p| p == v)))
-            })
+    !names_a_readable_file(request, &question)
+        && uses.iter().all(|(id, input)| {
+            refused(id)
+                && input.as_object().is_some_and(|o| {
+                    o.values()
+                        .any(|v| v.as_str().is_some_and(|v| outside.iter().any(|p| p == v)))
+                })
         })
 }
 
@@ -535,21 +555,46 @@ mod tests {
         );
         let tried = call("file_read", json!({"path": "../gate-pins.txt"}));
         assert_eq!(reads(vec![Message::user_text(pin), tried.clone()]), None);
-        // Tried: the next turn answers; unless the question also names a
-        // file the session can read, or something else was called.
+        let result = |is_error: bool| Message {
+            role: crate::Role::User,
+            blocks: vec![Block::ToolResult {
+                tool_use_id: "c-file_read".into(),
+                content: "path refused".into(),
+                is_error,
+                taint: Vec::new(),
+            }],
+        };
+        // Tried and refused: the next turn answers; not when the read
+        // succeeded (a grant reached there), nor before the result, nor
+        // when something else was called.
         assert!(outside_tried(&request(vec![
+            Message::user_text(pin),
+            tried.clone(),
+            result(true)
+        ])));
+        assert!(!outside_tried(&request(vec![
+            Message::user_text(pin),
+            tried.clone(),
+            result(false)
+        ])));
+        assert!(!outside_tried(&request(vec![
             Message::user_text(pin),
             tried.clone()
         ])));
         assert!(!outside_tried(&request(vec![Message::user_text(pin)])));
-        let both = "Compare ../gate-pins.txt with notes.txt";
-        assert!(!outside_tried(&request(vec![
-            Message::user_text(both),
-            call("file_read", json!({"path": "../gate-pins.txt"}))
-        ])));
         assert!(!outside_tried(&request(vec![
             Message::user_text(pin),
-            call("file_read", json!({"path": "a.csv"}))
+            call("file_read", json!({"path": "a.csv"})),
+            result(true)
+        ])));
+        // A question that also names a readable file: that file is read
+        // as ever, the outside one is only said to be unreadable.
+        let both = "Compare ../gate-pins.txt with notes.txt";
+        assert_eq!(reads(vec![Message::user_text(both)]), None);
+        assert!(!outside_tried(&request(vec![
+            Message::user_text(both),
+            call("file_read", json!({"path": "../gate-pins.txt"})),
+            result(true)
         ])));
         // The note gives the words of an answer, not an instruction the
         // model could copy as one.

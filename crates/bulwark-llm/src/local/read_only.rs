@@ -41,22 +41,45 @@ pub(crate) fn refused_change(request: &ChatRequest) -> bool {
 pub(crate) fn asks_for_change(question: &str) -> bool {
     // Each sentence may be the request: "K04's hatch has been fixed.
     // *Please change* its status to available in fleet.csv."
-    sentences(question).any(|sentence| sentence_asks_for_change(sentence, question))
+    // The first sentence's target may follow it ("Make a note. Put it
+    // in reminder.txt"); a later one's must be its own, or "Note that
+    // the dates in members.csv are day-first" would be a request.
+    sentences(question).enumerate().any(|(at, sentence)| {
+        sentence_asks_for_change(sentence, if at == 0 { question } else { sentence })
+    })
 }
 
-/// The sentences of `text`: split after a full stop, a question or an
-/// exclamation mark followed by a space ("4.50" and "notes.txt" stay
-/// whole).
+/// Words that end in a full stop without ending a sentence.
+const ABBREVIATIONS: &[&str] = &["dr", "mr", "mrs", "ms", "st", "eg", "ie", "etc", "no", "vs"];
+
+/// The sentences of `text`, so that a request after a statement is seen
+/// as one: split after a full stop, a question or an exclamation mark
+/// followed by a space or a line's end ("4.50" and "notes.txt" stay
+/// whole, and so do "Dr. Okafor" and "e.g. this").
 fn sentences(text: &str) -> impl Iterator<Item = &str> {
     let mut rest = text;
     std::iter::from_fn(move || {
         if rest.is_empty() {
             return None;
         }
+        let ends_here = |after: usize| {
+            let before = &rest[..after - 1];
+            let word: String = before
+                .rsplit(char::is_whitespace)
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .filter(|c| c.is_alphanumeric())
+                .collect::<String>()
+                .to_lowercase();
+            rest[after..].starts_with(char::is_whitespace)
+                && !(rest.as_bytes()[after - 1] == b'.'
+                    && (ABBREVIATIONS.contains(&word.as_str()) || word.chars().count() == 1))
+        };
         let end = rest
-            .match_indices(['.', '?', '!'])
+            .match_indices(['.', '?', '!', '\n'])
             .map(|(at, _)| at + 1)
-            .find(|&after| rest[after..].starts_with(char::is_whitespace))
+            .find(|&after| rest.as_bytes()[after - 1] == b'\n' || ends_here(after))
             .unwrap_or(rest.len());
         let (sentence, after) = rest.split_at(end);
         rest = after.trim_start();
@@ -64,14 +87,18 @@ fn sentences(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
-fn sentence_asks_for_change(sentence: &str, question: &str) -> bool {
+/// Whether `sentence` opens with a request to change files, `target`
+/// being the text that may say where to write.
+fn sentence_asks_for_change(sentence: &str, target: &str) -> bool {
     let Some((verb, next)) = opening(sentence) else {
         return false;
     };
-    // "can you update *me* on ...?" asks for news.
+    // "can you update *me* on ...?" asks for news; "*note that* ..."
+    // and "*mark that* ..." tell, they do not ask for a note.
     let about_the_asker = next.as_deref().is_some_and(|w| w == "me" || w == "us");
+    let telling = next.as_deref() == Some("that");
     CHANGING_VERBS.contains(&verb.as_str()) && !about_the_asker
-        || WRITING_VERBS.contains(&verb.as_str()) && names_a_target(question)
+        || WRITING_VERBS.contains(&verb.as_str()) && !telling && names_a_target(target)
 }
 
 /// The verb a request opens with, after an optional "please" or "can
@@ -179,6 +206,7 @@ mod tests {
             "Change the meeting time in notes.txt to 11:00 UTC.",
             "K04's hatch has been fixed. Please change its status to available in fleet.csv.",
             "The price went up to 4.50 today! Update prices.csv for me.",
+            "Dr. Okafor is back\nplease change her status in staff.csv",
         ] {
             assert!(asks_for_change(asked), "{asked}");
         }
@@ -197,6 +225,8 @@ mod tests {
             "How do I change my password?",
             "What does notes.txt say about moving the meeting?",
             "The hatch was fixed. Is K04 available now?",
+            "Who joined in 2024? Note that the dates in members.csv are day-first.",
+            "Is Dr. Okafor in today? Dr. Okonkwo said to ask.",
             "Version 2.3.0 changed the login. What else changed?",
             "",
         ] {

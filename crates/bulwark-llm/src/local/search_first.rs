@@ -300,7 +300,8 @@ pub(crate) fn next_search(request: &ChatRequest, paths: &PathChoices) -> Option<
 /// where a call for each made four calls in the audit before the read.
 const ANY_OF: &str = "any_of";
 
-/// Whether the search tool takes [`ANY_OF`].
+/// Whether the search tool takes [`ANY_OF`]: another session's search
+/// tool may not, and an argument it does not know would fail the call.
 fn takes_more_queries(request: &ChatRequest, searcher: &str) -> bool {
     request.tools.iter().any(|tool| {
         tool.name == searcher
@@ -313,7 +314,8 @@ fn takes_more_queries(request: &ChatRequest, searcher: &str) -> bool {
 }
 
 /// The texts one search call looked for: its query, then its further
-/// ones, in order.
+/// ones, in order; each is weighed on its own, as the calls of a search
+/// tool without [`ANY_OF`] are.
 fn queries_of(input: &serde_json::Value) -> Vec<&str> {
     let mut queries: Vec<&str> = input
         .get("query")

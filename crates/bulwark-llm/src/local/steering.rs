@@ -116,7 +116,7 @@ pub(crate) fn named_file_reads(
     // (`choice_files.rs`), not the one a word names.
     if named.is_empty()
         && only_new_paths
-        && super::choice_files::weighed_files(&text, listed).is_none()
+        && (max_calls < 2 || super::choice_files::weighed_files(&text, listed).is_none())
     {
         named.extend(super::file_words::named_by_words(&text, listed).map(|path| (0, path)));
     }
