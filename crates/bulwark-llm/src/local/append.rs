@@ -61,12 +61,7 @@ pub(crate) fn append_turn(request: &ChatRequest) -> Option<AppendTurn> {
             }
         }
     }
-    let listed: Vec<String> = request
-        .paths
-        .listed_files()
-        .into_iter()
-        .map(str::to_owned)
-        .collect();
+    let listed = super::steering::listed_file_names(request);
     for message in since {
         for (id, content) in message.ok_results() {
             let Some(&(_, path)) = read.iter().find(|(called, _)| *called == id) else {

@@ -91,12 +91,7 @@ pub(crate) fn outside_reads(
 /// is read as ever ("compare ../x.txt with notes.txt"), and the note says
 /// the other cannot be.
 fn names_a_readable_file(request: &ChatRequest, question: &str) -> bool {
-    let listed: Vec<String> = request
-        .paths
-        .listed_files()
-        .into_iter()
-        .map(str::to_owned)
-        .collect();
+    let listed = super::steering::listed_file_names(request);
     listed
         .iter()
         .any(|p| super::steering::names_file(question, p, &listed).is_some())
@@ -155,12 +150,7 @@ pub(crate) fn new_write_targets(request: &ChatRequest) -> Vec<String> {
     else {
         return Vec::new();
     };
-    let known: Vec<String> = request
-        .paths
-        .listed_files()
-        .into_iter()
-        .map(str::to_owned)
-        .collect();
+    let known = super::steering::listed_file_names(request);
     let mut targets: Vec<String> = Vec::new();
     for raw in question.text().split_whitespace() {
         let token = path_token(raw).trim_start_matches("./");

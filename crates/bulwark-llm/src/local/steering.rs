@@ -223,6 +223,18 @@ pub(crate) fn reader<'a>(
     })
 }
 
+/// The session's listed files as owned names, the form [`names_file`]
+/// and [`is_listed`] weigh a question against (one copy per turn, where
+/// three rules each made their own).
+pub(crate) fn listed_file_names(request: &ChatRequest) -> Vec<String> {
+    request
+        .paths
+        .listed_files()
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
+}
+
 pub(crate) fn read_call(tool: &str, argument: &str, path: &str) -> Call {
     let mut arguments = serde_json::Map::new();
     arguments.insert(
