@@ -353,7 +353,7 @@ fn the_documented_example_parses() {
     assert!(task.grants.is_some());
 }
 
-/// The extra task sets (`eval/second-set.toml` to `eval/twenty-second-set.toml`,
+/// The extra task sets (`eval/second-set.toml` to `eval/twenty-third-set.toml`,
 /// run with `--tasks`) parse, their ids are agent names, and no id repeats.
 #[test]
 fn the_extra_sets_parse_and_their_ids_are_their_own() {
@@ -426,6 +426,10 @@ fn the_extra_sets_parse_and_their_ids_are_their_own() {
         (
             include_str!("../../eval/twenty-second-set.toml"),
             "twenty-second-set.toml",
+        ),
+        (
+            include_str!("../../eval/twenty-third-set.toml"),
+            "twenty-third-set.toml",
         ),
     ];
     let mut seen: BTreeSet<String> = shipped().tasks.into_iter().map(|t| t.id).collect();

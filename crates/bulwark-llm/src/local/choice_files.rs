@@ -128,6 +128,39 @@ fn named_edition_and_its_successor<'a>(
     pairs.next().is_none().then_some(pair)
 }
 
+/// The one dated file whose name, without its number and words like
+/// "old", is another listed file's name: the old edition and the current
+/// one (`price-list-2024.md` and `price-list.md`,
+/// `timetable_2024_OLD.csv` and `timetable.csv`). Why: "how much more do
+/// 500 cards cost now compared with last year's prices?" read the
+/// current list alone, the files being no family of dated editions, and
+/// the answer gave today's price as the rise. Two such pairs: which one
+/// is asked about is not known.
+fn dated_and_undated(listed: &[String]) -> Option<(&str, &str)> {
+    let mut pairs = listed.iter().filter_map(|dated| {
+        let (folder, extension, words) = name_words(dated)?;
+        let numbered = |w: &String| w.chars().any(|c| c.is_ascii_digit());
+        if !words.iter().any(numbered) {
+            return None;
+        }
+        let plain: Vec<&String> = words
+            .iter()
+            .filter(|w| !numbered(w) && !super::editions::OLDER_WORDS.contains(&w.as_str()))
+            .collect();
+        if plain.is_empty() {
+            return None;
+        }
+        let current = listed.iter().find(|other| {
+            name_words(other).is_some_and(|(f, e, theirs)| {
+                f == folder && e == extension && theirs.iter().collect::<Vec<_>>() == plain
+            })
+        })?;
+        Some((dated.as_str(), current.as_str()))
+    });
+    let pair = pairs.next()?;
+    pairs.next().is_none().then_some(pair)
+}
+
 /// A path's folder, extension and the lowercase words of its name: two
 /// editions share the first two and differ in one word of the third.
 fn name_words(path: &str) -> Option<(String, String, Vec<String>)> {
@@ -188,7 +221,9 @@ fn editions<'a>(question: &str, listed: &'a [String]) -> Option<(&'a str, &'a st
         }
     }
     let mut family = families.into_iter().filter(|(_, m)| m.len() >= 2);
-    let (_, mut members) = family.next()?;
+    let Some((_, mut members)) = family.next() else {
+        return dated_and_undated(listed);
+    };
     // Two families: which one is asked about is not known.
     if family.next().is_some() {
         return None;
@@ -271,6 +306,46 @@ mod tests {
         "stock.csv",
     ];
     const PRICES: &[&str] = &["hours.md", "prices-2024.csv", "prices-2025.csv"];
+
+    #[test]
+    fn a_dated_edition_beside_the_undated_current_file_is_read_with_it() {
+        let cards = &[
+            "orders.csv",
+            "presses.md",
+            "price-list-2024.md",
+            "price-list.md",
+        ][..];
+        assert_eq!(
+            reads(
+                "How much more do 500 business cards cost now compared with last year's prices?",
+                cards
+            ),
+            Some(vec![
+                "price-list-2024.md".to_owned(),
+                "price-list.md".to_owned()
+            ])
+        );
+        let old = &["timetable.csv", "timetable_2024_OLD.csv", "notices.txt"][..];
+        assert_eq!(
+            reads(
+                "Has the first sailing gone up or down since last year?",
+                old
+            ),
+            Some(vec![
+                "timetable_2024_OLD.csv".to_owned(),
+                "timetable.csv".to_owned()
+            ])
+        );
+        // Two such pairs: not known which; no change asked: nothing.
+        let both = &[
+            "timetable.csv",
+            "timetable_2024_OLD.csv",
+            "fares.md",
+            "fares-2024.md",
+        ][..];
+        assert_eq!(reads("Has it gone up since last year?", both), None);
+        assert_eq!(reads("How much do 500 business cards cost?", cards), None);
+    }
 
     #[test]
     fn two_files_chosen_between_by_a_word_of_each_name_are_both_read() {

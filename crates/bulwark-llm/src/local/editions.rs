@@ -63,7 +63,7 @@ pub(crate) fn superseded(path: &str, listed: &[String], question: &str) -> bool 
 /// Words of a file name that say which edition it is rather than what it
 /// holds; the first group also calls for the older edition when a
 /// question uses them.
-const OLDER_WORDS: &[&str] = &[
+pub(crate) const OLDER_WORDS: &[&str] = &[
     "old", "older", "last", "previous", "prev", "archive", "archived", "backup", "bak", "former",
 ];
 const PERIOD_WORDS: &[&str] = &["week", "month", "year", "term", "season"];

@@ -219,7 +219,9 @@ impl<'m> Engine<'m> {
             TurnKind::Tools {
                 max_calls,
                 text: false,
-            } => super::named_paths::outside_reads(request, &uncalled, max_calls)
+            } => super::linked_rows::code_read(request, &uncalled, max_calls)
+                .or_else(|| super::named_paths::outside_reads(request, &uncalled, max_calls))
+                .or_else(|| super::listing::asked_listing(request, max_calls))
                 .or_else(|| super::listing::which_file_listing(request, &uncalled, max_calls))
                 .or_else(|| {
                     super::folder_files::compared_folder_reads(request, &uncalled, max_calls)
@@ -232,7 +234,8 @@ impl<'m> Engine<'m> {
             TurnKind::Tools {
                 max_calls,
                 text: true,
-            } => searched_read(request, &uncalled, max_calls)
+            } => super::linked_rows::code_read(request, &uncalled, max_calls)
+                .or_else(|| searched_read(request, &uncalled, max_calls))
                 .or_else(|| next_search(request, &uncalled))
                 .or_else(|| typed_file_read(request, &uncalled, max_calls)),
             TurnKind::Text => None,

@@ -142,6 +142,217 @@ pub(crate) fn which_file_listing(
     Some(vec![(lister.tool.clone(), arguments)])
 }
 
+/// For a question that asks what a folder holds ("what files have we got
+/// in the orchard folder?", "which spreadsheets do we keep?", "what's in
+/// the scripts folder?"), the first call: that folder listed when the
+/// session can list a folder of that name, else the workspace's root.
+///
+/// Why: asked for "the orchard folder" (the workspace itself, called by
+/// its name), the 1.5B model listed `notes`, a folder it could name, and
+/// answered with its one file; asked which spreadsheets were kept, the
+/// driver searched for "spreadsheet" and read a rules file. A listing is
+/// what such a question is answered from. `None` once a call was made
+/// for the question, when the question names a file the session can
+/// read, or asks which files say something ("what files mention port
+/// 8088?": a search finds that).
+pub(crate) fn asked_listing(
+    request: &ChatRequest,
+    max_calls: usize,
+) -> Option<Vec<super::output::Call>> {
+    let at = super::latest_question(&request.messages)?;
+    let question = request.messages[at].text();
+    if max_calls == 0
+        || request.messages[at + 1..]
+            .iter()
+            .any(|m| m.tool_uses().next().is_some())
+        || !asks_for_listing(&question)
+    {
+        return None;
+    }
+    let listed = super::steering::listed_file_names(request);
+    if listed
+        .iter()
+        .any(|p| super::steering::names_file(&question, p, &listed).is_some())
+    {
+        return None;
+    }
+    let (lister, folders) = request.paths.arguments.iter().find_map(|a| {
+        let crate::AllowedPaths::Listed(folders) = &a.allowed else {
+            return None;
+        };
+        (a.reads_only
+            && a.kind == PathKind::Directory
+            && folders.iter().any(String::is_empty)
+            && path_alone(request, &a.tool, &a.argument))
+        .then_some((a, folders))
+    })?;
+    let folder = named_folder(&question, folders).unwrap_or_default();
+    let mut arguments = serde_json::Map::new();
+    arguments.insert(lister.argument.clone(), serde_json::Value::String(folder));
+    Some(vec![(lister.tool.clone(), arguments)])
+}
+
+/// Whether the latest question asks what a folder holds
+/// ([`asked_listing`]) and a listing made for it came back: the next
+/// turn answers. Why: shown the workspace's root for "what files have
+/// we got in the orchard folder?", the 1.5B model listed `reports` too
+/// and answered with that folder's two files alone.
+pub(crate) fn listing_answered(request: &ChatRequest) -> bool {
+    let Some(at) = super::latest_question(&request.messages) else {
+        return false;
+    };
+    let question = request.messages[at].text();
+    if !asks_for_listing(&question) {
+        return false;
+    }
+    let since = &request.messages[at + 1..];
+    let listers: Vec<&str> = request
+        .paths
+        .arguments
+        .iter()
+        .filter(|a| a.kind == PathKind::Directory && path_alone(request, &a.tool, &a.argument))
+        .map(|a| a.tool.as_str())
+        .collect();
+    let listing_ids: Vec<&str> = since
+        .iter()
+        .flat_map(|m| m.tool_uses())
+        .filter(|(_, name, _)| listers.contains(name))
+        .map(|(id, _, _)| id)
+        .collect();
+    since
+        .iter()
+        .flat_map(|m| m.ok_results())
+        .any(|(id, _)| listing_ids.contains(&id))
+}
+
+/// Words that name what a listing shows, in the plural.
+const LISTED_THINGS: &[&str] = &[
+    "files",
+    "spreadsheets",
+    "sheets",
+    "documents",
+    "docs",
+    "folders",
+    "csvs",
+];
+
+/// Words that ask what files say, not which there are.
+const ABOUT_CONTENT: &[&str] = &[
+    "mention",
+    "mentions",
+    "mentioning",
+    "contain",
+    "contains",
+    "containing",
+    "say",
+    "says",
+    "about",
+    "with",
+    "hold",
+    "holds",
+    "where",
+    "that",
+    "talk",
+    "refer",
+    "refers",
+    "changed",
+    "biggest",
+    "largest",
+    "newest",
+    "oldest",
+    "latest",
+];
+
+/// Whether `question` asks what a folder holds: a question word and a
+/// plural of what is listed ("which *spreadsheets* do we keep"), or
+/// "what's in the ... folder", and nothing asking what the files say.
+fn asks_for_listing(question: &str) -> bool {
+    let words = super::mentions::lowercase_words(&question.replace(['\'', '\u{2019}'], ""));
+    let asking = words
+        .iter()
+        .take(3)
+        .any(|w| matches!(w.as_str(), "what" | "whats" | "which" | "list" | "show"));
+    // "which *of the files* has the cheapest quote?" weighs them.
+    let things = words.iter().enumerate().any(|(at, w)| {
+        let of_them = at >= 1 && words[at - 1] == "of" || at >= 2 && words[at - 2] == "of";
+        LISTED_THINGS.contains(&w.as_str()) && !of_them
+    });
+    let in_folder = words
+        .windows(2)
+        .any(|w| matches!(w[0].as_str(), "whats" | "is") && w[1] == "in")
+        && words
+            .iter()
+            .any(|w| matches!(w.as_str(), "folder" | "directory"));
+    asking && (things || in_folder) && !words.iter().any(|w| ABOUT_CONTENT.contains(&w.as_str()))
+}
+
+/// The folder of `folders` (the session's listable directories) that
+/// `question` names before "folder" or "directory" ("the *scripts*
+/// folder"), by its last component; `None` for the workspace itself or
+/// a name no such folder has ("the orchard folder": the workspace, as
+/// its owner calls it).
+fn named_folder(question: &str, folders: &[String]) -> Option<String> {
+    let words = super::mentions::lowercase_words(question);
+    let named = words
+        .windows(2)
+        .find(|w| matches!(w[1].as_str(), "folder" | "directory"))
+        .map(|w| w[0].clone())?;
+    folders
+        .iter()
+        .filter(|f| !f.is_empty())
+        .find(|f| {
+            f.trim_end_matches('/')
+                .rsplit('/')
+                .next()
+                .is_some_and(|last| last.eq_ignore_ascii_case(&named))
+        })
+        .cloned()
+}
+
+/// After a listing asked for files of one kind ("which *spreadsheets* do
+/// we keep?"), the entries of that kind, so the answer need not sort
+/// them: the 1.5B model, shown the whole listing, answers with all of
+/// it or none. The names stay inside the listing's boundary tags.
+pub(crate) fn kind_note(question: &str, wrapped: &str) -> Option<String> {
+    let words = super::mentions::lowercase_words(question);
+    let (kind, extensions): (&str, &[&str]) = if words
+        .iter()
+        .any(|w| matches!(w.as_str(), "spreadsheet" | "spreadsheets" | "csv" | "csvs"))
+    {
+        ("spreadsheets", &["csv", "tsv", "xlsx", "xls", "ods"])
+    } else if words.iter().any(|w| w == "markdown") {
+        ("Markdown files", &["md", "markdown"])
+    } else if words.windows(2).any(|w| w[0] == "text" && w[1] == "files") {
+        ("text files", &["txt"])
+    } else {
+        return None;
+    };
+    let (open, close) = boundary_tags(wrapped)?;
+    let names: Vec<&str> = unwrapped_lines(wrapped)
+        .into_iter()
+        .filter_map(|line| {
+            let mut fields = line.splitn(3, '\t');
+            let (Some("File"), Some(_), Some(name)) = (fields.next(), fields.next(), fields.next())
+            else {
+                return None;
+            };
+            let extension = name.rsplit_once('.')?.1.to_ascii_lowercase();
+            extensions.contains(&extension.as_str()).then_some(name)
+        })
+        .collect();
+    let found = if names.is_empty() {
+        format!(
+            "(The program's filter: none of the entries listed is one of the {kind} asked for.)"
+        )
+    } else {
+        format!(
+            "(The program's filter: the {kind} listed, by their extension:)\n{open}\n{}\n{close}",
+            names.join("\n")
+        )
+    };
+    Some(found)
+}
+
 /// "Which file has ...", "what document mentions ...".
 fn asks_which_file(question: &str) -> bool {
     super::mentions::lowercase_words(question)
@@ -289,6 +500,99 @@ mod tests {
             "Which file has the term dates, and when does the summer term start?",
         )];
         assert!(which_file_listing(&searching, &searching.paths, 3).is_some());
+    }
+
+    #[test]
+    fn a_question_of_what_a_folder_holds_lists_it_or_the_workspace() {
+        use crate::Message;
+        use crate::local::test_requests::{call, request};
+        use serde_json::json;
+        let listed = |question: &str| {
+            asked_listing(&request(vec![Message::user_text(question)]), 3)
+                .map(|calls| serde_json::Value::Object(calls[0].1.clone()))
+        };
+        // The workspace called by its owner's name is its root.
+        assert_eq!(
+            listed(
+                "What files have we got in the orchard folder? Just the names, I don't need what's in them."
+            ),
+            Some(json!({"path": ""}))
+        );
+        assert_eq!(
+            listed("Which spreadsheets do we keep for the tool shed?"),
+            Some(json!({"path": ""}))
+        );
+        assert_eq!(
+            listed("What's in the docs folder?"),
+            Some(json!({"path": "docs"}))
+        );
+        assert_eq!(
+            listed("List the files in the Docs directory."),
+            Some(json!({"path": "docs"}))
+        );
+        // Questions about what files say, or weighing them, or naming one.
+        for question in [
+            "What files mention port 8088?",
+            "Which file has the term dates?",
+            "Which of the files has the cheapest quote?",
+            "What does notes.txt say?",
+            "Which files are about the harvest?",
+            "What is the newest of the documents?",
+            "How much is a return ticket?",
+        ] {
+            assert_eq!(listed(question), None, "{question}");
+        }
+        // Not once a call was made, nor without a call left.
+        let after_a_call = request(vec![
+            Message::user_text("What files are there?"),
+            call("file_list", json!({"path": ""})),
+        ]);
+        assert_eq!(asked_listing(&after_a_call, 3), None);
+        // Its result back, the next turn answers; an error is no listing.
+        let result = |is_error: bool| Message {
+            role: crate::Role::User,
+            blocks: vec![crate::Block::ToolResult {
+                tool_use_id: "c-file_list".into(),
+                content: "x".into(),
+                is_error,
+                taint: Vec::new(),
+            }],
+        };
+        let mut answered = after_a_call.clone();
+        answered.messages.push(result(false));
+        assert!(listing_answered(&answered));
+        let mut failed = after_a_call.clone();
+        failed.messages.push(result(true));
+        assert!(!listing_answered(&failed));
+        assert_eq!(
+            asked_listing(
+                &request(vec![Message::user_text("What files are there?")]),
+                0
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn a_listing_asked_for_one_kind_gets_those_entries_inside_the_tags() {
+        let wrapped = format!(
+            "{OPEN}\nFile\t90\tloans.csv\nFile\t40\trules.md\nDir\t0\tarchive\nFile\t70\tinventory.CSV\n{CLOSE}"
+        );
+        let note = kind_note("Which spreadsheets do we keep?", &wrapped).expect("a note");
+        let inside = note.split_once(OPEN).expect("open tag").1;
+        assert!(
+            inside.contains("loans.csv") && inside.contains("inventory.CSV"),
+            "{note}"
+        );
+        assert!(
+            !note.contains("rules.md") && !note.contains("archive"),
+            "{note}"
+        );
+        let markdown = kind_note("What markdown files are there?", &wrapped).expect("a note");
+        assert!(markdown.contains("rules.md") && !markdown.contains("loans.csv"));
+        let none = kind_note("Which text files do we have?", &wrapped).expect("a note");
+        assert!(none.contains("none of the entries"), "{none}");
+        assert_eq!(kind_note("What files are there?", &wrapped), None);
     }
 
     proptest::proptest! {

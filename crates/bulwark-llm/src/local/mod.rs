@@ -366,6 +366,7 @@ pub(crate) fn turn_kind(request: &ChatRequest, budget: u32, choice: ToolChoice) 
     if absent_name::absent_name(request).is_some()
         || read_only::refused_change(request)
         || named_paths::outside_tried(request)
+        || listing::listing_answered(request)
     {
         return TurnKind::Text;
     }

@@ -313,7 +313,7 @@ const CHANGE_VERBS: &[&str] = &[
 /// question without one ("is there an old/notes.txt?") is no such request.
 const WRITE_VERBS: &[&str] = &[
     "write", "save", "put", "create", "store", "copy", "append", "add", "export", "record", "make",
-    "generate", "dump", "output", "produce", "jot", "list",
+    "generate", "dump", "output", "produce", "jot", "list", "leave", "note", "log", "draft",
 ];
 
 /// The tools and path choices of a turn that must write one of
@@ -386,6 +386,18 @@ pub(crate) fn unreachable_paths(request: &ChatRequest) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_note_left_in_a_file_is_a_request_to_write() {
+        for asked in [
+            "Leave a note in handover.txt for the next shift: Night Shift is cancelled.",
+            "Note in log.txt that the boiler was serviced.",
+            "Draft a reply in out/reply.txt.",
+        ] {
+            assert!(super::asks_to_write(asked), "{asked}");
+        }
+        assert!(!super::asks_to_write("When does Ana go on holiday?"));
+    }
+
     #[test]
     fn a_request_not_to_change_files_withholds_exactly_the_tools_that_change_them() {
         use crate::Message;

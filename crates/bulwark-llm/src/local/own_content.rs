@@ -22,7 +22,7 @@ const TEXT_MARKERS: &[&str] = &["says", "saying", "text", "word", "words"];
 /// to write: a quoted span, or a marker word followed by the text.
 pub(crate) fn carries_own_content(question: &str) -> bool {
     if has_quoted_span(question) {
-        return true;
+        return !gives_a_template(question);
     }
     let words = lowercase_words(question);
     words.windows(2).any(|pair| {
@@ -30,6 +30,27 @@ pub(crate) fn carries_own_content(question: &str) -> bool {
             && !is_function_word(&pair[1])
             && !super::question_words::QUESTION_WORDS.contains(&pair[1].as_str())
     })
+}
+
+/// Whether the quoted text is a shape to fill, not the words to write:
+/// "save it, *something like* 'Anna Hansen: N crates'", "in the form
+/// 'name - total'", a placeholder letter ("N", "X"). Why: the 1.5B model
+/// wrote "Anna Hansen: N crates" at once, with nothing read; the number
+/// has to be looked up first.
+fn gives_a_template(question: &str) -> bool {
+    let words = lowercase_words(question);
+    let phrase = |a: &str, b: &str| words.windows(2).any(|w| w[0] == a && w[1] == b);
+    let placeholder = question
+        .split(|c: char| !c.is_alphanumeric())
+        .any(|w| w.len() == 1 && w.chars().all(|c| c.is_ascii_uppercase()) && w != "I" && w != "A");
+    phrase("something", "like")
+        || phrase("the", "form")
+        || phrase("lines", "of")
+        || phrase("for", "example")
+        || words.iter().any(|w| w == "format" || w == "template")
+        || placeholder
+        || question.contains("...")
+        || question.contains('\u{2026}')
 }
 
 /// Whether `text` has a span in quotes with a letter or digit inside. An
@@ -101,6 +122,9 @@ mod tests {
             "Write a file that says which bills are due to out/due.txt",
             "Write the words of the song to out/song.txt",
             "Create a file overdue.txt listing the loans that have not been returned yet.",
+            "Add up how many crates Anna Hansen picked this season and save it in reports/anna-2024.txt, something like 'Anna Hansen: N crates'.",
+            "Write each member to out/m.txt in the form 'name - plot'.",
+            "Save the total to out/t.txt as 'Total: X'.",
         ] {
             assert!(!carries_own_content(ask), "{ask}");
         }

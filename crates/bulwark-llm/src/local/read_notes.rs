@@ -163,16 +163,27 @@ impl<'a> ReadNotes<'a> {
         })
     }
 
-    /// Whether `question` asks for a time of day and the files `message`
-    /// brings back, at least one, give none (`time_asked.rs`).
-    pub(crate) fn give_no_time(&self, message: &Message, question: &str) -> bool {
-        let mut read = message
-            .ok_results()
-            .filter(|(id, _)| self.reads.contains_key(id))
-            .peekable();
-        read.peek().is_some()
+    /// Whether `question` asks for a time of day, the last of `since` (the
+    /// messages since the question) brings back a file, and no file read
+    /// since the question gives a time (`time_asked.rs`). Why all of
+    /// them: the schedule read first had "10:00-12:00"; the jingle read
+    /// after it had none, and the note told the model no file gave one.
+    pub(crate) fn give_no_time<'b>(&self, since: &'b [Message], question: &str) -> bool {
+        let reads = |message: &'b Message| {
+            message
+                .ok_results()
+                .filter(|(id, _)| self.reads.contains_key(id))
+                .collect::<Vec<_>>()
+        };
+        let Some(latest) = since.last() else {
+            return false;
+        };
+        !reads(latest).is_empty()
             && super::time_asked::asks_for_a_time(question)
-            && read.all(|(_, content)| !super::time_asked::has_a_time(content))
+            && since
+                .iter()
+                .flat_map(reads)
+                .all(|(_, content)| !super::time_asked::has_a_time(content))
     }
 
     /// How the result of call `id` is shown when it lists a directory
@@ -190,7 +201,7 @@ impl<'a> ReadNotes<'a> {
     /// user's text the call answers).
     pub(crate) fn after(&self, id: &str, question: &str, content: &str) -> String {
         if self.lists.contains(id) {
-            return String::new();
+            return super::listing::kind_note(question, content).unwrap_or_default();
         }
         let Some(&path) = self.reads.get(id) else {
             return String::new();

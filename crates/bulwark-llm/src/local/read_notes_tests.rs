@@ -324,3 +324,37 @@ fn earned_calls_are_bounded_per_question() {
     assert!(!after(&req, "1").contains("none of the files"));
     assert!(!after(&req, "0").contains("none of the files"));
 }
+
+#[test]
+fn no_time_is_said_missing_when_an_earlier_read_gave_one() {
+    let question = "Who's on air Sunday morning and what time does the show start?";
+    let mut req = request(
+        question,
+        &[(
+            "schedule.md",
+            "| Sun | 10:00-12:00 | Folk Roots | Maggie Doyle |\n",
+        )],
+    );
+    // A second read, of a file with no time, after the schedule.
+    req.messages.push(Message {
+        role: Role::Assistant,
+        blocks: vec![Block::ToolUse {
+            id: "9".into(),
+            name: "file_read".into(),
+            input: json!({"path": "jingle.txt"}),
+        }],
+    });
+    req.messages.push(Message {
+        role: Role::User,
+        blocks: vec![Block::ToolResult {
+            tool_use_id: "9".into(),
+            content: wrap("You're listening to Riverside Radio."),
+            is_error: false,
+            taint: vec![],
+        }],
+    });
+    let notes = ReadNotes::new(&req);
+    assert!(!notes.give_no_time(&req.messages, question));
+    // The jingle alone: no file gave a time.
+    assert!(notes.give_no_time(&req.messages[3..], question));
+}

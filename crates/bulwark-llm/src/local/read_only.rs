@@ -46,6 +46,21 @@ pub(crate) fn asks_for_change(question: &str) -> bool {
     // the dates in members.csv are day-first" would be a request.
     sentences(question).enumerate().any(|(at, sentence)| {
         sentence_asks_for_change(sentence, if at == 0 { question } else { sentence })
+            || asked_clauses(sentence).any(|clause| sentence_asks_for_change(clause, clause))
+    })
+}
+
+/// The clauses of `sentence` after a comma that open by asking ("Hartley
+/// picked up order 1044 this morning, *can you mark it as collected in
+/// orders.csv*?"): a statement first, the request after it. A clause
+/// that does not open with "please" or "can/could/would/will you" is
+/// left alone ("..., change is slow" tells).
+fn asked_clauses(sentence: &str) -> impl Iterator<Item = &str> {
+    sentence.split(',').skip(1).map(str::trim).filter(|clause| {
+        let words = super::mentions::lowercase_words(clause);
+        words.first().is_some_and(|w| w == "please")
+            || words.first().is_some_and(|w| MODALS.contains(&w.as_str()))
+                && words.get(1).is_some_and(|w| w == "you")
     })
 }
 
@@ -97,8 +112,10 @@ fn sentence_asks_for_change(sentence: &str, target: &str) -> bool {
     // and "*mark that* ..." tell, they do not ask for a note.
     let about_the_asker = next.as_deref().is_some_and(|w| w == "me" || w == "us");
     let telling = next.as_deref() == Some("that");
+    // "*Add up* the crates on the list" sums; it writes nothing.
+    let summing = verb == "add" && next.as_deref() == Some("up");
     CHANGING_VERBS.contains(&verb.as_str()) && !about_the_asker
-        || WRITING_VERBS.contains(&verb.as_str()) && !telling && names_a_target(target)
+        || WRITING_VERBS.contains(&verb.as_str()) && !telling && !summing && names_a_target(target)
 }
 
 /// The verb a request opens with, after an optional "please" or "can
@@ -180,8 +197,34 @@ fn names_a_target(question: &str) -> bool {
         matches!(pair[0].as_str(), "a" | "new")
             && matches!(pair[1].as_str(), "file" | "note" | "document")
     });
-    path_after_preposition || a_file
+    // "add Maya *to the roster*", "put it *on the rota*": a kept record
+    // named by what it is rather than by its file name.
+    let a_record = words.windows(3).any(|w| {
+        matches!(w[0].as_str(), "to" | "in" | "into" | "onto" | "on")
+            && matches!(w[1].as_str(), "the" | "our" | "my")
+            && RECORDS.contains(&w[2].as_str())
+    });
+    path_after_preposition || a_file || a_record
 }
+
+/// What a workspace keeps as a file, named by what it is.
+const RECORDS: &[&str] = &[
+    "roster",
+    "rota",
+    "register",
+    "list",
+    "spreadsheet",
+    "sheet",
+    "table",
+    "log",
+    "inventory",
+    "calendar",
+    "diary",
+    "schedule",
+    "timetable",
+    "records",
+    "file",
+];
 
 #[cfg(test)]
 mod tests {
@@ -207,6 +250,9 @@ mod tests {
             "K04's hatch has been fixed. Please change its status to available in fleet.csv.",
             "The price went up to 4.50 today! Update prices.csv for me.",
             "Dr. Okafor is back\nplease change her status in staff.csv",
+            "Hartley picked up order 1044 this morning, can you mark it as collected in orders.csv?",
+            "Please add Maya Lind to the roster, she's 10 and joining the Badgers.",
+            "Put the new volunteer on the rota for Saturday.",
         ] {
             assert!(asks_for_change(asked), "{asked}");
         }
@@ -228,6 +274,10 @@ mod tests {
             "Who joined in 2024? Note that the dates in members.csv are day-first.",
             "Is Dr. Okafor in today? Dr. Okonkwo said to ask.",
             "Version 2.3.0 changed the login. What else changed?",
+            "Is Maya on the roster, and which patrol is she in?",
+            "Order 1044 was collected, can I still change it?",
+            "Add up the crates on the list, please.",
+            "Which orders are in the spreadsheet, could you tell me?",
             "",
         ] {
             assert!(!asks_for_change(asked), "{asked}");

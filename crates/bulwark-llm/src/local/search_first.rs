@@ -106,11 +106,17 @@ pub(crate) fn search_words(question: &str) -> Vec<String> {
         })
         .filter(|w| !w.is_empty())
         .collect();
+    let raw = without_when_words(raw);
     // A date in words ("the 18th of March") is searched as the files
     // keep it (`2024-03-18`); its day ("18th") is in none of them.
     for date in super::dates::asked_dates(question) {
         if let Some(fragment) = super::dates::iso_fragment(&date) {
             push(&mut words, fragment);
+        }
+        // And as a day-first sheet keeps it ("10/03/2025" for March
+        // 10th): searched as ISO alone, the order's row was not found.
+        if let Some(day) = date.day {
+            push(&mut words, format!("{day:02}/{:02}", date.month));
         }
     }
     let day_words = super::dates::day_words(question);
@@ -176,6 +182,54 @@ pub(crate) fn search_words(question: &str) -> Vec<String> {
     }
     words
 }
+
+/// `words` without those that say when, not what: "*these days*",
+/// "*right* now", "at the *moment*", "*this season*", "*last year*";
+/// nor a word the question rules out ("no *trailer*", "without a
+/// *dog*").
+/// Why: searched, "day" (of "these days") began a word of one file
+/// alone, the schedule's header `| Day |`, and outweighed "fm", found in
+/// two: the station's frequency was read off the schedule. "Season"
+/// found the README that says which file is this season's, not the
+/// harvest rows. Which edition is now is `editions.rs`'s to say.
+fn without_when_words(words: Vec<&str>) -> Vec<&str> {
+    let lower: Vec<String> = words.iter().map(|w| w.to_lowercase()).collect();
+    let at = |i: usize| lower.get(i).map(String::as_str);
+    words
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| {
+            let before = i.checked_sub(1).and_then(&at);
+            // "It'll just be me, *no trailer*": the one thing not asked
+            // about. Searched first, it chose the trailer's fare.
+            let negated = matches!(
+                before,
+                Some("no" | "not" | "without" | "except" | "excluding")
+            ) || matches!(before, Some("a" | "an" | "the"))
+                && matches!(i.checked_sub(2).and_then(&at), Some("without" | "not"));
+            if negated {
+                return false;
+            }
+            let when = match lower[i].as_str() {
+                "days" => matches!(before, Some("these" | "those")),
+                "right" => at(i + 1) == Some("now"),
+                "moment" => matches!(before, Some("the")),
+                "nowadays" | "currently" | "presently" => true,
+                period => {
+                    PERIODS.contains(&period)
+                        && matches!(before, Some("this" | "last" | "next" | "these" | "that"))
+                }
+            };
+            !when
+        })
+        .map(|(_, w)| *w)
+        .collect()
+}
+
+/// Spans of time a question places itself in ("this *season*").
+const PERIODS: &[&str] = &[
+    "season", "year", "week", "weekend", "month", "term", "quarter", "semester", "time",
+];
 
 /// Short words that say nothing about which file: the grammar of a
 /// question (pronouns, prepositions, auxiliaries), its tense, a size, a
@@ -369,9 +423,14 @@ pub(crate) fn searched_read(
         // The thing a count counts is counted where it is listed: the
         // file with the most lines of "soprano" is the members' table,
         // not the one other file that says "choir", however rare.
+        // A table whose header names it lists it a row at a time: then
+        // the tables' columns decide (`named_columns`), not the lines.
+        let in_a_header = hit_lines((*result)?, query, listed)
+            .iter()
+            .any(|(path, line)| *line == "1" && path.to_lowercase().ends_with(".csv"));
         let listing_most = counted
             .as_deref()
-            .filter(|noun| noun.starts_with(&query.to_lowercase()))
+            .filter(|noun| noun.starts_with(&query.to_lowercase()) && !in_a_header)
             .and_then(|_| most_lines(&hits));
         for (path, lines) in hits {
             let weight = if listing_most == Some(path) {
@@ -405,9 +464,20 @@ pub(crate) fn searched_read(
             .find(|(p, _)| *p == path)
             .map_or(0, |(_, n)| *n)
     };
+    let columns = named_columns(&searches, listed, &question);
+    let columns_of = |path: &str| {
+        columns
+            .iter()
+            .find(|(p, _)| *p == path)
+            .map_or((0, 0), |(_, n)| *n)
+    };
     let mut best: Option<(&str, f64, usize)> = None;
     for candidate in scores {
         let better = best.is_none_or(|(path, score, lines)| {
+            let (named, their_named) = (columns_of(candidate.0), columns_of(path));
+            if (candidate.1 - score).abs() <= 1e-9 && named != their_named {
+                return named > their_named;
+            }
             let tied = (candidate.1 - score).abs() <= 1e-9;
             let (mine, theirs) = (on_one_line(candidate.0), on_one_line(path));
             let (kind, their_kind) = (kind_lines(candidate.0), kind_lines(path));
@@ -426,6 +496,64 @@ pub(crate) fn searched_read(
     }
     let (path, _, _) = best?;
     Some(vec![read_call(tool, argument, path)])
+}
+
+/// For each table whose header line a search brought back, how many of
+/// the question's words name its columns, whole or in part ("tool" for
+/// `tool_id`), and how many of its columns the question names whole: the table
+/// whose columns the question names holds its rows. Why: "which of the
+/// tools are broken?" found "tool" once in the inventory's header, once
+/// in the loans' header and in three lines of the rules; on a tie the
+/// most lines won and the rules were read, where the inventory's
+/// `tool` and `condition` columns held the answer. "How many tools are
+/// still *out*?" names the loans' `out` and `tool_id`.
+fn named_columns<'a>(
+    searches: &[(&str, Option<&str>)],
+    listed: &'a [String],
+    question: &str,
+) -> Vec<(&'a str, (usize, usize))> {
+    let asked: Vec<String> = super::mentions::lowercase_words(question)
+        .into_iter()
+        .filter(|w| w.chars().count() >= 2)
+        .collect::<std::collections::BTreeSet<String>>()
+        .into_iter()
+        .collect();
+    let is = |word: &str, column: &str| word == column || word.strip_suffix('s') == Some(column);
+    let is_asked = |column: &str| asked.iter().any(|w| is(w, column));
+    let mut named: Vec<(&str, (usize, usize))> = Vec::new();
+    for result in searches.iter().filter_map(|(_, r)| *r) {
+        for line in result.lines() {
+            let Some((path, header)) = listed.iter().find_map(|p| {
+                let header = line.strip_prefix(p.as_str())?.strip_prefix(":1:")?;
+                p.to_lowercase()
+                    .ends_with(".csv")
+                    .then_some((p.as_str(), header))
+            }) else {
+                continue;
+            };
+            if named.iter().any(|(p, _)| *p == path) {
+                continue;
+            }
+            let columns: Vec<String> = header
+                .split(',')
+                .map(|c| c.trim().to_lowercase())
+                .filter(|c| !c.is_empty())
+                .collect();
+            let exact = columns.iter().filter(|c| is_asked(c)).count();
+            let words = asked
+                .iter()
+                .filter(|w| {
+                    columns.iter().any(|c| {
+                        is(w, c)
+                            || c.split(['_', '-', ' '])
+                                .any(|part| part.chars().count() >= 2 && is(w, part))
+                    })
+                })
+                .count();
+            named.push((path, (words, exact)));
+        }
+    }
+    named
 }
 
 /// The one file with strictly the most lines found; `None` on a tie.

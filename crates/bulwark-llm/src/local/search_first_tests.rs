@@ -29,6 +29,46 @@ fn search_result(id: &str, content: &str) -> Message {
 }
 
 #[test]
+fn words_that_say_when_are_not_searched_for() {
+    for (question, gone, kept) in [
+        (
+            "What FM frequency are we broadcasting on these days?",
+            "day",
+            "frequency",
+        ),
+        (
+            "How many times did someone pick Bramleys this season?",
+            "season",
+            "bramley",
+        ),
+        (
+            "Which of the tools are broken right now?",
+            "right",
+            "broken",
+        ),
+        (
+            "Who has the hedge trimmer at the moment?",
+            "moment",
+            "trimmer",
+        ),
+        ("What did we spend last year on seed?", "year", "spend"),
+        (
+            "How much is a return for my car? Just me, no trailer.",
+            "trailer",
+            "return",
+        ),
+        ("Can I bring my kayak without a bike?", "bike", "kayak"),
+    ] {
+        let words = search_words(question);
+        assert!(!words.contains(&gone.to_owned()), "{question}: {words:?}");
+        assert!(words.contains(&kept.to_owned()), "{question}: {words:?}");
+    }
+    // A period that is the subject is still searched.
+    assert!(search_words("When does the autumn term start?").contains(&"term".to_owned()));
+    assert!(search_words("How many days of leave has Ana left?").contains(&"day".to_owned()));
+}
+
+#[test]
 fn names_and_identifiers_are_searched_before_other_words() {
     assert_eq!(search_words("Which doctor is seeing Rufus?")[0], "rufus");
     assert_eq!(search_words("What's Sofia's rating?")[0], "sofia");
@@ -38,6 +78,7 @@ fn names_and_identifiers_are_searched_before_other_words() {
     let dated = search_words("Who is on duty the week starting the 18th of March?");
     assert_eq!(dated[0], "-03-18");
     assert!(!dated.contains(&"18th".to_owned()), "{dated:?}");
+    assert_eq!(dated[1], "18/03", "{dated:?}");
     let words = search_words("Who's handling the timezone bug?");
     assert!(words[..2].contains(&"timezone".to_owned()), "{words:?}");
     let words = search_words("Does the shop fix e-bike batteries?");
@@ -92,6 +133,44 @@ fn a_question_naming_no_file_is_searched_then_the_file_found_is_read() {
     let read = searched_read(&found, &found.paths, 2).expect("a read");
     assert_eq!(read_paths(&read), ["a.csv"]);
     assert!(searched_read(&found, &found.paths, 0).is_none());
+}
+
+#[test]
+fn on_a_tie_the_table_whose_columns_the_question_names_is_read() {
+    let shed = |ask: &str| {
+        let petrol = ("petrol", "rules.md:6: - Petrol tools go out full.\n");
+        let result = "inventory.csv:1: tool_id,tool,condition,shelf\n\
+            loans.csv:1: loan_id,tool_id,borrower,out,due,returned\n\
+            rules.md:4: - Max 2 tools at once.\nrules.md:5: - £1 per day per tool.\n\
+            rules.md:6: - Petrol tools go out full.\n";
+        let searches: &[(&str, &str)] = if ask.contains("petrol") {
+            &[("tool", result), petrol]
+        } else {
+            &[("tool", result)]
+        };
+        let mut req = searched(ask, searches);
+        for choices in &mut req.paths.arguments {
+            if choices.tool == "file_read" {
+                choices.allowed = crate::AllowedPaths::Listed(vec![
+                    "inventory.csv".into(),
+                    "loans.csv".into(),
+                    "rules.md".into(),
+                ]);
+            }
+        }
+        let read = searched_read(&req, &req.paths, 2).expect("a read");
+        read_paths(&read)
+            .iter()
+            .map(|p| p.to_string())
+            .collect::<Vec<String>>()
+    };
+    assert_eq!(shed("Which of the tools are broken?"), ["inventory.csv"]);
+    assert_eq!(
+        shed("How many tools are still out with people?"),
+        ["loans.csv"]
+    );
+    // A word only the rules have still outweighs a column's name.
+    assert_eq!(shed("Can I take the petrol tools home?"), ["rules.md"]);
 }
 
 #[test]

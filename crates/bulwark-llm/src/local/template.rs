@@ -266,7 +266,12 @@ pub(crate) fn render_with(
                     .filter(|_| last && results && !text)
                     .map(|words| asked_phrase(question.as_deref().unwrap_or_default(), words));
                 let asked = question.as_deref().unwrap_or_default();
-                let no_time = last && results && !text && notes.give_no_time(message, asked);
+                let since = latest_text
+                    .filter(|&at| at <= index)
+                    .map_or(&request.messages[index..=index], |at| {
+                        &request.messages[at..=index]
+                    });
+                let no_time = last && results && !text && notes.give_no_time(since, asked);
                 let lacking = (last && results && !text)
                     .then(|| notes.lacking_in(message, asked))
                     .flatten();
