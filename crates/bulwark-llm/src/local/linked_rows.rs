@@ -69,7 +69,8 @@ pub(crate) fn linked_rows_note(
         if t != to {
             return None;
         }
-        if !linked.contains(&row) {
+        // The same row found by two of its codes, not two equal rows.
+        if !linked.iter().any(|seen| std::ptr::eq(*seen, row)) {
             linked.push(row);
         }
     }
@@ -209,10 +210,23 @@ pub(crate) fn code_read(
     if coded.is_empty() || linked_already {
         return None;
     }
+    let years = years_in(&question);
+    let read_shapes: Vec<String> = tables
+        .iter()
+        .map(|(path, _)| super::editions::shape(path))
+        .collect();
     let mut candidates: Vec<&String> = unread
         .iter()
         .filter(|path| path.to_lowercase().ends_with(".csv"))
         .filter(|path| !tables.iter().any(|(read, _)| read == path))
+        // Another edition of a table read is no new table: when 2024's
+        // harvest lacks the code, 2023's is not the answer.
+        .filter(|path| !read_shapes.contains(&super::editions::shape(path)))
+        // A year the question names rules out a file of another year.
+        .filter(|path| {
+            let theirs = years_in(path);
+            years.is_empty() || theirs.is_empty() || theirs.iter().any(|y| years.contains(y))
+        })
         .filter(|path| {
             results.iter().any(|result| {
                 result.lines().any(|line| {
@@ -245,6 +259,15 @@ pub(crate) fn code_read(
     }
 }
 
+/// The four-digit years (1900 to 2199) in `text`.
+fn years_in(text: &str) -> Vec<u32> {
+    text.split(|c: char| !c.is_ascii_digit())
+        .filter(|n| n.len() == 4)
+        .filter_map(|n| n.parse::<u32>().ok())
+        .filter(|y| (1900..2200).contains(y))
+        .collect()
+}
+
 /// At most this many rows of the other table are shown for one code.
 const MAX_LINKED_ROWS: usize = 12;
 
@@ -259,11 +282,12 @@ fn asked_total(question: &str, table: &Table, rows: &[&csv::StringRecord]) -> Op
     let totalling = words
         .iter()
         .any(|w| matches!(w.as_str(), "total" | "altogether" | "sum" | "overall"))
-        || words.windows(2).any(|w| {
-            w[0] == "add" && w[1] == "up"
-                || w[0] == "how" && matches!(w[1].as_str(), "many" | "much")
-        });
-    if !totalling {
+        || words
+            .windows(2)
+            .any(|w| w[0] == "add" && w[1] == "up" || w[0] == "in" && w[1] == "all");
+    // "How many crates did Piet pick *in October*?": the rows were not
+    // narrowed by the month, so their sum is not the answer.
+    if !totalling || !super::dates::asked_dates(question).is_empty() {
         return None;
     }
     let named = |column: &str| {
@@ -425,6 +449,23 @@ mod tests {
             "{note}"
         );
         assert!(note.starts_with("(Linked by the program: the one row with \"piet\" \"hanson\", and the 2 rows of harvest-2024.csv"), "{note}");
+        // A month narrows the question, not the rows: no total.
+        let october = linked_rows_note(
+            "How many crates did Piet Hanson pick in total in October?",
+            ("harvest-2024.csv", &harvest),
+            &[("members.csv", &members)],
+        )
+        .expect("a note");
+        assert!(!october.contains("added up"), "{october}");
+        // Two equal rows are two rows.
+        let twice = wrap("member_id,variety,crates\nM02,Gala,10\nM02,Gala,10\n");
+        let doubled = linked_rows_note(
+            "How many crates did Piet Hanson pick in total?",
+            ("harvest-2024.csv", &twice),
+            &[("members.csv", &members)],
+        )
+        .expect("a note");
+        assert!(doubled.contains("over these 2 rows = 20"), "{doubled}");
         // No total asked: the rows alone.
         let rows = linked_rows_note(
             "Which varieties did Anna Hansen pick?",
@@ -522,6 +563,18 @@ mod tests {
                 &[("members.csv", MEMBERS)]
             ),
             Some(serde_json::json!("harvest-2023.csv"))
+        );
+        // The year's edition lacks the code: the other year is not read.
+        assert_eq!(
+            read_next(
+                piet,
+                HEADERS,
+                &[
+                    ("members.csv", MEMBERS),
+                    ("harvest-2024.csv", "member_id,variety,crates\nM01,Cox,9\n")
+                ]
+            ),
+            None
         );
         // No header with the code's column came back; no asked row; the
         // other table already read.

@@ -202,7 +202,19 @@ pub(crate) fn listing_answered(request: &ChatRequest) -> bool {
         return false;
     };
     let question = request.messages[at].text();
-    if !asks_for_listing(&question) {
+    // A listing to be written somewhere, or a listing and something
+    // more ("..., and how long is the README?"): not answered yet.
+    if !asks_for_listing(&question)
+        || asks_more(&question)
+        || super::named_paths::asks_to_write(&question)
+    {
+        return false;
+    }
+    let listed = super::steering::listed_file_names(request);
+    if listed
+        .iter()
+        .any(|p| super::steering::names_file(&question, p, &listed).is_some())
+    {
         return false;
     }
     let since = &request.messages[at + 1..];
@@ -210,7 +222,11 @@ pub(crate) fn listing_answered(request: &ChatRequest) -> bool {
         .paths
         .arguments
         .iter()
-        .filter(|a| a.kind == PathKind::Directory && path_alone(request, &a.tool, &a.argument))
+        .filter(|a| {
+            a.reads_only
+                && a.kind == PathKind::Directory
+                && path_alone(request, &a.tool, &a.argument)
+        })
         .map(|a| a.tool.as_str())
         .collect();
     let listing_ids: Vec<&str> = since
@@ -264,26 +280,69 @@ const ABOUT_CONTENT: &[&str] = &[
 ];
 
 /// Whether `question` asks what a folder holds: a question word and a
-/// plural of what is listed ("which *spreadsheets* do we keep"), or
-/// "what's in the ... folder", and nothing asking what the files say.
+/// plural of what is listed followed by how they are kept ("which
+/// *spreadsheets do we keep*", "what *files have we got*", "list the
+/// *files in* the jobs folder"), or "what's in the ... folder"; nothing
+/// asking what the files say ("which files *have the word* refund?",
+/// "what documents *do I need*?").
 fn asks_for_listing(question: &str) -> bool {
     let words = super::mentions::lowercase_words(&question.replace(['\'', '\u{2019}'], ""));
     let asking = words
         .iter()
         .take(3)
         .any(|w| matches!(w.as_str(), "what" | "whats" | "which" | "list" | "show"));
+    let at = |i: usize| words.get(i).map(String::as_str);
+    let pronoun = |w: Option<&str>| matches!(w, Some("we" | "i" | "you" | "they"));
+    let keeping = |w: Option<&str>| {
+        matches!(
+            w,
+            None | Some("have" | "got" | "keep" | "store" | "hold" | "own" | "save" | "share")
+        )
+    };
+    let kept = |after: usize| match at(after) {
+        None | Some("in" | "inside" | "here" | "there") => true,
+        Some("are" | "is" | "were") => matches!(
+            at(after + 1),
+            None | Some("there" | "in" | "inside" | "here" | "kept" | "stored" | "saved")
+        ),
+        Some("do" | "does" | "did" | "have" | "has") => {
+            pronoun(at(after + 1))
+                && (keeping(at(after + 2))
+                    || at(after + 2) == Some("have") && keeping(at(after + 3)))
+        }
+        Some(w) if pronoun(Some(w)) => keeping(at(after + 1)),
+        Some(_) => false,
+    };
     // "which *of the files* has the cheapest quote?" weighs them.
     let things = words.iter().enumerate().any(|(at, w)| {
         let of_them = at >= 1 && words[at - 1] == "of" || at >= 2 && words[at - 2] == "of";
-        LISTED_THINGS.contains(&w.as_str()) && !of_them
+        LISTED_THINGS.contains(&w.as_str()) && !of_them && kept(at + 1)
     });
-    let in_folder = words
-        .windows(2)
-        .any(|w| matches!(w[0].as_str(), "whats" | "is") && w[1] == "in")
-        && words
-            .iter()
-            .any(|w| matches!(w.as_str(), "folder" | "directory"));
+    let in_folder = words.windows(2).enumerate().any(|(at, w)| {
+        (w[0] == "whats" || w[0] == "is" && at >= 1 && words[at - 1] == "what")
+            && w[1] == "in"
+            && words
+                .iter()
+                .skip(at + 2)
+                .take(3)
+                .any(|w| matches!(w.as_str(), "folder" | "directory"))
+    });
     asking && (things || in_folder) && !words.iter().any(|w| ABOUT_CONTENT.contains(&w.as_str()))
+}
+
+/// Whether `question` asks something after the listing: a second
+/// question word past its first words ("what files are there, *and how*
+/// long is the README?").
+fn asks_more(question: &str) -> bool {
+    super::mentions::lowercase_words(question)
+        .iter()
+        .skip(3)
+        .any(|w| {
+            matches!(
+                w.as_str(),
+                "how" | "when" | "who" | "why" | "where" | "whose"
+            )
+        })
 }
 
 /// The folder of `folders` (the session's listable directories) that
@@ -293,10 +352,26 @@ fn asks_for_listing(question: &str) -> bool {
 /// its owner calls it).
 fn named_folder(question: &str, folders: &[String]) -> Option<String> {
     let words = super::mentions::lowercase_words(question);
-    let named = words
-        .windows(2)
-        .find(|w| matches!(w[1].as_str(), "folder" | "directory"))
-        .map(|w| w[0].clone())?;
+    // The word before "folder", after "called" or "named", or after "in
+    // (the)": "the *scripts* folder", "the folder called *scripts*",
+    // "which files are in *scripts*?".
+    let mut named: Vec<&str> = Vec::new();
+    for (at, word) in words.iter().enumerate() {
+        let next = words.get(at + 1).map(String::as_str);
+        if matches!(next, Some("folder" | "directory")) {
+            named.push(word);
+        }
+        if matches!(word.as_str(), "called" | "named" | "in") {
+            match next {
+                Some("the" | "our" | "my") => named.extend(words.get(at + 2).map(String::as_str)),
+                Some(w) => named.push(w),
+                None => {}
+            }
+        }
+    }
+    let same = |a: &str, b: &str| {
+        a == b || a.strip_suffix('s') == Some(b) || b.strip_suffix('s') == Some(a)
+    };
     folders
         .iter()
         .filter(|f| !f.is_empty())
@@ -304,7 +379,8 @@ fn named_folder(question: &str, folders: &[String]) -> Option<String> {
             f.trim_end_matches('/')
                 .rsplit('/')
                 .next()
-                .is_some_and(|last| last.eq_ignore_ascii_case(&named))
+                .map(str::to_lowercase)
+                .is_some_and(|last| named.iter().any(|w| same(w, &last)))
         })
         .cloned()
 }
@@ -314,6 +390,9 @@ fn named_folder(question: &str, folders: &[String]) -> Option<String> {
 /// them: the 1.5B model, shown the whole listing, answers with all of
 /// it or none. The names stay inside the listing's boundary tags.
 pub(crate) fn kind_note(question: &str, wrapped: &str) -> Option<String> {
+    if !asks_for_listing(question) {
+        return None;
+    }
     let words = super::mentions::lowercase_words(question);
     let (kind, extensions): (&str, &[&str]) = if words
         .iter()
@@ -530,8 +609,26 @@ mod tests {
             listed("List the files in the Docs directory."),
             Some(json!({"path": "docs"}))
         );
+        assert_eq!(
+            listed("Which files are in docs?"),
+            Some(json!({"path": "docs"}))
+        );
+        assert_eq!(
+            listed("What's in the folder called Docs?"),
+            Some(json!({"path": "docs"}))
+        );
+        assert_eq!(
+            listed("What's in the doc folder?"),
+            Some(json!({"path": "docs"}))
+        );
         // Questions about what files say, or weighing them, or naming one.
         for question in [
+            "Which files have the word refund?",
+            "What files use port 8088?",
+            "What documents do I need for the visa appointment?",
+            "What files do I need to edit to change the port?",
+            "Which sheets of plywood are in stock?",
+            "What is in the first-aid kit? The list is in the docs folder.",
             "What files mention port 8088?",
             "Which file has the term dates?",
             "Which of the files has the cheapest quote?",
@@ -564,6 +661,18 @@ mod tests {
         let mut failed = after_a_call.clone();
         failed.messages.push(result(true));
         assert!(!listing_answered(&failed));
+        // More asked than the listing, or the listing to be written.
+        for question in [
+            "What files are there, and how long is the guide?",
+            "List the files into out/files.txt.",
+        ] {
+            let mut more = request(vec![
+                Message::user_text(question),
+                call("file_list", json!({"path": ""})),
+            ]);
+            more.messages.push(result(false));
+            assert!(!listing_answered(&more), "{question}");
+        }
         assert_eq!(
             asked_listing(
                 &request(vec![Message::user_text("What files are there?")]),

@@ -243,7 +243,14 @@ pub(crate) fn asks_to_write(question: &str) -> bool {
     super::mentions::lowercase_words(question)
         .iter()
         .any(|w| WRITE_VERBS.contains(&w.as_str()))
+        || super::read_only::opening_verb(question)
+            .is_some_and(|verb| OPENING_WRITE_VERBS.contains(&verb.as_str()))
 }
+
+/// Verbs that ask to write only when they open the request ("*leave* a
+/// note in handover.txt"): elsewhere they are nouns ("days of *leave*",
+/// `app.log`, a *note*).
+const OPENING_WRITE_VERBS: &[&str] = &["leave", "note", "log", "draft"];
 
 /// The tools that change files, when the latest question says not to
 /// ("just tell me, *don't change any files*"): they are not offered.
@@ -313,7 +320,7 @@ const CHANGE_VERBS: &[&str] = &[
 /// question without one ("is there an old/notes.txt?") is no such request.
 const WRITE_VERBS: &[&str] = &[
     "write", "save", "put", "create", "store", "copy", "append", "add", "export", "record", "make",
-    "generate", "dump", "output", "produce", "jot", "list", "leave", "note", "log", "draft",
+    "generate", "dump", "output", "produce", "jot", "list",
 ];
 
 /// The tools and path choices of a turn that must write one of
@@ -395,7 +402,14 @@ mod tests {
         ] {
             assert!(super::asks_to_write(asked), "{asked}");
         }
-        assert!(!super::asks_to_write("When does Ana go on holiday?"));
+        for asked in [
+            "When does Ana go on holiday?",
+            "What does app.log say about the crash?",
+            "How many days of leave does Zara have left?",
+            "Is there a note about the boiler in notes.txt?",
+        ] {
+            assert!(!super::asks_to_write(asked), "{asked}");
+        }
     }
 
     #[test]

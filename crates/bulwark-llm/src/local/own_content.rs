@@ -39,18 +39,55 @@ pub(crate) fn carries_own_content(question: &str) -> bool {
 /// has to be looked up first.
 fn gives_a_template(question: &str) -> bool {
     let words = lowercase_words(question);
-    let phrase = |a: &str, b: &str| words.windows(2).any(|w| w[0] == a && w[1] == b);
-    let placeholder = question
-        .split(|c: char| !c.is_alphanumeric())
-        .any(|w| w.len() == 1 && w.chars().all(|c| c.is_ascii_uppercase()) && w != "I" && w != "A");
-    phrase("something", "like")
-        || phrase("the", "form")
-        || phrase("lines", "of")
-        || phrase("for", "example")
-        || words.iter().any(|w| w == "format" || w == "template")
+    let phrase = |wanted: &[&str]| {
+        words
+            .windows(wanted.len())
+            .any(|w| w.iter().zip(wanted).all(|(a, b)| a == b))
+    };
+    // A placeholder is looked for inside the quotes alone: "Switch to
+    // Plan B" and "Call J. Smith" are words to write.
+    let placeholder = quoted_spans(question).iter().any(|span| {
+        span.split(|c: char| !c.is_alphanumeric())
+            .any(|w| matches!(w, "N" | "X" | "NN" | "XX"))
+    });
+    phrase(&["something", "like"])
+        || phrase(&["in", "the", "form"])
+        || phrase(&["along", "the", "lines"])
+        || phrase(&["for", "example"])
+        || words.iter().any(|w| w == "template")
         || placeholder
-        || question.contains("...")
-        || question.contains('\u{2026}')
+}
+
+/// The texts between straight or curly quotes that open after no letter
+/// and close before none (an apostrophe inside a word opens nothing).
+fn quoted_spans(text: &str) -> Vec<&str> {
+    let mut spans = Vec::new();
+    let mut open: Option<(usize, char)> = None;
+    let mut previous: Option<char> = None;
+    for (at, c) in text.char_indices() {
+        let next = text[at + c.len_utf8()..].chars().next();
+        match open {
+            Some((from, opener)) => {
+                let closes = match opener {
+                    '\u{201c}' => c == '\u{201d}',
+                    '\u{2018}' => c == '\u{2019}',
+                    other => c == other,
+                };
+                if closes && !next.is_some_and(char::is_alphanumeric) {
+                    spans.push(&text[from..at]);
+                    open = None;
+                }
+            }
+            None => {
+                let opener = matches!(c, '\'' | '"' | '\u{201c}' | '\u{2018}');
+                if opener && !previous.is_some_and(char::is_alphanumeric) {
+                    open = Some((at + c.len_utf8(), c));
+                }
+            }
+        }
+        previous = Some(c);
+    }
+    spans
 }
 
 /// Whether `text` has a span in quotes with a letter or digit inside. An
@@ -107,6 +144,10 @@ mod tests {
             "Create out/reminder.txt with the text \u{201c}bring 5 euros\u{201d}.",
             "Write the word done to done.txt in the top folder of your workspace.",
             "Put a note saying back at 3 in out/door.txt",
+            "Write 'Switch to Plan B' to out/plan.txt",
+            "Save 'Sign the form at reception' to out/door.txt",
+            "Write 'Back in 5 minutes...' to out/door.txt",
+            "Write 'Call J. Smith' to out/todo.txt",
         ] {
             assert!(carries_own_content(ask), "{ask}");
         }

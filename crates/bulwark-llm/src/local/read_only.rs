@@ -115,7 +115,11 @@ fn sentence_asks_for_change(sentence: &str, target: &str) -> bool {
     // "*Add up* the crates on the list" sums; it writes nothing.
     let summing = verb == "add" && next.as_deref() == Some("up");
     CHANGING_VERBS.contains(&verb.as_str()) && !about_the_asker
-        || WRITING_VERBS.contains(&verb.as_str()) && !telling && !summing && names_a_target(target)
+        || WRITING_VERBS.contains(&verb.as_str())
+            && !telling
+            && !summing
+            && (names_a_target(target)
+                || RECORDING_VERBS.contains(&verb.as_str()) && names_a_record(sentence))
 }
 
 /// The verb a request opens with, after an optional "please" or "can
@@ -177,7 +181,7 @@ const CHANGING_VERBS: &[&str] = &[
 /// Verbs that write only when the request says where to.
 const WRITING_VERBS: &[&str] = &[
     "write", "save", "put", "create", "store", "copy", "append", "add", "export", "record", "make",
-    "jot", "note", "log", "insert", "mark", "start",
+    "jot", "note", "log", "insert", "mark", "start", "leave", "draft",
 ];
 
 /// Whether `question` says where something is to be written: a file path
@@ -197,14 +201,25 @@ fn names_a_target(question: &str) -> bool {
         matches!(pair[0].as_str(), "a" | "new")
             && matches!(pair[1].as_str(), "file" | "note" | "document")
     });
-    // "add Maya *to the roster*", "put it *on the rota*": a kept record
-    // named by what it is rather than by its file name.
-    let a_record = words.windows(3).any(|w| {
-        matches!(w[0].as_str(), "to" | "in" | "into" | "onto" | "on")
-            && matches!(w[1].as_str(), "the" | "our" | "my")
-            && RECORDS.contains(&w[2].as_str())
-    });
-    path_after_preposition || a_file || a_record
+    path_after_preposition || a_file
+}
+
+/// Verbs that put an entry into a kept record ("*add* Maya to the
+/// roster", "*put* her on the rota"); "make a list *of* everyone on the
+/// rota" and "note the times on the timetable" do not.
+const RECORDING_VERBS: &[&str] = &["add", "put", "record", "mark", "insert", "append", "enter"];
+
+/// Whether `sentence` names a kept record as where the entry goes ("add
+/// Maya *to the roster*", "put it *on the rota*"), and nothing that sums
+/// ("add the hours in the register *together*").
+fn names_a_record(sentence: &str) -> bool {
+    let words = super::mentions::lowercase_words(sentence);
+    !words.iter().any(|w| w == "together")
+        && words.windows(3).any(|w| {
+            matches!(w[0].as_str(), "to" | "in" | "into" | "onto" | "on")
+                && matches!(w[1].as_str(), "the" | "our" | "my")
+                && RECORDS.contains(&w[2].as_str())
+        })
 }
 
 /// What a workspace keeps as a file, named by what it is.
@@ -212,18 +227,13 @@ const RECORDS: &[&str] = &[
     "roster",
     "rota",
     "register",
-    "list",
     "spreadsheet",
-    "sheet",
-    "table",
-    "log",
     "inventory",
     "calendar",
     "diary",
     "schedule",
     "timetable",
     "records",
-    "file",
 ];
 
 #[cfg(test)]
@@ -278,6 +288,11 @@ mod tests {
             "Order 1044 was collected, can I still change it?",
             "Add up the crates on the list, please.",
             "Which orders are in the spreadsheet, could you tell me?",
+            "Can you make a list of everyone on the rota?",
+            "Can you add the prices on the list?",
+            "Could you make sense of what's in the file?",
+            "Note the times on the timetable are UTC. When is the last bus?",
+            "Quick one, could you add the hours in the register together?",
             "",
         ] {
             assert!(!asks_for_change(asked), "{asked}");

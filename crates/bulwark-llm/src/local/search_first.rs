@@ -109,14 +109,19 @@ pub(crate) fn search_words(question: &str) -> Vec<String> {
     let raw = without_when_words(raw);
     // A date in words ("the 18th of March") is searched as the files
     // keep it (`2024-03-18`); its day ("18th") is in none of them.
-    for date in super::dates::asked_dates(question) {
-        if let Some(fragment) = super::dates::iso_fragment(&date) {
+    let dates = super::dates::asked_dates(question);
+    let day_first =
+        |date: &super::dates::MonthDay| date.day.map(|day| format!("{day:02}/{:02}", date.month));
+    for date in &dates {
+        if let Some(fragment) = super::dates::iso_fragment(date) {
             push(&mut words, fragment);
         }
-        // And as a day-first sheet keeps it ("10/03/2025" for March
-        // 10th): searched as ISO alone, the order's row was not found.
-        if let Some(day) = date.day {
-            push(&mut words, format!("{day:02}/{:02}", date.month));
+        // One date: also as a day-first sheet keeps it ("10/03/2025" for
+        // March 10th); searched as ISO alone, the order's row was not
+        // found. Two or more: after the other words (below), or their
+        // forms would crowd the names out of the searches made.
+        if let (Some(form), [_]) = (day_first(date), dates.as_slice()) {
+            push(&mut words, form);
         }
     }
     let day_words = super::dates::day_words(question);
@@ -167,6 +172,9 @@ pub(crate) fn search_words(question: &str) -> Vec<String> {
     for word in others {
         push(&mut words, search_stem(&word).to_owned());
     }
+    for form in dates.iter().filter_map(day_first) {
+        push(&mut words, form);
+    }
     // Then the short words, if there is room: a terse question's column
     // ("ash warden *hp*?") or half of a name ("*ash* warden").
     for word in &raw {
@@ -202,11 +210,19 @@ fn without_when_words(words: Vec<&str>) -> Vec<&str> {
             let before = i.checked_sub(1).and_then(&at);
             // "It'll just be me, *no trailer*": the one thing not asked
             // about. Searched first, it chose the trailer's fare.
-            let negated = matches!(
-                before,
-                Some("no" | "not" | "without" | "except" | "excluding")
-            ) || matches!(before, Some("a" | "an" | "the"))
-                && matches!(i.checked_sub(2).and_then(&at), Some("without" | "not"));
+            // "Which rooms *have no projector*?" asks about it: kept.
+            let negator = |n: usize| {
+                let owned = matches!(
+                    n.checked_sub(1).and_then(&at),
+                    Some("have" | "has" | "had" | "with" | "got" | "are" | "is" | "there")
+                );
+                matches!(
+                    at(n),
+                    Some("no" | "not" | "without" | "except" | "excluding")
+                ) && !owned
+            };
+            let negated = i >= 1 && negator(i - 1)
+                || i >= 2 && matches!(before, Some("a" | "an" | "the")) && negator(i - 2);
             if negated {
                 return false;
             }
@@ -215,9 +231,18 @@ fn without_when_words(words: Vec<&str>) -> Vec<&str> {
                 "right" => at(i + 1) == Some("now"),
                 "moment" => matches!(before, Some("the")),
                 "nowadays" | "currently" | "presently" => true,
+                // "When does *next term* start?" asks about the term.
                 period => {
+                    let subject = matches!(
+                        i.checked_sub(2).and_then(&at),
+                        Some("does" | "do" | "did" | "is" | "will" | "when")
+                    ) || matches!(
+                        at(i + 1),
+                        Some("start" | "starts" | "begin" | "begins" | "end" | "ends" | "finish")
+                    );
                     PERIODS.contains(&period)
                         && matches!(before, Some("this" | "last" | "next" | "these" | "that"))
+                        && !subject
                 }
             };
             !when

@@ -63,6 +63,15 @@ fn words_that_say_when_are_not_searched_for() {
         assert!(!words.contains(&gone.to_owned()), "{question}: {words:?}");
         assert!(words.contains(&kept.to_owned()), "{question}: {words:?}");
     }
+    // What a question asks about stays, after a negation or a period.
+    assert!(search_words("Which rooms have no projector?").contains(&"projector".to_owned()));
+    assert!(search_words("When does next term start?").contains(&"term".to_owned()));
+    let crowded = search_words("Who was on the rota between 3 March and 10 March?");
+    let at = |w: &str| crowded.iter().position(|c| c == w);
+    assert!(
+        at("rota") < at("03/03") && at("rota").is_some(),
+        "{crowded:?}"
+    );
     // A period that is the subject is still searched.
     assert!(search_words("When does the autumn term start?").contains(&"term".to_owned()));
     assert!(search_words("How many days of leave has Ana left?").contains(&"day".to_owned()));
